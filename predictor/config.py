@@ -1,0 +1,177 @@
+"""Settings for every command: built once in the CLI from a YAML file and ``PREDICTOR_…`` variables.
+
+Precedence (highest first): environment variables, the YAML file given with ``--config``, defaults.
+Nested fields use ``__`` in variable names: ``PREDICTOR_PROMETHEUS__URL``. Secrets are never taken from
+argv: a bearer token comes from ``PREDICTOR_PROMETHEUS__BEARER_TOKEN`` or a file named by
+``bearer_token_file`` (as a Kubernetes service-account token is mounted).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from predictor.errors import ConfigError
+
+__all__ = [
+    "ActuatorSettings",
+    "LoopSettings",
+    "MlflowSettings",
+    "PrometheusSettings",
+    "Settings",
+    "load_settings",
+]
+
+
+class PrometheusSettings(BaseModel):
+    """How to reach a Prometheus-compatible HTTP API (Prometheus, Thanos, Mimir, VictoriaMetrics)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field("http://127.0.0.1:9090", description="Base URL of the Prometheus HTTP API.")
+    bearer_token: SecretStr | None = Field(None, description="Bearer token; prefer the environment.")
+    bearer_token_file: Path | None = Field(None, description="File holding the bearer token.")
+    basic_auth_user: str | None = Field(None, description="Basic-auth user name.")
+    basic_auth_password: SecretStr | None = Field(None, description="Basic-auth password.")
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="Extra request headers, e.g. X-Scope-OrgID for Mimir tenants."
+    )
+    verify_tls: bool = Field(True, description="Verify the server certificate (on by default).")
+    ca_file: Path | None = Field(None, description="CA bundle used to verify the server certificate.")
+    timeout_s: float = Field(30.0, gt=0, le=600, description="Per-request timeout in seconds.")
+    retries: int = Field(3, ge=0, le=20, description="Retries of a transient failure before giving up.")
+    backoff_s: float = Field(0.5, ge=0, le=60, description="First backoff delay; doubles each retry.")
+    max_points_per_request: int = Field(
+        11_000, ge=2, le=11_000, description="Most points per series one range request may ask for."
+    )
+
+    @model_validator(mode="after")
+    def _one_auth_method(self) -> PrometheusSettings:
+        if (self.bearer_token or self.bearer_token_file) and self.basic_auth_user:
+            raise ValueError("use either a bearer token or basic auth, not both")
+        if self.basic_auth_user and self.basic_auth_password is None:
+            raise ValueError("basic_auth_user is set but basic_auth_password is missing")
+        return self
+
+    def resolved_bearer_token(self) -> str | None:
+        """The bearer token from the setting or its file (read on each call, so rotation is honoured)."""
+        if self.bearer_token is not None:
+            return self.bearer_token.get_secret_value()
+        if self.bearer_token_file is not None:
+            try:
+                return self.bearer_token_file.read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigError(f"cannot read bearer_token_file {self.bearer_token_file}: {exc}") from exc
+        return None
+
+
+class MlflowSettings(BaseModel):
+    """Where models are tracked and registered."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tracking_uri: str = Field(
+        default_factory=lambda: f"sqlite:///{Path.cwd() / 'mlflow.db'}",
+        description="MLflow tracking URI; a local sqlite file by default.",
+    )
+    registry_uri: str | None = Field(None, description="Model registry URI if not the tracking URI.")
+    experiment: str = Field("gpu-capacity-predictor", description="Experiment that training runs log to.")
+    promotion_margin: float = Field(
+        0.0, ge=0, le=1, description="Relative backtest improvement a challenger needs to become champion."
+    )
+
+
+class ActuatorSettings(BaseModel):
+    """How plans reach the cluster and the kernel. Safe by default: plan files only."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["plan", "server-dry-run", "apply"] = Field(
+        "plan", description="plan: write files only; server-dry-run: dryRun=All; apply: real patches."
+    )
+    plan_dir: Path = Field(Path("plans"), description="Directory for plan files.")
+    audit_log: Path = Field(Path("audit.jsonl"), description="Append-only JSON-lines audit log.")
+    xdp_pin_dir: Path = Field(Path("/sys/fs/bpf/gpu-capacity-predictor"), description="bpffs pin dir.")
+
+    @property
+    def dry_run(self) -> bool:
+        return self.mode != "apply"
+
+
+class LoopSettings(BaseModel):
+    """The scheduling loop's cadence and safety knobs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    interval_s: float = Field(3600.0, gt=0, description="Seconds between loop cycles.")
+    stale_after_s: float = Field(
+        7200.0, gt=0, description="Hold all changes when the newest sample is older than this."
+    )
+    metrics_port: int = Field(9108, ge=0, le=65535, description="Port of the loop's /metrics endpoint.")
+
+
+class Settings(BaseSettings):
+    """Every setting of the project. Build once (``load_settings``) and pass down."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PREDICTOR_", env_nested_delimiter="__", extra="forbid", case_sensitive=False
+    )
+
+    prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)  # type: ignore[arg-type]
+    mlflow: MlflowSettings = Field(default_factory=MlflowSettings)  # type: ignore[arg-type]
+    actuators: ActuatorSettings = Field(default_factory=ActuatorSettings)  # type: ignore[arg-type]
+    loop: LoopSettings = Field(default_factory=LoopSettings)  # type: ignore[arg-type]
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Environment wins over the YAML file, which arrives as init kwargs (see load_settings).
+        return (env_settings, init_settings, file_secret_settings)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}".replace("\n", " ")) from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    return data
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Settings from defaults, an optional YAML file and ``PREDICTOR_…`` variables, then ``overrides``.
+
+    ``overrides`` come from explicit CLI flags and are applied last, merged per section:
+    ``load_settings(path, prometheus={"url": url})``.
+    """
+    data = _read_yaml(config_file) if config_file is not None else {}
+    try:
+        settings = Settings(**data)
+        for section, values in overrides.items():
+            current = getattr(settings, section)
+            # Validate the section alone: re-validating Settings would let the environment win again.
+            updated = type(current).model_validate({**current.model_dump(), **values})
+            setattr(settings, section, updated)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "settings"
+        source = f" in {config_file}" if config_file else ""
+        raise ConfigError(f"invalid setting {where}{source}: {first['msg']}") from exc
+    return settings

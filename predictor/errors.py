@@ -1,0 +1,82 @@
+"""The project's error tree: every foreign error is wrapped at the boundary into one of these.
+
+    PredictorError                  base; the CLI prints ``str(exc)`` as one line and exits 1
+    ├── ConfigError                 settings file or environment is invalid            (permanent)
+    ├── InputError                  a user-supplied file, time, flag or frame is invalid (permanent)
+    ├── DataSourceError             reading metrics failed
+    │   ├── TemporaryDataSourceError   connection refused, timeout, 5xx — retried with backoff
+    │   └── QueryError                 the server rejected the query (4xx) — never retried
+    ├── ModelError                  a model is not fitted, cannot fit, or its input is unusable
+    ├── RegistryError               MLflow tracking/registry failed or holds no such model/alias
+    ├── ActuatorError               a plan could not be applied to a cluster or kernel
+    │   └── TemporaryActuatorError     conflict (409), timeout — safe to retry after a fresh read
+    └── EnvironmentUnsupportedError  this machine lacks a needed capability (root, bpffs, NVML driver)
+
+Retryable versus permanent is part of the type (as in kopf's Temporary/Permanent errors): code that
+retries catches ``Temporary*`` and nothing else, so a bad query is never hammered.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ActuatorError",
+    "ConfigError",
+    "DataSourceError",
+    "EnvironmentUnsupportedError",
+    "InputError",
+    "ModelError",
+    "PredictorError",
+    "QueryError",
+    "RegistryError",
+    "TemporaryActuatorError",
+    "TemporaryDataSourceError",
+    "TemporaryError",
+]
+
+
+class PredictorError(Exception):
+    """Base of every error the project raises on purpose; its message is one line meant for a user."""
+
+
+class TemporaryError(PredictorError):
+    """Marker: the same call may succeed later (retry with backoff)."""
+
+
+class ConfigError(PredictorError):
+    """The settings file, an environment variable or a secret file is invalid."""
+
+
+class InputError(PredictorError):
+    """A user-supplied input (file, timestamp, flag value, frame column) is invalid."""
+
+
+class DataSourceError(PredictorError):
+    """Metrics could not be read."""
+
+
+class TemporaryDataSourceError(DataSourceError, TemporaryError):
+    """Connection refused, timeout or 5xx: retried with backoff before surfacing."""
+
+
+class QueryError(DataSourceError):
+    """The server rejected a query (4xx): the query itself is wrong, so it is not retried."""
+
+
+class ModelError(PredictorError):
+    """A model is not fitted, cannot be fitted on this data, or was given unusable input."""
+
+
+class RegistryError(PredictorError):
+    """The MLflow tracking store or model registry failed, or holds no such model or alias."""
+
+
+class ActuatorError(PredictorError):
+    """A plan could not be applied to a cluster or kernel."""
+
+
+class TemporaryActuatorError(ActuatorError, TemporaryError):
+    """A conflict (HTTP 409) or timeout: retry after a fresh read."""
+
+
+class EnvironmentUnsupportedError(PredictorError):
+    """This machine lacks a capability the command needs (root, bpffs, an NVIDIA driver, ...)."""

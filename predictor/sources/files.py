@@ -1,0 +1,153 @@
+"""Long frames on disk: CSV or Parquet chosen by extension, read leniently, written atomically.
+
+Every ``--history FILE`` option reads through ``read_history``; every ``--out FILE`` writes through
+``write_frame`` so a failed command never leaves a half-written file behind.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from models.frames import ID, TIME, VALUE, empty_history
+from predictor.errors import InputError
+
+__all__ = ["SUFFIXES", "FileSource", "read_frame", "read_history", "write_frame"]
+
+SUFFIXES = (".csv", ".parquet", ".pq")
+
+
+def _check_suffix(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise InputError(f"{path}: unknown file extension {path.suffix!r} (use .csv or .parquet)")
+    return suffix
+
+
+def read_frame(path: Path) -> pd.DataFrame:
+    """Read a CSV or Parquet file as it is, with errors that name the file."""
+    suffix = _check_suffix(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    try:
+        if suffix == ".csv":
+            return pd.read_csv(path)
+        return pd.read_parquet(path)
+    except pd.errors.EmptyDataError as exc:
+        raise InputError(f"{path}: the file is empty") from exc
+    except (ValueError, OSError, pd.errors.ParserError) as exc:
+        raise InputError(f"{path}: cannot read as {suffix[1:]}: {exc}".splitlines()[0]) from exc
+
+
+def _to_utc(column: pd.Series, path: Path, name: str) -> pd.Series:
+    """Parse timestamps; naive ones are taken as UTC, aware ones converted to UTC."""
+    if pd.api.types.is_numeric_dtype(column):
+        raise InputError(f"{path}: column {name!r} holds numbers, expected ISO 8601 timestamps")
+    try:
+        parsed = pd.to_datetime(column, utc=True, format="ISO8601")
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{path}: column {name!r} has a value that is not a timestamp: {exc}") from exc
+    if parsed.isna().any():
+        row = int(parsed.isna().to_numpy().argmax())
+        raise InputError(f"{path}: column {name!r} is empty at row {row + 2}")
+    return parsed.astype("datetime64[ns, UTC]")
+
+
+def read_history(
+    path: Path,
+    *,
+    time_col: str = TIME,
+    id_col: str = ID,
+    value_col: str = VALUE,
+    allow_duplicates: bool = False,
+) -> pd.DataFrame:
+    """A history frame (``series_id, timestamp, value`` + labels) from a long CSV/Parquet file.
+
+    Columns are renamed to the standard names; a missing id column means one series named after the
+    file. Duplicate (series, timestamp) pairs, non-numeric values and empty files are input errors.
+    """
+    raw = read_frame(path)
+    if raw.empty:
+        raise InputError(f"{path}: the file has no rows")
+    for needed in (time_col, value_col):
+        if needed not in raw.columns:
+            raise InputError(f"{path}: missing column {needed!r} (columns: {', '.join(map(str, raw.columns))})")
+    frame = raw.rename(columns={time_col: TIME, value_col: VALUE, id_col: ID})
+    if ID not in frame.columns:
+        frame[ID] = path.stem
+    frame[ID] = frame[ID].astype(str)
+    frame[TIME] = _to_utc(frame[TIME], path, time_col)
+    values = pd.to_numeric(frame[VALUE], errors="coerce")
+    bad = values.isna() & frame[VALUE].notna()
+    if bad.any():
+        row = int(bad.to_numpy().argmax())
+        raise InputError(
+            f"{path}: column {value_col!r} is not numeric (row {row + 2}: {frame[VALUE].iloc[row]!r})"
+        )
+    frame[VALUE] = values.astype("float64")
+    if not allow_duplicates:
+        dup = frame.duplicated([ID, TIME])
+        if dup.any():
+            row = frame[dup].iloc[0]
+            raise InputError(
+                f"{path}: duplicate timestamp {row[TIME].isoformat()} in series {row[ID]!r}"
+            )
+    labels = [c for c in frame.columns if c not in (ID, TIME, VALUE)]
+    return frame[[ID, TIME, VALUE, *labels]].sort_values([ID, TIME], kind="stable").reset_index(drop=True)
+
+
+def write_frame(frame: pd.DataFrame, path: Path) -> Path:
+    """Write ``frame`` to CSV/Parquet atomically (temp file in the same directory, then rename).
+
+    Timestamps are written as ISO 8601 in UTC. Returns the path written.
+    """
+    suffix = _check_suffix(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out = frame.copy()
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        if suffix == ".csv":
+            for column in out.columns:
+                if isinstance(out[column].dtype, pd.DatetimeTZDtype):
+                    out[column] = out[column].dt.tz_convert("UTC").map(
+                        lambda t: t.isoformat().replace("+00:00", "Z")
+                    )
+            out.to_csv(tmp, index=False)
+        else:
+            out.to_parquet(tmp, index=False)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+class FileSource:
+    """A ``MetricSource`` over one long history file; ``query`` filters by series id or ``__name__``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._frame: pd.DataFrame | None = None
+
+    def history(self) -> pd.DataFrame:
+        if self._frame is None:
+            self._frame = read_history(self.path)
+        return self._frame
+
+    def query_range(
+        self, query: str, start: pd.Timestamp, end: pd.Timestamp, step: pd.Timedelta | None = None
+    ) -> pd.DataFrame:
+        """Samples of the series whose id or metric name equals ``query`` within ``[start, end]``."""
+        frame = self.history()
+        match = frame[ID] == query
+        if "__name__" in frame.columns:
+            match |= frame["__name__"] == query
+        window = frame[match & (frame[TIME] >= start) & (frame[TIME] <= end)]
+        if window.empty:
+            return empty_history([c for c in frame.columns if c not in (ID, TIME, VALUE)])
+        return window.reset_index(drop=True)
