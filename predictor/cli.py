@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from predictor import __version__
-from predictor.commands import data, demo
+from predictor.commands import data, demo, simulate, xdp
 from predictor.commands._common import CliState, console, err_console
 from predictor.errors import PredictorError
 
@@ -26,7 +26,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-train_app = typer.Typer(help="Train a model family, backtest it and register it in MLflow.", no_args_is_help=True)
+train_app = typer.Typer(
+    help="Train a model family, backtest it and register it in MLflow.", no_args_is_help=True
+)
 app.add_typer(train_app, name="train")
 
 
@@ -47,7 +49,7 @@ def version() -> None:
     console.print(f"gpu-capacity-predictor {__version__}")
 
 
-for _module in (data, demo):
+for _module in (data, demo, xdp, simulate):
     _module.register(app, train_app)
 
 
@@ -67,17 +69,17 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         err_console.print("aborted", markup=False)
         return 130
+    except typer.Exit as exc:
+        return int(exc.exit_code)
     except SystemExit as exc:
         return int(exc.code or 0)
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return exc.exit_code
-        if isinstance(exc, click.exceptions.Exit):
-            return exc.exit_code
-        raise
+    except typer.TyperException as exc:  # usage errors: unknown option, missing value, ...
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            err_console.print(f"error: {exc}", markup=False)
+        return int(getattr(exc, "exit_code", 2))
     return 0
 
 

@@ -74,7 +74,8 @@ def read_history(
         raise InputError(f"{path}: the file has no rows")
     for needed in (time_col, value_col):
         if needed not in raw.columns:
-            raise InputError(f"{path}: missing column {needed!r} (columns: {', '.join(map(str, raw.columns))})")
+            known = ", ".join(map(str, raw.columns))
+            raise InputError(f"{path}: missing column {needed!r} (columns: {known})")
     frame = raw.rename(columns={time_col: TIME, value_col: VALUE, id_col: ID})
     if ID not in frame.columns:
         frame[ID] = path.stem
@@ -91,9 +92,9 @@ def read_history(
     if not allow_duplicates:
         dup = frame.duplicated([ID, TIME])
         if dup.any():
-            row = frame[dup].iloc[0]
+            first = frame[dup].iloc[0]
             raise InputError(
-                f"{path}: duplicate timestamp {row[TIME].isoformat()} in series {row[ID]!r}"
+                f"{path}: duplicate timestamp {first[TIME].isoformat()} in series {first[ID]!r}"
             )
     labels = [c for c in frame.columns if c not in (ID, TIME, VALUE)]
     return frame[[ID, TIME, VALUE, *labels]].sort_values([ID, TIME], kind="stable").reset_index(drop=True)

@@ -1,0 +1,34 @@
+# The README's two commands: `make demo` (set up, run the main job) and `make test` (set up, run the tests).
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTHON ?= python3
+DEMO_OUT ?= demo-out
+
+.PHONY: setup system-deps lint test demo bench clean
+
+setup: $(VENV)/.installed
+
+# torch first, pinned to the local CPU wheel, so resolving the project never pulls a multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip check
+	touch $@
+
+system-deps:
+	bash scripts/system-deps.sh
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: setup system-deps lint
+	$(BIN)/pytest
+
+demo: setup
+	$(BIN)/predictor demo --out $(DEMO_OUT)
+
+clean:
+	rm -rf $(VENV) $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache

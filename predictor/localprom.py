@@ -1,0 +1,148 @@
+"""A throwaway local Prometheus: backfill OpenMetrics with promtool, then serve it on loopback.
+
+Used by the tests, the benchmarks and the demo so that queries run against the real server instead of
+mocked responses. Needs the ``prometheus`` and ``promtool`` binaries (Debian package ``prometheus``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+import requests
+
+from predictor.errors import EnvironmentUnsupportedError, InputError
+
+__all__ = ["LocalPrometheus", "backfill", "free_port", "prometheus_available"]
+
+# promtool cuts blocks at 2 h by default: 35 days then take minutes and the server spends minutes
+# compacting hundreds of blocks. One large block per backfill is what makes tests fast.
+_MAX_BLOCK_DURATION = "500h"
+
+
+def prometheus_available() -> bool:
+    """Whether both ``prometheus`` and ``promtool`` are on PATH."""
+    return shutil.which("prometheus") is not None and shutil.which("promtool") is not None
+
+
+def _require(binary: str) -> str:
+    path = shutil.which(binary)
+    if path is None:
+        raise EnvironmentUnsupportedError(
+            f"{binary} not found on PATH (install the Debian package 'prometheus')"
+        )
+    return path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def backfill(openmetrics_path: Path, tsdb_dir: Path) -> float:
+    """Write TSDB blocks for an OpenMetrics file into ``tsdb_dir``; returns the seconds promtool took."""
+    promtool = _require("promtool")
+    tsdb_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    done = subprocess.run(
+        [
+            promtool, "tsdb", "create-blocks-from", "openmetrics",
+            f"--max-block-duration={_MAX_BLOCK_DURATION}", str(openmetrics_path), str(tsdb_dir),
+        ],
+        capture_output=True, text=True, check=False,
+    )
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise InputError(f"promtool rejected {openmetrics_path}: {tail[0]}")
+    return time.perf_counter() - started
+
+
+class LocalPrometheus:
+    """Context manager: ``with LocalPrometheus(tsdb) as prom: prom.url`` serves that TSDB on loopback."""
+
+    def __init__(self, tsdb_dir: Path, *, port: int | None = None, ready_timeout_s: float = 60.0) -> None:
+        self.tsdb_dir = tsdb_dir
+        self.port = port or free_port()
+        self.ready_timeout_s = ready_timeout_s
+        self._process: subprocess.Popen[bytes] | None = None
+        self._workdir: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> LocalPrometheus:
+        binary = _require("prometheus")
+        self._workdir = Path(tempfile.mkdtemp(prefix="localprom-"))
+        config = self._workdir / "prometheus.yml"
+        config.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n", encoding="utf-8")
+        log = (self._workdir / "prometheus.log").open("wb")
+        self._process = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={self.tsdb_dir}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                # Backfilled history is weeks old: the default 15 d retention would delete it.
+                "--storage.tsdb.retention.time=100y",
+                "--web.enable-lifecycle",
+                "--log.level=warn",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout_s
+        while time.monotonic() < deadline:
+            assert self._process is not None
+            if self._process.poll() is not None:
+                raise EnvironmentUnsupportedError(
+                    f"prometheus exited with {self._process.returncode} at start; see {self.log_path}"
+                )
+            try:
+                if requests.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise EnvironmentUnsupportedError(f"prometheus not ready within {self.ready_timeout_s:.0f} s")
+
+    @property
+    def log_path(self) -> Path | None:
+        return None if self._workdir is None else self._workdir / "prometheus.log"
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(timeout=10)
+        self._process = None
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+
+    def __enter__(self) -> LocalPrometheus:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,1 @@
+"""Quota recommendation reports: one report model rendered as HTML, Markdown, CSV and JSON."""

@@ -1,0 +1,76 @@
+"""Settings: YAML file, PREDICTOR_ variables, explicit flags, secrets kept out of reprs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from predictor.config import load_settings
+from predictor.errors import ConfigError
+
+
+def test_defaults_are_safe(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings()
+    assert settings.prometheus.verify_tls is True
+    assert settings.actuators.mode == "plan" and settings.actuators.dry_run
+    assert settings.mlflow.tracking_uri == f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+
+def test_yaml_then_environment_then_flags(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "prometheus:\n  url: http://yaml:9090\n  headers: {X-Scope-OrgID: team-a}\n  retries: 5\n"
+        "actuators:\n  mode: server-dry-run\n"
+    )
+    assert load_settings(config).prometheus.url == "http://yaml:9090"
+    monkeypatch.setenv("PREDICTOR_PROMETHEUS__URL", "http://env:9090")
+    settings = load_settings(config)
+    assert settings.prometheus.url == "http://env:9090"
+    assert settings.prometheus.headers == {"X-Scope-OrgID": "team-a"}
+    assert settings.prometheus.retries == 5
+    assert settings.actuators.mode == "server-dry-run"
+    flagged = load_settings(config, prometheus={"url": "http://flag:9090"})
+    assert flagged.prometheus.url == "http://flag:9090"
+    assert flagged.prometheus.retries == 5
+
+
+def test_secret_comes_from_env_and_stays_out_of_reprs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREDICTOR_PROMETHEUS__BEARER_TOKEN", "t0ps3cret")
+    settings = load_settings()
+    assert settings.prometheus.resolved_bearer_token() == "t0ps3cret"
+    assert "t0ps3cret" not in repr(settings) and "t0ps3cret" not in str(settings.model_dump())
+
+
+def test_token_file_is_read_and_a_missing_one_is_a_config_error(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("abc\n")
+    assert load_settings(prometheus={"bearer_token_file": token}).prometheus.resolved_bearer_token() == "abc"
+    missing = load_settings(prometheus={"bearer_token_file": tmp_path / "nope"})
+    with pytest.raises(ConfigError, match="cannot read bearer_token_file"):
+        missing.prometheus.resolved_bearer_token()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("prometheus: [1, 2", "not valid YAML"),
+        ("- a\n- b\n", "mapping at the top level"),
+        ("prometheus:\n  retries: -1\n", "invalid setting prometheus.retries"),
+        ("prometheus:\n  urll: x\n", "invalid setting prometheus.urll"),
+        ("actuators:\n  mode: yolo\n", "invalid setting actuators.mode"),
+        ("prometheus:\n  bearer_token: a\n  basic_auth_user: u\n  basic_auth_password: p\n", "not both"),
+    ],
+)
+def test_bad_config_is_one_clear_error(tmp_path: Path, text: str, message: str) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    with pytest.raises(ConfigError, match=message) as info:
+        load_settings(config)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_settings(tmp_path / "absent.yaml")
