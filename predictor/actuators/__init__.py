@@ -1,0 +1,47 @@
+"""Actuators: the only code that changes a cluster or a kernel, always as plan → apply.
+
+Every actuator (Volcano queues, XDP profiles, ...) turns a desired state into a list of ``Change`` with
+``plan(desired)`` — empty once converged — and carries them out with ``apply(changes, dry_run=True)``.
+Planning is a read; applying is idempotent, so a loop can re-run a cycle after a crash (STYLE.md §7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, TypeVar
+
+__all__ = ["Actuator", "Change"]
+
+DesiredT_contra = TypeVar("DesiredT_contra", contravariant=True)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One reviewable change: what is changed, from what, to what, and why."""
+
+    actuator: str  # "xdp", "volcano", ...
+    target: str  # the thing changed: a bpffs pin dir, a queue name
+    action: str  # verb, e.g. "set-profile", "patch-queue"
+    before: Mapping[str, Any] = field(default_factory=dict)
+    after: Mapping[str, Any] = field(default_factory=dict)
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for plan files, audit logs and ``--json`` output."""
+        data = asdict(self)
+        data["before"] = dict(self.before)
+        data["after"] = dict(self.after)
+        return data
+
+
+class Actuator(Protocol[DesiredT_contra]):
+    """What the loop needs from every actuator."""
+
+    def plan(self, desired: DesiredT_contra) -> list[Change]:
+        """Changes that would bring the live state to ``desired``; ``[]`` once converged."""
+        ...
+
+    def apply(self, changes: Sequence[Change], *, dry_run: bool = True) -> list[Change]:
+        """Carry out ``changes`` (nothing when ``dry_run``); returns the changes applied or that would be."""
+        ...
