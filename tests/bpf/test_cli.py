@@ -125,9 +125,11 @@ def test_no_bpffs(capsys: pytest.CaptureFixture[str], tmp_path: Path, dummies: t
 
 
 def test_not_root(tmp_path: Path, bpffs: Path) -> None:
-    # Import while still root (the interpreter lives under /root), then drop to nobody and run the command.
+    # Import while still root (the interpreter and venv may be unreadable to nobody: /root, a 0700 temp
+    # clone), and parse once so that lazily imported CLI modules are loaded too; then drop to nobody.
     code = (
-        "import os, sys\nfrom predictor.cli import main\n"
+        "import contextlib, io, os, sys\nfrom predictor.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n    main(['xdp', 'load', '--help'])\n"
         "os.setgid(65534); os.setuid(65534)\n"
         f"sys.exit(main(['xdp', 'load', '--iface', 'lo', '--targets', 'lo', '--pin-dir', '{bpffs}/lb']))\n"
     )
