@@ -1,0 +1,334 @@
+"""An event-driven, Volcano-like gang scheduler with a step-wise API for closed-loop quota experiments.
+
+Jobs arrive and finish as events; a scheduling pass (one Volcano session) runs at most once per
+``period_s`` whenever something changed. Within a pass queues take turns by lowest share
+(allocated/deserved, the capacity plugin's order), each queue serves its jobs FIFO, a job is admitted
+only whole (gang) and only under its queue's capability, and GPUs are placed binpack (fullest node that
+fits) so fragmentation behaves as in a real cluster. ``run_until`` + ``set_quota`` let a planner change
+quotas hour by hour and see the effect, which is what a closed-loop replay needs.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from predictor.errors import InputError
+from predictor.sim.cluster import ClusterSpec, QueueSpec, check_queues
+from predictor.sim.series import epoch_s
+
+__all__ = ["Scheduler", "SchedulerResult"]
+
+
+@dataclass
+class SchedulerResult:
+    """What happened: one row per attempt (``attempts``) and per-pass queue state (``timeline``)."""
+
+    attempts: pd.DataFrame
+    attempt_gpus: list[np.ndarray]
+    timeline_s: np.ndarray  # pass times (epoch seconds)
+    allocated: np.ndarray  # [passes, queues] GPUs
+    pending_gpus: np.ndarray
+    pending_jobs: np.ndarray
+    running_jobs: np.ndarray
+    ready_gpus: np.ndarray  # [passes]
+    quota_s: np.ndarray  # quota change times
+    deserved: np.ndarray  # [changes, queues]
+    capability: np.ndarray
+    queue_names: list[str]
+    dropped_jobs: int
+
+
+class Scheduler:
+    """Replays ``jobs`` (normalised job table) on ``cluster`` with ``queues`` from ``start``.
+
+    Step-wise use: ``run_until(t)``, then ``set_quota``/``set_node_ready`` at that time, repeat;
+    ``result()`` at the end. ``reserve_after_s``: a job at the head of its queue that has waited this long
+    blocks the jobs behind it (FIFO), so big gangs are not starved forever by small ones.
+    """
+
+    def __init__(
+        self,
+        jobs: pd.DataFrame,
+        cluster: ClusterSpec,
+        queues: Sequence[QueueSpec],
+        *,
+        start: pd.Timestamp,
+        period_s: int = 10,
+        reserve_after_s: float = 6 * 3600.0,
+        max_scan: int = 64,
+    ) -> None:
+        check_queues(queues, list(jobs["queue"].unique()))
+        if period_s < 1:
+            raise InputError(f"scheduling period must be >= 1 s, got {period_s}")
+        self.cluster = cluster
+        self.queue_names = [q.name for q in queues]
+        self._qidx = {name: i for i, name in enumerate(self.queue_names)}
+        self.deserved = np.array([q.deserved for q in queues], dtype=float)
+        self.capability = np.array([q.capability for q in queues], dtype=float)
+        fits = jobs["num_gpus"].to_numpy() <= cluster.n_gpus
+        self.dropped_jobs = int((~fits).sum())
+        self.jobs = jobs[fits].reset_index(drop=True)
+        self._submit = epoch_s(self.jobs["submit"])
+        self._queue = self.jobs["queue"].map(self._qidx).to_numpy().astype(np.int64)
+        self._gpus = self.jobs["num_gpus"].to_numpy().astype(np.int64)
+        self._dur = np.maximum(self.jobs["duration_s"].to_numpy(), 1.0)
+        self.period_s = int(period_s)
+        self.reserve_after_s = reserve_after_s
+        self.max_scan = max_scan
+        self.now = int(pd.Timestamp(start).timestamp())
+        g = cluster.gpus_per_node
+        self._g = g
+        self._node_free = np.full(cluster.n_nodes, g, dtype=np.int64)
+        self._node_ready = np.ones(cluster.n_nodes, dtype=bool)
+        self._owner = np.full(cluster.n_gpus, -1, dtype=np.int64)  # attempt id per GPU
+        self._next_job = 0
+        nq = len(self.queue_names)
+        self._pending: list[list[tuple[int, int]]] = [[] for _ in range(nq)]  # (submit, job) sorted
+        self._alloc = np.zeros(nq, dtype=np.int64)
+        self._pend_gpus = np.zeros(nq, dtype=np.int64)
+        self._running_jobs = np.zeros(nq, dtype=np.int64)
+        self._heap: list[tuple[int, int]] = []
+        # attempts
+        self._a_job: list[int] = []
+        self._a_start: list[int] = []
+        self._a_end: list[int] = []
+        self._a_killed: list[bool] = []
+        self._a_gpus: list[np.ndarray] = []
+        self._a_active: list[bool] = []
+        self._attempt_no: dict[int, int] = {}
+        # records
+        self._t: list[int] = []
+        self._rec_alloc: list[np.ndarray] = []
+        self._rec_pg: list[np.ndarray] = []
+        self._rec_pj: list[np.ndarray] = []
+        self._rec_rj: list[np.ndarray] = []
+        self._rec_ready: list[int] = []
+        self._q_t: list[int] = [self.now]
+        self._q_des: list[np.ndarray] = [self.deserved.copy()]
+        self._q_cap: list[np.ndarray] = [self.capability.copy()]
+        self._changed = False
+
+    # ----------------------------------------------------------------- external actions
+    def set_quota(self, queue: str, deserved: float | None = None, capability: float | None = None) -> None:
+        """Change a queue's quota now (applies from the next pass, as Volcano's next session)."""
+        if queue not in self._qidx:
+            raise InputError(f"unknown queue {queue!r} (known: {', '.join(self.queue_names)})")
+        i = self._qidx[queue]
+        if deserved is not None:
+            self.deserved[i] = deserved
+        if capability is not None:
+            self.capability[i] = capability
+        self._q_t.append(self.now)
+        self._q_des.append(self.deserved.copy())
+        self._q_cap.append(self.capability.copy())
+        self._changed = True
+        self._schedule()
+
+    def set_node_ready(self, node: int, ready: bool) -> None:
+        """Mark a node (not) ready; going not-ready kills its gangs and requeues them (pods evicted)."""
+        if ready == self._node_ready[node]:
+            return
+        self._node_ready[node] = ready
+        if not ready:
+            lo, hi = node * self._g, (node + 1) * self._g
+            for attempt in sorted({int(a) for a in self._owner[lo:hi] if a >= 0}):
+                self._finish(attempt, killed=True)
+        self._changed = True
+        self._schedule()
+
+    @property
+    def allocated(self) -> dict[str, int]:
+        return {name: int(self._alloc[i]) for i, name in enumerate(self.queue_names)}
+
+    @property
+    def pending(self) -> dict[str, int]:
+        return {name: int(self._pend_gpus[i]) for i, name in enumerate(self.queue_names)}
+
+    # ----------------------------------------------------------------- event loop
+    def run_until(self, t: pd.Timestamp | int) -> None:
+        """Advance simulated time to ``t`` (epoch seconds or a timestamp), scheduling on the way."""
+        t_end = int(pd.Timestamp(t).timestamp()) if not isinstance(t, int | np.integer) else int(t)
+        n = len(self._submit)
+        while True:
+            next_arrival = self._submit[self._next_job] if self._next_job < n else math.inf
+            next_end = self._heap[0][0] if self._heap else math.inf
+            event = min(next_arrival, next_end)
+            if event > t_end:
+                break
+            event = max(int(event), self.now)
+            pass_time = min(-(-event // self.period_s) * self.period_s, t_end)
+            self.now = max(pass_time, event)
+            while self._heap and self._heap[0][0] <= self.now:
+                end, attempt = heapq.heappop(self._heap)
+                if self._a_active[attempt] and self._a_end[attempt] == end:
+                    self._finish(attempt, killed=False)
+            while self._next_job < n and self._submit[self._next_job] <= self.now:
+                self._enqueue(self._next_job)
+                self._next_job += 1
+            self._schedule()
+        self.now = max(self.now, t_end)
+
+    def _enqueue(self, job: int) -> None:
+        q = int(self._queue[job])
+        bisect.insort(self._pending[q], (int(self._submit[job]), job))
+        self._pend_gpus[q] += self._gpus[job]
+        self._changed = True
+
+    def _finish(self, attempt: int, *, killed: bool) -> None:
+        job = self._a_job[attempt]
+        q = int(self._queue[job])
+        gpus = self._a_gpus[attempt]
+        self._owner[gpus] = -1
+        np.add.at(self._node_free, gpus // self._g, 1)
+        self._alloc[q] -= len(gpus)
+        self._running_jobs[q] -= 1
+        self._a_active[attempt] = False
+        if killed:
+            self._a_end[attempt] = self.now
+            self._a_killed[attempt] = True
+            self._enqueue(job)
+        self._changed = True
+
+    # ----------------------------------------------------------------- one session
+    def _schedule(self) -> None:
+        nq = len(self.queue_names)
+        if not self._changed:
+            return
+        self._changed = False
+        ready_total = int(self._node_ready.sum()) * self._g
+        free_total = int(self._node_free[self._node_ready].sum())
+        active = [q for q in range(nq) if self._pending[q]]
+        pos = dict.fromkeys(active, 0)
+        while active and free_total > 0:
+            share = [self._alloc[q] / self.deserved[q] if self.deserved[q] > 0 else math.inf for q in active]
+            q = active[int(np.argmin(share))]
+            queue = self._pending[q]
+            _, job = queue[pos[q]]
+            g = int(self._gpus[job])
+            quota_ok = self._alloc[q] + g <= min(self.capability[q], ready_total)
+            placed = self._place(g) if quota_ok and g <= free_total else None
+            if placed is not None:
+                queue.pop(pos[q])
+                self._start(job, q, placed)
+                free_total -= g
+            elif quota_ok and self.now - self._submit[job] > self.reserve_after_s:
+                active.remove(q)  # head-of-line reservation: the queue waits for this gang
+                continue
+            else:
+                pos[q] += 1
+            if pos[q] >= len(queue) or pos[q] >= self.max_scan:
+                active.remove(q)
+        self._record(ready_total)
+
+    def _place(self, g: int) -> np.ndarray | None:
+        G = self._g
+        free = np.where(self._node_ready, self._node_free, -1)
+        if g <= G:
+            cands = np.flatnonzero(free >= g)
+            if len(cands) == 0:
+                return None
+            nodes = [int(cands[np.argmin(free[cands])])]
+            counts = [g]
+        else:
+            k, r = divmod(g, G)
+            full = np.flatnonzero(free == G)
+            if len(full) < k:
+                return None
+            nodes = [int(n) for n in full[:k]]
+            counts = [G] * k
+            if r:
+                rest = free.copy()
+                rest[nodes] = -1
+                cands = np.flatnonzero(rest >= r)
+                if len(cands) == 0:
+                    return None
+                nodes.append(int(cands[np.argmin(rest[cands])]))
+                counts.append(r)
+        picked = []
+        for node, count in zip(nodes, counts, strict=True):
+            lo = node * G
+            idle = np.flatnonzero(self._owner[lo : lo + G] < 0)[:count] + lo
+            picked.append(idle)
+        return np.concatenate(picked)
+
+    def _start(self, job: int, q: int, gpus: np.ndarray) -> None:
+        attempt = len(self._a_job)
+        end = self.now + math.ceil(self._dur[job])
+        self._a_job.append(job)
+        self._a_start.append(self.now)
+        self._a_end.append(end)
+        self._a_killed.append(False)
+        self._a_gpus.append(gpus)
+        self._a_active.append(True)
+        self._owner[gpus] = attempt
+        np.add.at(self._node_free, gpus // self._g, -1)
+        self._alloc[q] += len(gpus)
+        self._pend_gpus[q] -= len(gpus)
+        self._running_jobs[q] += 1
+        heapq.heappush(self._heap, (end, attempt))
+
+    def _record(self, ready_total: int) -> None:
+        self._t.append(self.now)
+        self._rec_alloc.append(self._alloc.copy())
+        self._rec_pg.append(self._pend_gpus.copy())
+        self._rec_pj.append(np.array([len(p) for p in self._pending]))
+        self._rec_rj.append(self._running_jobs.copy())
+        self._rec_ready.append(ready_total)
+
+    # ----------------------------------------------------------------- output
+    def result(self) -> SchedulerResult:
+        """Attempts so far (running ones with their planned end) and the per-pass queue timeline."""
+        nq = len(self.queue_names)
+        job = np.array(self._a_job, dtype=np.int64)
+        jobs = self.jobs
+        attempt_no = np.zeros(len(job), dtype=np.int64)
+        seen: dict[int, int] = {}
+        for i, j in enumerate(job.tolist()):
+            attempt_no[i] = seen.get(j, 0)
+            seen[j] = attempt_no[i] + 1
+        G = self._g
+        names = self.cluster.node_names()
+        attempts = pd.DataFrame(
+            {
+                "job_id": jobs["job_id"].to_numpy()[job] if len(job) else np.array([], dtype=object),
+                "queue": jobs["queue"].to_numpy()[job] if len(job) else np.array([], dtype=object),
+                "num_gpus": self._gpus[job],
+                "submit": pd.to_datetime(self._submit[job], unit="s", utc=True),
+                "start": pd.to_datetime(np.array(self._a_start, dtype=np.int64), unit="s", utc=True),
+                "end": pd.to_datetime(np.array(self._a_end, dtype=np.int64), unit="s", utc=True),
+                "wait_s": (np.array(self._a_start, dtype=np.int64) - self._submit[job]).astype(float),
+                "attempt": attempt_no,
+                "killed": np.array(self._a_killed, dtype=bool),
+                "nodes": [",".join(names[n] for n in np.unique(gp // G)) for gp in self._a_gpus],
+                "gpus": [" ".join(map(str, gp.tolist())) for gp in self._a_gpus],
+                "job_index": job,
+            }
+        )
+        empty = np.zeros((0, nq), dtype=np.int64)
+        return SchedulerResult(
+            attempts=attempts,
+            attempt_gpus=list(self._a_gpus),
+            timeline_s=np.array(self._t, dtype=np.int64),
+            allocated=np.array(self._rec_alloc) if self._t else empty,
+            pending_gpus=np.array(self._rec_pg) if self._t else empty,
+            pending_jobs=np.array(self._rec_pj) if self._t else empty,
+            running_jobs=np.array(self._rec_rj) if self._t else empty,
+            ready_gpus=np.array(self._rec_ready, dtype=np.int64),
+            quota_s=np.array(self._q_t, dtype=np.int64),
+            deserved=np.array(self._q_des),
+            capability=np.array(self._q_cap),
+            queue_names=list(self.queue_names),
+            dropped_jobs=self.dropped_jobs,
+        )
+
+    def unstarted(self) -> pd.DataFrame:
+        """Jobs still pending (submitted, never started or requeued) at ``now``."""
+        idx = [job for queue in self._pending for _, job in queue]
+        return self.jobs.iloc[sorted(idx)].reset_index(drop=True)
