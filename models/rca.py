@@ -1,0 +1,214 @@
+"""Root-cause decision tree over symptom features: ranked causes, probabilities and the path in words.
+
+A single, shallow, pruned tree rather than a forest because the answer has to be *explained* to the
+person paging through a slow job: every prediction comes with the conditions it passed, measured values
+included ("gpu_temp_p95_max = 91 °C > 86.5 and sm_clock_drop_max = 31 % > 12 % → gpu_thermal"). Classes
+are balanced (faults are rare next to healthy windows), depth is capped, and the cost-complexity
+pruning strength is chosen by stratified cross-validation on macro-F1. NaN features (a missing series)
+are routed by the tree itself (scikit-learn ≥ 1.3 learns a side for missing values).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.metrics import f1_score
+from sklearn.model_selection import StratifiedKFold
+from sklearn.tree import DecisionTreeClassifier
+from sklearn.utils.multiclass import unique_labels
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from models.rca_features import SPECS
+
+__all__ = ["CAUSES", "CLASSES", "FORMAT", "HEALTHY", "RootCauseTree", "top_k_accuracy"]
+
+HEALTHY = "healthy"
+CAUSES = (
+    "gpu_thermal", "gpu_power_cap", "gpu_hardware", "nvlink", "gpu_oom", "network_congestion", "io_stall",
+    "cpu_contention", "scheduling_starvation", "node_not_ready",
+)
+CLASSES = (*CAUSES, HEALTHY)
+_UNITS = {s.name: s.unit for s in SPECS}
+FORMAT = "gpu-rca-tree/1"
+
+
+def _fmt(name: str, value: float) -> str:
+    unit = _UNITS.get(name, "")
+    if not np.isfinite(value):
+        return "missing"
+    if unit == "ratio":
+        return f"{value * 100:.0f} %"
+    if unit in ("°C", "%", "GPUs", "/s"):
+        return f"{value:.3g} {unit}" if unit != "%" else f"{value:.0f} %"
+    return f"{value:.3g}"
+
+
+class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
+    """Class-balanced, depth-limited decision tree, pruned by cross-validated cost-complexity."""
+
+    def __init__(self, max_depth: int = 10, min_samples_leaf: int = 3, cv: int = 5, n_alphas: int = 12,
+                 random_state: int = 0) -> None:
+        self.max_depth = max_depth
+        self.min_samples_leaf = min_samples_leaf
+        self.cv = cv
+        self.n_alphas = n_alphas
+        self.random_state = random_state
+
+    def _tree(self, alpha: float) -> DecisionTreeClassifier:
+        return DecisionTreeClassifier(class_weight="balanced", max_depth=self.max_depth,
+                                      min_samples_leaf=self.min_samples_leaf, ccp_alpha=alpha,
+                                      random_state=self.random_state)
+
+    def fit(self, X: Any, y: Any) -> RootCauseTree:
+        X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", dtype=np.float64)
+        self.classes_ = unique_labels(y)
+        alphas = self._candidate_alphas(X, y)
+        self.cv_scores_ = {float(a): self._cv_score(X, y, a) for a in alphas}
+        # Largest alpha within 0.005 of the best score: the simplest tree that is as good (one-SE style).
+        best = max(self.cv_scores_.values())
+        self.ccp_alpha_ = max(a for a, s in self.cv_scores_.items() if s >= best - 0.005)
+        self.tree_ = self._tree(self.ccp_alpha_).fit(X, y)
+        return self
+
+    def _candidate_alphas(self, X: np.ndarray, y: np.ndarray) -> list[float]:
+        path = self._tree(0.0).cost_complexity_pruning_path(X, y)
+        alphas = np.unique(path.ccp_alphas[:-1]) if len(path.ccp_alphas) > 1 else np.array([0.0])
+        if len(alphas) > self.n_alphas:
+            alphas = np.unique(np.quantile(alphas, np.linspace(0, 1, self.n_alphas)))
+        return [0.0, *[float(a) for a in alphas if a > 0]]
+
+    def _cv_score(self, X: np.ndarray, y: np.ndarray, alpha: float) -> float:
+        counts = np.unique(y, return_counts=True)[1]
+        folds = int(min(self.cv, counts.min()))
+        if folds < 2 or len(counts) < 2:
+            return 0.0
+        scores = []
+        for train, test in StratifiedKFold(folds, shuffle=True, random_state=self.random_state).split(X, y):
+            pred = self._tree(alpha).fit(X[train], y[train]).predict(X[test])
+            scores.append(f1_score(y[test], pred, average="macro", zero_division=0))
+        return float(np.mean(scores))
+
+    def _check(self, X: Any) -> np.ndarray:
+        check_is_fitted(self)
+        checked: np.ndarray = validate_data(self, X, reset=False, ensure_all_finite="allow-nan", dtype=np.float64)
+        return checked
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        data = self._check(X)
+        proba: np.ndarray = self.tree_.predict_proba(data)
+        return proba
+
+    def predict(self, X: Any) -> np.ndarray:
+        data = self._check(X)
+        pred: np.ndarray = self.tree_.predict(data)
+        return pred
+
+    def rank(self, X: Any, k: int = 3) -> list[list[tuple[str, float]]]:
+        """Per row, the ``k`` most probable classes with their probabilities, best first."""
+        proba = self.predict_proba(X)
+        order = np.argsort(-proba, axis=1, kind="stable")[:, :k]
+        return [[(str(self.classes_[j]), float(p[j])) for j in row] for p, row in zip(proba, order, strict=True)]
+
+    def explain(self, X: Any) -> list[str]:
+        """Per row, the decision path in words with the measured values, ending in the predicted class."""
+        data = self._check(X)
+        names = [str(n) for n in getattr(self, "feature_names_in_", [f"x{i}" for i in range(data.shape[1])])]
+        tree = self.tree_.tree_
+        missing_left = getattr(tree, "missing_go_to_left", np.zeros(tree.node_count, dtype=bool))
+        out = []
+        for row, pred in zip(data, self.predict(X), strict=True):
+            bounds: dict[tuple[int, bool], float] = {}  # (feature, is_upper) → tightest threshold
+            order: list[int] = []
+            node = 0
+            while tree.children_left[node] != -1:
+                f, thr = int(tree.feature[node]), float(tree.threshold[node])
+                value = row[f]
+                left = bool(missing_left[node]) if not np.isfinite(value) else value <= thr
+                key = (f, left)
+                bounds[key] = min(bounds.get(key, np.inf), thr) if left else max(bounds.get(key, -np.inf), thr)
+                if f not in order:
+                    order.append(f)
+                node = tree.children_left[node] if left else tree.children_right[node]
+            parts: list[str] = []
+            skipped = 0
+            for f in order:
+                value = row[f]
+                shown = _fmt(names[f], value)
+                for upper in (True, False):
+                    if (f, upper) not in bounds:
+                        continue
+                    thr = bounds[(f, upper)]
+                    if not np.isfinite(thr):  # a split on "measured or not" (scikit-learn uses +inf)
+                        parts.append(f"{names[f]} is {'measured' if upper else 'missing'}")
+                    elif not np.isfinite(value):
+                        skipped += 1  # routed by the tree, but "x is missing" says nothing to a reader
+                    else:
+                        parts.append(f"{names[f]} = {shown} {'≤' if upper else '>'} {_fmt(names[f], thr)}")
+            text = " and ".join(parts or ["no measured condition"])
+            if skipped:
+                text += f" ({skipped} condition(s) on unmeasured features)"
+            out.append(f"{text} → {pred}")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe description of the fitted tree (loading it runs no code, unlike a pickle)."""
+        check_is_fitted(self)
+        state = self.tree_.tree_.__getstate__()
+        nodes = state["nodes"]
+        return {
+            "format": FORMAT,
+            "params": self.get_params(),
+            "ccp_alpha": self.ccp_alpha_,
+            "cv_scores": {str(k): v for k, v in self.cv_scores_.items()},
+            "classes": [str(c) for c in self.classes_],
+            "feature_names": [str(n) for n in getattr(self, "feature_names_in_", [])],
+            "n_features": int(self.n_features_in_),
+            "max_depth": int(state["max_depth"]),
+            "nodes": {name: nodes[name].tolist() for name in nodes.dtype.names},
+            "values": state["values"].tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RootCauseTree:
+        """Rebuild a fitted model from ``to_dict`` output; raises ValueError on anything unexpected."""
+        from sklearn.tree._tree import NODE_DTYPE, Tree
+
+        if data.get("format") != FORMAT:
+            raise ValueError(f"not a {FORMAT} model (format {data.get('format')!r})")
+        try:
+            model = cls(**data["params"])
+            classes = np.array(data["classes"], dtype=object)
+            n_features = int(data["n_features"])
+            fields = data["nodes"]
+            nodes = np.zeros(len(fields["left_child"]), dtype=NODE_DTYPE)
+            for name in NODE_DTYPE.names:
+                nodes[name] = fields[name]
+            values = np.asarray(data["values"], dtype=np.float64)
+            tree = Tree(n_features, np.array([len(classes)], dtype=np.intp), 1)
+            tree.__setstate__({"max_depth": int(data["max_depth"]), "node_count": len(nodes), "nodes": nodes,
+                               "values": values})
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"malformed {FORMAT} model: {exc}") from exc
+        inner = model._tree(float(data["ccp_alpha"]))
+        inner.tree_, inner.classes_, inner.n_classes_ = tree, classes, len(classes)
+        inner.n_outputs_, inner.n_features_in_, inner.max_features_ = 1, n_features, n_features
+        model.tree_, model.classes_, model.n_features_in_ = inner, classes, n_features
+        model.ccp_alpha_ = float(data["ccp_alpha"])
+        model.cv_scores_ = {float(k): float(v) for k, v in data.get("cv_scores", {}).items()}
+        if data.get("feature_names"):
+            model.feature_names_in_ = np.array(data["feature_names"], dtype=object)
+        return model
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
+
+def top_k_accuracy(model: RootCauseTree, X: pd.DataFrame, y: np.ndarray, k: int) -> float:
+    """Share of rows whose true class is among the ``k`` most probable."""
+    ranked = model.rank(X, k)
+    return float(np.mean([t in {c for c, _ in r} for t, r in zip(y, ranked, strict=True)]))

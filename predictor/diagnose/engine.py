@@ -1,0 +1,125 @@
+"""``diagnose``: a window of history (Prometheus or a file) → ranked findings with scope and explanation.
+
+The same ``window_features`` the tree was trained on run on whatever source answers; every candidate
+(node or queue) is scored, candidates whose most likely class is a cause become findings, the findings of
+one job-wide cause are merged (a congested job shows on all its nodes), and an all-clear window yields one
+``healthy`` finding. The output is the JSON contract of ``predictor diagnose``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from models.frames import TIME
+from models.rca import HEALTHY, RootCauseTree
+from models.rca_features import FEATURE_NAMES, SCOPE_COLUMNS, WindowData, window_features
+from predictor.diagnose.training import NEEDED_METRICS
+from predictor.errors import InputError
+from predictor.sources import MetricSource, Selector
+
+__all__ = ["GPU_COLUMN", "diagnose", "fetch_window", "format_window", "history_window", "parse_scope"]
+
+# Which GPU a finding names, by cause: the argmax of the symptom that points at one GPU.
+GPU_COLUMN = {"gpu_thermal": "gpu_hot", "gpu_power_cap": "gpu_slow", "gpu_hardware": "gpu_xid",
+              "nvlink": "gpu_crc", "gpu_oom": "gpu_fb"}
+_JOB_WIDE = ("nvlink", "gpu_oom", "network_congestion", "io_stall", "cpu_contention")
+SCOPE_KEYS = ("node", "gpu", "job", "queue")
+
+
+def parse_scope(text: str | None) -> dict[str, str]:
+    """``node=X`` (or ``gpu=N``, ``job=J``, ``queue=Q``, comma-separated) → a filter on candidates."""
+    if not text:
+        return {}
+    out = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in SCOPE_KEYS or not value.strip():
+            raise InputError(f"--scope {text!r}: expected key=value with key in {', '.join(SCOPE_KEYS)}")
+        out[key] = value.strip()
+    return out
+
+
+def format_window(window: pd.Timedelta) -> str:
+    seconds = int(window.total_seconds())
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def fetch_window(source: MetricSource, at: pd.Timestamp, window: pd.Timedelta, step: pd.Timedelta,
+                 metrics: Iterable[str] = NEEDED_METRICS) -> pd.DataFrame:
+    """The history diagnosis needs, ``(at - 2·window, at]``, one range query per standard series."""
+    start = at - 2 * window + step
+    frames = []
+    for name in metrics:
+        frame = source.query_range(str(Selector(name)), start, at, step)
+        if len(frame):
+            frames.append(frame.assign(__name__=frame["__name__"] if "__name__" in frame.columns else name))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def history_window(frame: pd.DataFrame, at: pd.Timestamp, window: pd.Timedelta) -> pd.DataFrame:
+    """The rows of a long history frame that one diagnosis reads."""
+    stamps = pd.to_datetime(frame[TIME], utc=True)
+    return frame[(stamps > at - 2 * window) & (stamps <= at)]
+
+
+def _none(value: Any) -> str | None:
+    return str(value) if isinstance(value, str) and value else None
+
+
+def diagnose(frame: pd.DataFrame, model: RootCauseTree, at: pd.Timestamp, window: pd.Timedelta,
+             scope: dict[str, str] | None = None, *, min_probability: float = 0.5) -> dict[str, Any]:
+    """The findings for the window ending at ``at``, in the ``predictor diagnose`` JSON shape."""
+    result: dict[str, Any] = {"at": at.isoformat().replace("+00:00", "Z"), "window": format_window(window),
+                              "findings": []}
+    if frame.empty:
+        raise InputError(f"no samples between {(at - 2 * window).isoformat()} and {at.isoformat()}")
+    feats = window_features(WindowData(frame), at, window)
+    for name, value in (scope or {}).items():
+        feats = feats[feats[name] == value] if name != "gpu" else feats
+    if feats.empty:
+        raise InputError(f"--scope {scope}: no such node, job or queue in the window")
+    X = feats[list(FEATURE_NAMES)]
+    proba = model.predict_proba(X)
+    explanations = model.explain(X)
+    classes = [str(c) for c in model.classes_]
+    findings: dict[tuple[str, str], dict[str, Any]] = {}
+    for i, row in enumerate(feats[list(SCOPE_COLUMNS)].to_dict("records")):
+        node, queue = str(row["node"]), str(row["queue"])
+        for j in np.argsort(-proba[i]):
+            cause, p = classes[j], float(proba[i, j])
+            if cause == HEALTHY or p < min_probability:
+                continue
+            gpu = _none(row[GPU_COLUMN[cause]]) if cause in GPU_COLUMN else None
+            if scope and "gpu" in scope and gpu != scope["gpu"]:
+                continue
+            on_gpu = dict(pair.split(":", 1) for pair in str(row["gpu_jobs"]).split(",") if ":" in pair)
+            job = _none(on_gpu.get(gpu, row["job"]) if gpu else row["job"]) if cause != "node_not_ready" else None
+            where = f"queue={queue}" if queue else f"node={node}" + (f" gpu={gpu}" if gpu else "")
+            finding = {"cause": cause, "probability": round(p, 4),
+                       "scope": {"node": _none(node), "gpu": gpu, "job": job},
+                       "explanation": f"{where}: {explanations[i]}"}
+            # One finding per job for job-wide causes (all its nodes show them), else one per node/queue.
+            key = (cause, job if cause in _JOB_WIDE and job else (queue or node))
+            if key not in findings or findings[key]["probability"] < finding["probability"]:
+                findings[key] = finding
+    ordered = sorted(findings.values(), key=lambda f: (-f["probability"], f["cause"], str(f["scope"])))
+    if not ordered:
+        h = classes.index(HEALTHY) if HEALTHY in classes else None
+        p_healthy = float(proba[:, h].min()) if h is not None else 0.0
+        worst = int(np.argmin(proba[:, h])) if h is not None else 0
+        worst_queue, worst_node = str(feats["queue"].iloc[worst]), str(feats["node"].iloc[worst])
+        where = f"queue={worst_queue}" if worst_queue else f"node={worst_node}"
+        ordered = [{"cause": HEALTHY, "probability": round(p_healthy, 4),
+                    "scope": {"node": None, "gpu": None, "job": None},
+                    "explanation": f"{len(feats)} candidates scored healthy; least healthy {where}: "
+                                   f"{explanations[worst]}"}]
+    result["findings"] = ordered
+    return result

@@ -1,0 +1,77 @@
+"""Where the root-cause model comes from: the bundled default, a file the user names, or the registry.
+
+The bundled default is a JSON description of a tree (``data/rca-default.json``), produced by
+``python -m predictor.diagnose.build_default`` (deterministic: fixed simulator scenarios and seeds) and
+committed, so ``predictor diagnose`` works out of the box and loading it executes no code (a pickle would;
+training at first use would take minutes on two cores). ``--model
+PATH`` reads the same JSON format, only from the path given. ``--registry`` loads ``gpu-rca@champion``
+only from the configured MLflow (the registry wrapper keeps the last good model on a failed reload).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from models.rca import RootCauseTree
+from predictor.config import MlflowSettings
+from predictor.errors import InputError, ModelError, RegistryError
+
+__all__ = ["DEFAULT_MODEL_PATH", "FAMILY", "load_default", "load_model_file", "load_registry", "save_model_file"]
+
+FAMILY = "gpu-rca"
+DEFAULT_MODEL_PATH = Path(__file__).with_name("data") / "rca-default.json"
+
+
+def load_model_file(path: Path) -> RootCauseTree:
+    """A model saved by ``save_model_file`` (JSON); errors name the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise InputError(f"--model {path}: no such file") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"--model {path}: not a JSON model file ({str(exc).splitlines()[0]})") from exc
+    if not isinstance(data, dict):
+        raise InputError(f"--model {path}: not a JSON model file (top level is not an object)")
+    try:
+        return RootCauseTree.from_dict(data)
+    except ValueError as exc:
+        raise InputError(f"--model {path}: {exc}") from exc
+
+
+def save_model_file(model: RootCauseTree, path: Path) -> None:
+    """Write the model as JSON atomically (a failed write leaves no half file)."""
+    text = json.dumps(model.to_dict(), separators=(",", ":"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        Path(tmp).chmod(0o644)  # mkstemp makes it private; a model file is meant to be shared
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_default() -> RootCauseTree:
+    """The bundled default model, trained on simulator scenarios."""
+    if not DEFAULT_MODEL_PATH.is_file():
+        raise ModelError(f"the bundled root-cause model {DEFAULT_MODEL_PATH} is missing; reinstall the package "
+                         "or run `python -m predictor.diagnose.build_default`")
+    try:
+        return load_model_file(DEFAULT_MODEL_PATH)
+    except InputError as exc:
+        raise ModelError(f"the bundled root-cause model is unreadable: {exc}") from exc
+
+
+def load_registry(settings: MlflowSettings) -> RootCauseTree:
+    """``gpu-rca@champion`` from the configured MLflow registry."""
+    from predictor.registry import ModelRegistry
+
+    estimator = ModelRegistry(settings).load_estimator(FAMILY)
+    if not isinstance(estimator, RootCauseTree):
+        raise RegistryError(f"{FAMILY}@champion in {settings.tracking_uri} is not a root-cause tree")
+    return estimator

@@ -1,0 +1,261 @@
+"""Labelled symptom windows for the root-cause tree: from simulator runs, or from a team's own incidents.
+
+The simulator's faults table is the ground truth (cause, start, end, node/GPU/job/queue). Each window
+``(at - w, at]`` of each candidate (node or queue) is labelled with a fault's cause when the fault covers
+at least half of it, ``healthy`` when no fault touches it or the preceding window, and dropped when it is
+ambiguous (a fault starting or ending at the edge, or a node of a hung job that only *waits* on the GPU
+with the XID). Strength is kept per row so evaluation can hold weak faults out of training.
+
+Team incidents CSV (``INCIDENTS_FORMAT``): one row per labelled incident, columns ``time`` (ISO 8601, the
+window end), ``scope`` (``node=NAME``, ``queue=NAME`` or ``cluster`` for every candidate) and ``cause``
+(one of ``CLASSES``, ``healthy`` allowed); an optional ``window`` column (``15m``) overrides the default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from models.frames import ID, TIME, VALUE
+from models.rca import CLASSES, HEALTHY
+from models.rca_features import WindowData, window_features
+from predictor import sim
+from predictor.errors import InputError
+from predictor.sources.files import read_frame
+from predictor.sources.promql import series_id
+from predictor.timeparse import parse_duration
+
+__all__ = [
+    "HELDOUT_SCENARIOS",
+    "INCIDENTS_FORMAT",
+    "MIN_TRAIN_STRENGTH",
+    "NEEDED_METRICS",
+    "TRAIN_SCENARIOS",
+    "Scenario",
+    "build_dataset",
+    "incident_windows",
+    "label_windows",
+    "read_incidents",
+    "scenario_windows",
+    "simulate_scenario",
+    "to_long_frame",
+    "to_window_data",
+]
+
+INCIDENTS_FORMAT = "time,scope,cause[,window]  e.g. 2026-03-02T10:15:00Z,node=gpu-node-17,gpu_thermal,15m"
+NEEDED_METRICS = (
+    "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "node_network_receive_bytes_total", "node_network_receive_drop_total",
+    "node_netstat_Tcp_RetransSegs", "node_cpu_seconds_total", "node_load1", "volcano_queue_allocated_scalar_resources",
+    "volcano_queue_request_scalar_resources", "volcano_queue_deserved_scalar_resources",
+    "volcano_queue_capacity_scalar_resources", "volcano_queue_pod_group_pending_count", "kube_node_status_capacity",
+    "kube_node_status_allocatable", "kube_node_status_condition", "kube_pod_labels",
+    "kube_pod_container_status_restarts_total", "kube_pod_container_status_last_terminated_reason", "ALERTS",
+)
+_SINGLE_GPU = ("gpu_thermal", "gpu_power_cap")
+_START = pd.Timestamp("2026-03-02", tz="UTC")
+WINDOW = pd.Timedelta(minutes=15)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One simulator run: seed, cluster size, fault rate (faults/day) and length."""
+
+    seed: int
+    nodes: int = 8
+    fault_rate_per_day: float = 30.0
+    days: float = 1.0
+    step_s: int = 60
+    jobs_per_hour: float = 25.0
+
+    @property
+    def name(self) -> str:
+        return f"seed{self.seed}-n{self.nodes}-r{self.fault_rate_per_day:g}"
+
+
+def simulate_scenario(s: Scenario) -> sim.SimResult:
+    start = _START + pd.Timedelta(days=7 * (s.seed % 5))
+    jobs = sim.synthetic_jobs(start - pd.Timedelta(days=1), start + pd.Timedelta(days=s.days + 0.1), seed=s.seed,
+                              jobs_per_hour=s.jobs_per_hour * s.nodes / 8)
+    settings = sim.SimSettings(start=start, weeks=s.days / 7, step_s=s.step_s, seed=s.seed,
+                               fault_rate_per_day=s.fault_rate_per_day, warmup_days=1)
+    return sim.simulate(jobs, sim.ClusterSpec.uniform(s.nodes), settings)
+
+
+def to_long_frame(result: sim.SimResult, names: Iterable[str] = NEEDED_METRICS) -> pd.DataFrame:
+    """The run's metric families as one long history frame (what Prometheus would answer)."""
+    wanted = set(names)
+    times = result.grid.times_s().astype(np.int64) * 1_000_000_000
+    parts: list[pd.DataFrame] = []
+    for family in result.families("all"):
+        if family.name not in wanted:
+            continue
+        for labels, steps, values in family.series():
+            keep = np.isfinite(values)
+            if not keep.any():
+                continue
+            full = {"__name__": family.name, **labels}
+            parts.append(pd.DataFrame({ID: series_id(full), TIME: times[steps[keep]], VALUE: values[keep], **full}))
+    frame = pd.concat(parts, ignore_index=True)
+    frame[TIME] = pd.to_datetime(frame[TIME], utc=True)
+    return frame
+
+
+def to_window_data(result: sim.SimResult, names: Iterable[str] = NEEDED_METRICS) -> WindowData:
+    """The run's families straight into ``WindowData`` (same content as ``WindowData(to_long_frame(...))``,
+    without building millions of label cells)."""
+    wanted = set(names)
+    times = result.grid.times_s().astype(np.int64) * 1_000_000_000
+    tables: dict[str, tuple[np.ndarray, pd.DataFrame]] = {}
+    for family in result.families("all"):
+        if family.name not in wanted:
+            continue
+        # A family may yield one label set in several pieces (a counter's segments): one column each.
+        columns: dict[tuple[tuple[str, str], ...], np.ndarray] = {}
+        for lab, steps, values in family.series():
+            key = tuple(sorted(lab.items()))
+            col = columns.setdefault(key, np.full(len(times), np.nan))
+            keep = np.isfinite(values)
+            col[steps[keep]] = values[keep]
+        kept = {k: c for k, c in columns.items() if np.isfinite(c).any()}
+        if kept:
+            labels = pd.DataFrame([dict(k) for k in kept]).fillna("")
+            tables[family.name] = (np.column_stack(list(kept.values())), labels)
+    return WindowData.from_matrices(times, tables)
+
+
+def _affected(fault: pd.Series) -> tuple[set[str], set[str]]:
+    """(nodes labelled with the cause, nodes to drop as ambiguous)."""
+    cause = str(fault["cause"])
+    job_nodes = {n for n in str(fault["nodes"]).split(",") if n}
+    node = str(fault["node"])
+    if cause in _SINGLE_GPU:
+        return {node}, set()
+    if cause == "gpu_hardware":
+        return {node}, job_nodes - {node}
+    if cause == "node_not_ready":
+        return {node}, set()
+    return job_nodes or {node}, set()
+
+
+def label_windows(features: pd.DataFrame, faults: pd.DataFrame, at: pd.Timestamp, window: pd.Timedelta
+                  ) -> pd.DataFrame:
+    """``features`` of one window with ``label`` and ``strength`` columns; ambiguous rows removed."""
+    w0, p0 = at - window, at - 2 * window
+    label = np.full(len(features), HEALTHY, dtype=object)
+    best = np.zeros(len(features))
+    strength = np.full(len(features), np.nan)
+    drop = np.zeros(len(features), dtype=bool)
+    nodes = features["node"].to_numpy()
+    queues = features["queue"].to_numpy()
+    for f in faults.to_dict("records"):
+        start, end = pd.Timestamp(f["start"]), pd.Timestamp(f["end"])
+        if end <= p0 or start >= at:
+            continue
+        frac = (min(end, at) - max(start, w0)) / window
+        if f["cause"] == "scheduling_starvation":
+            hit, ambiguous = queues == f["queue"], np.zeros(len(features), dtype=bool)
+        else:
+            lab, amb = _affected(pd.Series(f))
+            hit, ambiguous = np.isin(nodes, list(lab)), np.isin(nodes, list(amb))
+        drop |= ambiguous
+        if frac >= 0.5:
+            better = hit & (frac > best)
+            label[better], best[better], strength[better] = f["cause"], frac, f["strength"]
+        else:
+            drop |= hit
+    out = features.assign(label=label, strength=strength)
+    keep = ~drop | (best >= 0.5)
+    return out[keep & ~(drop & (best < 0.5))].reset_index(drop=True)
+
+
+def scenario_windows(s: Scenario, window: pd.Timedelta = WINDOW,
+                     every: pd.Timedelta | None = None) -> pd.DataFrame:
+    """Every labelled candidate window of one simulated scenario."""
+    result = simulate_scenario(s)
+    data = to_window_data(result)
+    every = every or window
+    first = pd.Timestamp(result.grid.start_s, unit="s", tz="UTC")
+    last = pd.Timestamp(result.grid.end_s, unit="s", tz="UTC")
+    grid = pd.date_range(first + 2 * window, last, freq=every)
+    rows = []
+    for at in grid:
+        feats = window_features(data, at, window)
+        rows.append(label_windows(feats, result.faults, at, window).assign(at=at))
+    out = pd.concat(rows, ignore_index=True)
+    return out.assign(scenario=s.name, seed=s.seed, nodes=s.nodes, fault_rate=s.fault_rate_per_day)
+
+
+def read_incidents(path: Path) -> pd.DataFrame:
+    """A team's labelled incidents (``INCIDENTS_FORMAT``), validated with errors naming the file and row."""
+    frame = read_frame(path)
+    missing = [c for c in ("time", "scope", "cause") if c not in frame.columns]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)} (format: {INCIDENTS_FORMAT})")
+    try:
+        frame["time"] = pd.to_datetime(frame["time"], utc=True, format="ISO8601")
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{path}: column 'time' has a value that is not an ISO 8601 time") from exc
+    bad = ~frame["cause"].isin(CLASSES)
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(f"{path}: row {row + 2}: unknown cause {frame['cause'].iloc[row]!r} "
+                         f"(known: {', '.join(CLASSES)})")
+    for i, scope in enumerate(frame["scope"].astype(str)):
+        if scope != "cluster" and not (scope.startswith(("node=", "queue=")) and len(scope.split("=", 1)[1]) > 0):
+            raise InputError(f"{path}: row {i + 2}: scope {scope!r} is not node=NAME, queue=NAME or cluster")
+    return frame
+
+
+def incident_windows(history: pd.DataFrame, incidents: pd.DataFrame,
+                     window: pd.Timedelta = WINDOW) -> pd.DataFrame:
+    """Labelled feature rows from a team's history frame and incidents table (only the named scopes)."""
+    data = WindowData(history)
+    rows = []
+    for inc in incidents.to_dict("records"):
+        text = inc.get("window")
+        w = parse_duration(text, name="incident window") if isinstance(text, str) and text else window
+        feats = window_features(data, pd.Timestamp(inc["time"]), w)
+        scope = str(inc["scope"])
+        if scope.startswith("node="):
+            feats = feats[feats["node"] == scope.split("=", 1)[1]]
+        elif scope.startswith("queue="):
+            feats = feats[feats["queue"] == scope.split("=", 1)[1]]
+        rows.append(feats.assign(label=str(inc["cause"]), strength=np.nan, at=pd.Timestamp(inc["time"])))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+# Held out by seed, cluster size and fault rate; faults weaker than MIN_TRAIN_STRENGTH are also held out
+# of training (the simulator draws each fault's strength in [0.3, 1.0]), so evaluation sees unseen
+# intensities too.
+TRAIN_SCENARIOS = tuple(Scenario(seed=s, nodes=n, fault_rate_per_day=r)
+                        for s, n, r in ((1, 6, 40), (2, 10, 40), (3, 8, 30), (4, 6, 60), (5, 10, 30), (6, 12, 40)))
+HELDOUT_SCENARIOS = tuple(Scenario(seed=s, nodes=n, fault_rate_per_day=r)
+                          for s, n, r in ((101, 16, 50), (102, 5, 80), (103, 9, 25)))
+MIN_TRAIN_STRENGTH = 0.4
+
+
+def build_dataset(scenarios: Iterable[Scenario], window: pd.Timedelta = WINDOW,
+                  cache_dir: Path | None = None) -> pd.DataFrame:
+    """Labelled windows of many scenarios; each scenario's rows cached as Parquet under ``cache_dir``."""
+    parts = []
+    for s in scenarios:
+        stem = f"{s.name}-d{s.days:g}-s{s.step_s}-w{int(window.total_seconds())}"
+        path = None if cache_dir is None else cache_dir / f"{stem}.parquet"
+        if path is not None and path.is_file():
+            parts.append(pd.read_parquet(path))
+            continue
+        rows = scenario_windows(s, window)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp")
+            rows.to_parquet(tmp)
+            tmp.replace(path)
+        parts.append(rows)
+    return pd.concat(parts, ignore_index=True)

@@ -1,0 +1,114 @@
+"""``predictor diagnose`` end to end: a real Prometheus holding simulated history with injected faults,
+the same history as a file, and the JSON contract. Uses the bundled default model (out-of-the-box path)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from predictor import sim
+from predictor.cli import main
+from predictor.diagnose.training import to_long_frame
+from predictor.localprom import LocalPrometheus
+from predictor.sources.files import write_frame
+
+# From the faults table of tests/rca/conftest.SMALL (deterministic for its seed).
+THERMAL_AT = "2026-03-09T10:59:00Z"  # gpu_thermal on node-005 GPU 5 since 10:39
+CLEAN_AT = "2026-03-09T03:15:00Z"  # no fault anywhere in (02:45, 03:15] nor the window before
+
+
+def _fault(run: sim.SimResult, cause: str, at: str) -> dict[str, Any]:
+    t = pd.Timestamp(at)
+    rows = run.faults[(run.faults["cause"] == cause) & (run.faults["start"] < t) & (run.faults["end"] > t)]
+    assert len(rows) == 1
+    return dict(rows.iloc[0])
+
+
+def _quiet(run: sim.SimResult, at: str) -> None:
+    t = pd.Timestamp(at)
+    touching = run.faults[(run.faults["end"] > t - pd.Timedelta(minutes=30)) & (run.faults["start"] < t)]
+    assert touching.empty, touching
+
+
+def _check_shape(result: dict[str, Any], at: str) -> None:
+    assert set(result) == {"at", "window", "findings"}
+    assert pd.Timestamp(result["at"]) == pd.Timestamp(at) and result["window"] == "15m"
+    probs = [f["probability"] for f in result["findings"]]
+    assert probs == sorted(probs, reverse=True) and probs
+    for f in result["findings"]:
+        assert set(f) == {"cause", "probability", "scope", "explanation"}
+        assert set(f["scope"]) == {"node", "gpu", "job"}
+        assert isinstance(f["explanation"], str) and "→" in f["explanation"]
+
+
+def _diagnose(args: list[str], out: Path) -> dict[str, Any]:
+    assert main(["diagnose", *args, "--out", str(out)]) == 0
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+@pytest.fixture(scope="module")
+def history_file(small_sim: sim.SimResult, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("rca-history") / "history.parquet"
+    write_frame(to_long_frame(small_sim), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def prometheus(small_sim: sim.SimResult, tmp_path_factory: pytest.TempPathFactory,
+               prometheus_from_openmetrics: Any) -> LocalPrometheus:
+    out = tmp_path_factory.mktemp("rca-om")
+    small_sim.write(out, openmetrics=True, parquet=False)
+    server: LocalPrometheus = prometheus_from_openmetrics(out / "metrics.om")
+    return server
+
+
+def test_history_file_names_cause_and_scope(small_sim: sim.SimResult, history_file: Path, tmp_path: Path) -> None:
+    fault = _fault(small_sim, "gpu_thermal", THERMAL_AT)
+    result = _diagnose(["--history", str(history_file), "--at", THERMAL_AT], tmp_path / "d.json")
+    _check_shape(result, THERMAL_AT)
+    thermal = [f for f in result["findings"] if f["cause"] == "gpu_thermal"]
+    assert thermal and thermal[0]["scope"]["node"] == fault["node"] and thermal[0]["scope"]["gpu"] == fault["gpu"]
+
+
+def test_clean_window_is_healthy(small_sim: sim.SimResult, history_file: Path, tmp_path: Path) -> None:
+    _quiet(small_sim, CLEAN_AT)
+    result = _diagnose(["--history", str(history_file), "--at", CLEAN_AT], tmp_path / "d.json")
+    _check_shape(result, CLEAN_AT)
+    assert [f["cause"] for f in result["findings"]] == ["healthy"]
+    assert result["findings"][0]["scope"] == {"node": None, "gpu": None, "job": None}
+
+
+def test_real_prometheus_names_the_injected_cause_and_says_healthy_when_clean(
+    small_sim: sim.SimResult, prometheus: LocalPrometheus, tmp_path: Path
+) -> None:
+    fault = _fault(small_sim, "gpu_thermal", THERMAL_AT)
+    url = ["--prometheus-url", prometheus.url]
+    scoped = _diagnose([*url, "--at", THERMAL_AT, "--scope", f"node={fault['node']}"], tmp_path / "a.json")
+    _check_shape(scoped, THERMAL_AT)
+    top = scoped["findings"][0]
+    assert top["cause"] == "gpu_thermal", scoped
+    assert top["scope"]["node"] == fault["node"] and top["scope"]["gpu"] == fault["gpu"]
+    assert top["scope"]["job"] and fault["job_id"] in top["scope"]["job"]
+    clean = _diagnose([*url, "--at", CLEAN_AT], tmp_path / "b.json")
+    assert [f["cause"] for f in clean["findings"]] == ["healthy"], clean
+
+
+def test_bad_inputs_are_one_line_errors(history_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                        ) -> None:
+    out = str(tmp_path / "x.json")
+    assert main(["diagnose", "--at", THERMAL_AT, "--out", out]) == 1
+    assert "exactly one of --prometheus-url" in capsys.readouterr().err
+    assert main(["diagnose", "--history", str(history_file), "--at", "yesterday-ish", "--out", out]) == 1
+    assert "--at" in capsys.readouterr().err
+    assert main(["diagnose", "--history", str(history_file), "--at", THERMAL_AT, "--scope", "rack=7",
+                 "--out", out]) == 1
+    assert "--scope" in capsys.readouterr().err
+    assert main(["diagnose", "--history", str(history_file), "--at", THERMAL_AT, "--model",
+                 str(tmp_path / "nope.json"), "--out", out]) == 1
+    assert "nope.json" in capsys.readouterr().err
+    assert not Path(out).exists()

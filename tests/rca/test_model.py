@@ -1,0 +1,71 @@
+"""The root-cause tree: scikit-learn's estimator contract, JSON round trip, ranking and explanations."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from models.rca import RootCauseTree
+from predictor.diagnose.models import load_default, load_model_file, save_model_file
+from predictor.errors import InputError
+
+
+@parametrize_with_checks([RootCauseTree(cv=2, n_alphas=3)])
+def test_sklearn_contract(estimator: RootCauseTree, check: object) -> None:
+    check(estimator)  # type: ignore[operator]
+
+
+def _toy() -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"gpu_temp_p95_max": rng.normal(70, 5, 400), "sm_clock_drop_max": rng.uniform(0, 0.1, 400),
+                      "xid_max": np.zeros(400)})
+    hot = np.arange(400) % 5 == 0
+    X.loc[hot, "gpu_temp_p95_max"] += 22
+    X.loc[hot, "sm_clock_drop_max"] += 0.3
+    broken = np.arange(400) % 7 == 0
+    X.loc[broken, "xid_max"] = 79
+    X.loc[np.arange(400) % 11 == 0, "xid_max"] = np.nan  # a missing series is a value, not an error
+    y = np.where(broken, "gpu_hardware", np.where(hot, "gpu_thermal", "healthy"))
+    return X, y
+
+
+def test_ranks_and_explains_with_measured_values() -> None:
+    X, y = _toy()
+    model = RootCauseTree().fit(X, y)
+    assert (model.predict(X) == y).mean() > 0.95
+    ranked = model.rank(X.iloc[:5], k=3)
+    assert all(len(r) == 3 and r[0][1] >= r[1][1] >= r[2][1] for r in ranked)
+    hot_row = X.iloc[[5]]  # index 5: hot, not broken
+    text = model.explain(hot_row)[0]
+    assert text.endswith("→ gpu_thermal")
+    assert "°C" in text or "%" in text  # values with units, e.g. "gpu_temp_p95_max = 91.2 °C > 81.4 °C"
+    assert "=" in text
+
+
+def test_json_round_trip_is_exact(tmp_path: pytest.TempPathFactory) -> None:
+    X, y = _toy()
+    model = RootCauseTree().fit(X, y)
+    path = tmp_path / "m.json"  # type: ignore[operator]
+    save_model_file(model, path)
+    again = load_model_file(path)
+    np.testing.assert_array_equal(model.predict_proba(X), again.predict_proba(X))
+    assert model.explain(X.iloc[:3]) == again.explain(X.iloc[:3])
+
+
+def test_bad_model_files_name_the_file(tmp_path: pytest.TempPathFactory) -> None:
+    bad = tmp_path / "bad.json"  # type: ignore[operator]
+    bad.write_text(json.dumps({"format": "something-else"}))
+    with pytest.raises(InputError, match=r"bad\.json"):
+        load_model_file(bad)
+    with pytest.raises(InputError, match="no such file"):
+        load_model_file(tmp_path / "absent.json")  # type: ignore[operator]
+
+
+def test_bundled_default_loads_and_knows_every_cause() -> None:
+    model = load_default()
+    assert "healthy" in set(model.classes_)
+    assert len(model.classes_) == 11
