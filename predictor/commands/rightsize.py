@@ -1,0 +1,131 @@
+"""CLI: ``predictor rightsize`` and ``predictor train demand``.
+
+Thin by design (STYLE §13): pick the source (a Prometheus range or a history file), build settings, call
+``predictor.rightsize`` or ``pipelines.demand``, write atomically and print one line per outcome. Heavy
+imports (pandas, scikit-learn, mlflow) happen inside the commands so ``predictor --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from predictor.commands._common import console, settings_from
+from predictor.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from predictor.config import Settings
+    from predictor.rightsize import RightsizeInput, RightsizeSettings
+
+__all__ = ["register"]
+
+UrlOpt = Annotated[str | None, typer.Option("--prometheus-url", help="Prometheus base URL to read history from.")]
+StartOpt = Annotated[str | None, typer.Option("--start", help="Start of the history window (ISO 8601).")]
+EndOpt = Annotated[str | None, typer.Option("--end", help="End of the history window (ISO 8601).")]
+HistoryOpt = Annotated[
+    Path | None, typer.Option("--history", help="Long CSV/Parquet file, or the simulator's metrics/ directory.")
+]
+StepOpt = Annotated[str, typer.Option("--step", help="Sample step of the history (e.g. 5m).")]
+SharingOpt = Annotated[
+    list[float] | None, typer.Option("--sharing-size", help="GPU fraction a sharing setup offers (repeatable).")
+]
+
+
+def _inputs(
+    settings: Settings, url: str | None, start: str | None, end: str | None, history: Path | None, step: str
+) -> tuple[RightsizeInput, RightsizeSettings]:
+    from predictor.rightsize import RightsizeSettings, from_history, from_source
+    from predictor.sources import PrometheusSource
+    from predictor.timeparse import parse_duration, parse_time
+
+    step_td = parse_duration(step, name="--step")
+    rs = RightsizeSettings(step_s=int(step_td.total_seconds()))
+    if (history is None) == (url is None):
+        raise InputError("give either --history FILE or --prometheus-url URL with --start and --end")
+    if history is not None:
+        return from_history(history), rs
+    if start is None or end is None:
+        raise InputError("--prometheus-url needs --start and --end (ISO 8601)")
+    t0, t1 = parse_time(start, name="--start"), parse_time(end, name="--end")
+    if t1 <= t0:
+        raise InputError(f"--end {end} is not after --start {start}")
+    return from_source(PrometheusSource(settings.prometheus), t0, t1, step_td), rs
+
+
+def _rs_with_sharing(rs: RightsizeSettings, sharing: list[float] | None) -> RightsizeSettings:
+    sizes = tuple(sorted(set(sharing or ())))
+    bad = [s for s in sizes if not 0 < s < 1]
+    if bad:
+        raise InputError(f"--sharing-size {bad[0]:g} must be a fraction between 0 and 1")
+    return rs.model_copy(update={"sharing_sizes": sizes})
+
+
+def register(app: typer.Typer, train: typer.Typer) -> None:
+    """Add ``rightsize`` to the root app and ``demand`` to the ``train`` group."""
+
+    @app.command("rightsize")
+    def rightsize_cmd(
+        ctx: typer.Context,
+        out: Annotated[Path, typer.Option("--out", help="Output CSV/Parquet, one row per workload.")],
+        prometheus_url: UrlOpt = None,
+        start: StartOpt = None,
+        end: EndOpt = None,
+        history: HistoryOpt = None,
+        step: StepOpt = "5m",
+        sharing_size: SharingOpt = None,
+    ) -> None:
+        """Recommend GPUs and GPU memory per workload from what its runs really used."""
+        from predictor.rightsize import rightsize
+        from predictor.sources.files import write_frame
+
+        settings = settings_from(ctx, prometheus={"url": prometheus_url})
+        inputs, rs = _inputs(settings, prometheus_url, start, end, history, step)
+        table, runs = rightsize(inputs, _rs_with_sharing(rs, sharing_size))
+        write_frame(table, out)
+        for note in inputs.notes:
+            console.print(f"note: {note}", markup=False, highlight=False)
+        idle = float((table["gpu_request"] - table["recommended_gpus"]).clip(lower=0).sum())
+        console.print(
+            f"wrote {len(table)} workloads ({len(runs)} runs) to {out}; {idle:g} requested GPUs recommended away",
+            markup=False, highlight=False,
+        )
+
+    @train.command("demand")
+    def train_demand_cmd(
+        ctx: typer.Context,
+        prometheus_url: UrlOpt = None,
+        start: StartOpt = None,
+        end: EndOpt = None,
+        history: HistoryOpt = None,
+        step: StepOpt = "5m",
+        quantile: Annotated[float, typer.Option("--quantile", min=0.5, max=0.999, help="Quantile to predict.")] = 0.95,
+        tracking_uri: Annotated[
+            str | None, typer.Option("--tracking-uri", help="MLflow tracking URI (overrides settings).")
+        ] = None,
+    ) -> None:
+        """Fit the demand regressors, backtest them against VPA/KRR, register gpu-demand, promote if better."""
+        from pipelines.demand import DemandJob, train_demand
+        from predictor.rightsize import rightsize
+
+        settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow={"tracking_uri": tracking_uri})
+        inputs, rs = _inputs(settings, prometheus_url, start, end, history, step)
+        _, runs = rightsize(inputs, rs)
+        outcome = train_demand(settings, runs, DemandJob(quantile=quantile))
+        verdict = "promoted to champion" if outcome.promoted else "kept as challenger"
+        console.print(f"gpu-demand v{outcome.version}: {verdict} ({outcome.reason})", markup=False, highlight=False)
+        _print(outcome.table)
+
+
+def _print(table: pd.DataFrame) -> None:
+    from rich.table import Table
+
+    out = Table(title="backtest on later runs")
+    for column in table.columns:
+        out.add_column(str(column), justify="left" if column == "method" else "right")
+    for row in table.itertuples(index=False):
+        out.add_row(*(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row))
+    console.print(out)

@@ -1,0 +1,232 @@
+"""Per-pod and per-run usage tables from long metric frames (DCGM joined to kube-state-metrics).
+
+Right-sizing needs, for every run of a workload, what it asked for next to what it really used. Neither
+exists as one series: DCGM reports per GPU (with the pod that holds it as labels), kube-state-metrics
+reports the request per container and the pod's Volcano labels. This module joins them on
+``namespace``/``pod`` and reduces samples to one row per run. It is pure pandas on frames in the
+project's long shape, so a Prometheus answer, a history file and the simulator's Parquet all go through
+the same code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from models.frames import TIME, VALUE
+from predictor.errors import InputError
+
+__all__ = [
+    "FB_USED",
+    "GPU_UTIL",
+    "POD_LABELS",
+    "REQUESTS",
+    "RUN_COLUMNS",
+    "FeatureSettings",
+    "gpu_memory_mib",
+    "runs_from_frames",
+    "workload_of_pod",
+]
+
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+FB_USED = "DCGM_FI_DEV_FB_USED"
+REQUESTS = "kube_pod_container_resource_requests"
+POD_LABELS = "kube_pod_labels"
+QUEUE_LABEL = "label_volcano_sh_queue_name"
+JOB_LABEL = "label_volcano_sh_job_name"
+
+RUN_COLUMNS = (
+    "namespace", "workload", "run", "queue", "gpu_type", "pods", "start", "end", "runtime_h",
+    "gpu_request", "gpus_used_p95", "gpus_used_max", "gpu_equiv_p95", "util_mean", "util_p95",
+    "mem_peak_mib", "mem_p99_mib",
+    "gpu_mem_total_mib", "early_gpus_used", "early_gpu_equiv", "early_mem_peak_mib", "early_util_mean", "samples",
+)
+
+# Generated suffixes, most specific first: a Deployment's ReplicaSet hash + pod hash, a Job's or
+# ReplicaSet's 5-character hash, a StatefulSet or Volcano task index, then a Volcano task name.
+_SUFFIXES = (
+    re.compile(r"-[a-z0-9]{8,10}-[a-z0-9]{5}$"),
+    re.compile(r"-[a-z0-9]{5}$"),
+    re.compile(r"-\d+$"),
+)
+_VOLCANO_TASK = re.compile(r"-(worker|master|ps|chief|launcher|evaluator|driver|executor)$")
+_GIB_IN_NAME = re.compile(r"(\d+)\s*GB", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class FeatureSettings:
+    """How samples become a run: what counts as a busy GPU and how long the 'first minutes' are."""
+
+    busy_threshold_pct: float = 5.0
+    early_minutes: float = 30.0
+
+
+def workload_of_pod(pod: str) -> str:
+    """A pod name with its generated suffix removed (``train-7d9f8c6b5-x2k4q`` → ``train``).
+
+    A 5-character suffix is only stripped when it contains a digit: ``-model`` is part of a name,
+    ``-x2k4q`` is a hash.
+    """
+    name = pod
+    for pattern in _SUFFIXES:
+        match = pattern.search(name)
+        if match and (pattern.pattern != r"-[a-z0-9]{5}$" or any(c.isdigit() for c in match.group())):
+            name = name[: match.start()]
+            break
+    name = _VOLCANO_TASK.sub("", name)
+    return name or pod
+
+
+def gpu_memory_mib(model_name: str) -> float:
+    """GPU memory from DCGM's ``modelName`` ("NVIDIA H100 80GB HBM3" → 81920); NaN when it does not say."""
+    match = _GIB_IN_NAME.search(model_name or "")
+    return float(int(match.group(1)) * 1024) if match else float("nan")
+
+
+def _gpu_type(model_name: str) -> str:
+    for token in ("H200", "H100", "H20", "A100", "A800", "A10", "L40S", "L40", "L4", "V100", "T4"):
+        if token in (model_name or ""):
+            return token
+    return model_name or "unknown"
+
+
+def _labelled(frame: pd.DataFrame, name: str, needed: tuple[str, ...]) -> pd.DataFrame:
+    """Rows of one metric with the label columns it must have, naming what is missing."""
+    if "__name__" in frame.columns:
+        frame = frame[frame["__name__"] == name]
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise InputError(f"{name}: series have no {', '.join(repr(m) for m in missing)} label")
+    return frame
+
+
+def _dcgm_samples(util: pd.DataFrame, fb: pd.DataFrame) -> pd.DataFrame:
+    """One row per (GPU, timestamp) held by a pod: namespace, pod, gpu key, model, util, fb MiB."""
+    util = _labelled(util, GPU_UTIL, ("namespace", "pod"))
+    # Old dcgm-exporter versions say ``uuid``; without either, host + index identifies a GPU.
+    host = next((c for c in ("Hostname", "hostname") if c in util.columns), None)
+    key_cols = [c for c in ("UUID", "uuid") if c in util.columns][:1] or [c for c in (host, "gpu") if c]
+    held = util[util["pod"].fillna("").astype(str) != ""]
+    if held.empty:
+        raise InputError(f"{GPU_UTIL}: no sample has a non-empty 'pod' label (no GPU was held by a pod)")
+    keep = ["namespace", "pod", *key_cols, TIME]
+    model = "modelName" if "modelName" in held.columns else None
+    samples = held[[*keep, VALUE, *([model] if model else [])]].rename(columns={VALUE: "util"})
+    samples["gpu_key"] = samples[key_cols].astype(str).agg("/".join, axis=1) if len(key_cols) > 1 else \
+        samples[key_cols[0]].astype(str)
+    samples["model_name"] = samples[model].astype(str) if model else ""
+    samples = samples.drop(columns=[c for c in [*key_cols, *([model] if model else [])] if c != "gpu_key"])
+    if not fb.empty:
+        fb = _labelled(fb, FB_USED, ("namespace", "pod"))
+        fb_keyed = fb[fb["pod"].fillna("").astype(str) != ""]
+        fb_keyed = fb_keyed.assign(
+            gpu_key=fb_keyed[key_cols].astype(str).agg("/".join, axis=1) if len(key_cols) > 1
+            else fb_keyed[key_cols[0]].astype(str)
+        )[["namespace", "pod", "gpu_key", TIME, VALUE]].rename(columns={VALUE: "fb_mib"})
+        samples = samples.merge(fb_keyed, on=["namespace", "pod", "gpu_key", TIME], how="left")
+    else:
+        samples["fb_mib"] = np.nan
+    for column in ("namespace", "pod"):
+        samples[column] = samples[column].astype(str)
+    return samples
+
+
+def _pod_meta(requests: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
+    """Per pod: GPUs requested (sum over containers of the largest value seen), queue and Volcano job."""
+    req = _labelled(requests, REQUESTS, ("namespace", "pod"))
+    if "resource" in req.columns:
+        req = req[req["resource"] == "nvidia_com_gpu"]
+    container = req["container"].fillna("") if "container" in req.columns else ""
+    req = req.assign(container=container)
+    per_container = req.groupby(["namespace", "pod", "container"], sort=False)[VALUE].max()
+    meta = per_container.groupby(level=["namespace", "pod"]).sum().rename("gpu_request").reset_index()
+    if not labels.empty:
+        lab = _labelled(labels, POD_LABELS, ("namespace", "pod"))
+        cols = [c for c in (QUEUE_LABEL, JOB_LABEL) if c in lab.columns]
+        if cols:
+            last = lab.sort_values(TIME).groupby(["namespace", "pod"], sort=False)[cols].last().reset_index()
+            meta = meta.merge(last, on=["namespace", "pod"], how="outer")
+    for column in ("namespace", "pod"):
+        meta[column] = meta[column].astype(str)
+    return meta
+
+
+def _assign_runs(pods: pd.DataFrame, gap: pd.Timedelta) -> pd.Series:
+    """Run number per pod: a workload's pods that overlap in time (within ``gap``) are one run."""
+    run = pd.Series(0, index=pods.index, dtype="int64")
+    for _, group in pods.sort_values("first").groupby(["namespace", "workload"], sort=False):
+        number, reach = -1, None
+        for idx, first, last in zip(group.index, group["first"], group["last"], strict=True):
+            if reach is None or first > reach + gap:
+                number += 1
+                reach = last
+            else:
+                reach = max(reach, last)
+            run[idx] = number
+    return run
+
+
+def runs_from_frames(
+    util: pd.DataFrame,
+    fb: pd.DataFrame,
+    requests: pd.DataFrame,
+    labels: pd.DataFrame,
+    step: pd.Timedelta,
+    settings: FeatureSettings = FeatureSettings(),
+) -> pd.DataFrame:
+    """One row per workload run (``RUN_COLUMNS``) from DCGM util/FB, GPU requests and pod labels.
+
+    A workload is the pod's Volcano job (``volcano.sh/job-name``) or its name without the generated
+    suffix; its queue is ``volcano.sh/queue-name`` or, without it, the namespace.
+    """
+    samples = _dcgm_samples(util, fb)
+    meta = _pod_meta(requests, labels) if not requests.empty else pd.DataFrame(columns=["namespace", "pod"])
+    span = samples.groupby(["namespace", "pod"], sort=False)[TIME].agg(first="min", last="max").reset_index()
+    pods = span.merge(meta, on=["namespace", "pod"], how="left")
+    job = pods[JOB_LABEL] if JOB_LABEL in pods.columns else pd.Series(np.nan, index=pods.index)
+    pods["workload"] = job.where(job.notna() & (job.astype(str) != ""), pods["pod"].map(workload_of_pod))
+    queue = pods[QUEUE_LABEL] if QUEUE_LABEL in pods.columns else pd.Series(np.nan, index=pods.index)
+    pods["queue"] = queue.where(queue.notna() & (queue.astype(str) != ""), pods["namespace"])
+    pods["run"] = _assign_runs(pods, step)
+    samples = samples.merge(pods[["namespace", "pod", "workload", "queue", "run", "gpu_request"]],
+                            on=["namespace", "pod"], how="left")
+    keys = ["namespace", "workload", "run"]
+    samples["busy"] = samples["util"] > settings.busy_threshold_pct
+    samples["equiv"] = samples["util"] / 100.0  # GPU-equivalents: what a sharing setup could pack
+    start = samples.groupby(keys, sort=False)[TIME].transform("min")
+    samples["early"] = samples[TIME] < start + pd.Timedelta(minutes=settings.early_minutes)
+    per_time = samples.groupby([*keys, TIME], sort=False).agg(
+        busy=("busy", "sum"), equiv=("equiv", "sum"), early=("early", "first")
+    )
+    per_time = per_time.reset_index()
+    g = samples.groupby(keys, sort=False)
+    runs = g.agg(
+        queue=("queue", "first"), start=(TIME, "min"), end=(TIME, "max"), samples=("util", "size"),
+        util_mean=("util", "mean"), mem_peak_mib=("fb_mib", "max"),
+        model_name=("model_name", lambda s: s.mode().iat[0] if len(s) else ""),
+        pods=("pod", "nunique"), gpus_seen=("gpu_key", "nunique"),
+    )
+    runs["util_p95"] = g["util"].quantile(0.95)
+    runs["mem_p99_mib"] = g["fb_mib"].quantile(0.99)
+    t = per_time.groupby(keys, sort=False)["busy"]
+    runs["gpus_used_p95"] = t.quantile(0.95)
+    runs["gpus_used_max"] = t.max().astype(float)
+    runs["gpu_equiv_p95"] = per_time.groupby(keys, sort=False)["equiv"].quantile(0.95)
+    early = samples[samples["early"]].groupby(keys, sort=False)
+    runs["early_mem_peak_mib"] = early["fb_mib"].max()
+    runs["early_util_mean"] = early["util"].mean()
+    early_t = per_time[per_time["early"]].groupby(keys, sort=False)
+    runs["early_gpus_used"] = early_t["busy"].max().astype(float)
+    runs["early_gpu_equiv"] = early_t["equiv"].max()
+    request = pods.groupby(["namespace", "workload", "run"], sort=False)["gpu_request"].sum(min_count=1)
+    runs = runs.join(request)
+    # A pod with no request series (not scraped, or not a GPU request) is taken at the GPUs it held.
+    runs["gpu_request"] = runs["gpu_request"].fillna(runs["gpus_seen"]).astype(float)
+    runs["runtime_h"] = (runs["end"] - runs["start"] + step).dt.total_seconds() / 3600  # type: ignore[attr-defined]
+    runs["gpu_type"] = runs["model_name"].map(_gpu_type)
+    runs["gpu_mem_total_mib"] = runs["model_name"].map(gpu_memory_mib)
+    runs = runs.reset_index()
+    return runs[list(RUN_COLUMNS)].sort_values(["start", "namespace", "workload"], kind="stable").reset_index(drop=True)

@@ -1,0 +1,139 @@
+"""Where right-sizing reads its four inputs: a Prometheus range, a history file, or the simulator's output.
+
+Right-sizing needs DCGM utilisation (and framebuffer) per GPU *with the pod labels* dcgm-exporter adds in
+Kubernetes mode, kube-state-metrics GPU requests, and — optionally — pod labels for the Volcano queue
+and job. A cluster often lacks one of them (exporter not in Kubernetes mode, KSM without the label
+allow-list), and a silent empty table would read as "nothing to right-size". So each missing piece is
+named here, with the series and label it expected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from models.frames import empty_history
+from predictor.errors import DataSourceError, InputError
+from predictor.rightsize.features import (
+    FB_USED,
+    GPU_UTIL,
+    JOB_LABEL,
+    POD_LABELS,
+    QUEUE_LABEL,
+    REQUESTS,
+    FeatureSettings,
+    runs_from_frames,
+)
+from predictor.rightsize.recommend import RightsizeSettings, recommend
+from predictor.sources import MetricSource, Selector
+from predictor.sources.files import read_history
+
+__all__ = ["RightsizeInput", "from_frame", "from_history", "from_source", "rightsize"]
+
+_REQUEST_SELECTOR = Selector.of(REQUESTS, resource="nvidia_com_gpu")
+
+
+@dataclass
+class RightsizeInput:
+    """The four long frames right-sizing joins, plus notes on what was missing but optional."""
+
+    util: pd.DataFrame
+    fb: pd.DataFrame
+    requests: pd.DataFrame
+    labels: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+def _check(inputs: RightsizeInput, where: str) -> RightsizeInput:
+    if inputs.util.empty:
+        raise DataSourceError(f"{where}: no {GPU_UTIL} series (is dcgm-exporter scraped?)")
+    if "pod" not in inputs.util.columns or (inputs.util["pod"].fillna("").astype(str) == "").all():
+        raise DataSourceError(
+            f"{where}: {GPU_UTIL} has no 'pod' label on any series: run dcgm-exporter in Kubernetes mode "
+            "(DCGM_EXPORTER_KUBERNETES=true) so GPUs are labelled with namespace/pod/container"
+        )
+    if inputs.requests.empty:
+        raise DataSourceError(f"{where}: no {_REQUEST_SELECTOR} series (is kube-state-metrics scraped?)")
+    if inputs.fb.empty:
+        inputs.notes.append(f"no {FB_USED} series: GPU memory is not recommended")
+    if inputs.labels.empty or QUEUE_LABEL not in inputs.labels.columns:
+        inputs.notes.append(
+            f"no {POD_LABELS}{{{QUEUE_LABEL}}}: queues are taken from namespaces (allow-list the pod label "
+            "volcano.sh/queue-name in kube-state-metrics' --metric-labels-allowlist)"
+        )
+    if not inputs.labels.empty and JOB_LABEL not in inputs.labels.columns:
+        inputs.notes.append(f"no {POD_LABELS}{{{JOB_LABEL}}}: workloads are pod names without their suffix")
+    return inputs
+
+
+def from_source(
+    source: MetricSource, start: pd.Timestamp, end: pd.Timestamp, step: pd.Timedelta
+) -> RightsizeInput:
+    """Query the four inputs over ``[start, end]``; server-side filters keep idle GPUs out of the answer."""
+    def q(query: str | Selector) -> pd.DataFrame:
+        return source.query_range(str(query), start, end, step)
+
+    def fresh(metric: str) -> str:
+        # Prometheus repeats a series' last sample for up to 5 minutes after it ends (the lookback), which
+        # would stretch every run by a step; keeping only samples younger than one step removes the echo.
+        held = Selector(metric).where("pod", "", "!=")
+        return f"{held} and (timestamp({held}) > time() - {int(step.total_seconds())})"
+
+    util = q(fresh(GPU_UTIL))
+    if util.empty and not q(f"count({GPU_UTIL})").empty:
+        raise DataSourceError(
+            f"Prometheus: {GPU_UTIL} exists but no series has a non-empty 'pod' label between {start.isoformat()} "
+            f"and {end.isoformat()}: run dcgm-exporter in Kubernetes mode (DCGM_EXPORTER_KUBERNETES=true)"
+        )
+    # Requests and pod labels only matter as one value per pod (largest request, latest labels): an
+    # hourly max_over_time lets the server do that reduction instead of shipping every pod at every step.
+    coarse = max(step, pd.Timedelta(hours=1))
+    window = f"[{int(coarse.total_seconds())}s]"
+
+    def per_pod(selector: Selector) -> pd.DataFrame:
+        return source.query_range(f"max_over_time({selector}{window})", start, end + coarse, coarse)
+
+    inputs = RightsizeInput(
+        util=util,
+        fb=q(fresh(FB_USED)),
+        requests=per_pod(_REQUEST_SELECTOR),
+        labels=per_pod(Selector(POD_LABELS)),
+    )
+    return _check(inputs, "Prometheus")
+
+
+def from_frame(frame: pd.DataFrame, where: str) -> RightsizeInput:
+    """Split one long frame holding several metrics (a ``__name__`` column) into the four inputs."""
+    if "__name__" not in frame.columns:
+        raise InputError(f"{where}: no '__name__' column, so metrics cannot be told apart")
+    names = frame["__name__"].astype(str)
+
+    def part(name: str) -> pd.DataFrame:
+        rows = frame[names == name]
+        return rows.dropna(axis=1, how="all") if not rows.empty else empty_history()
+
+    inputs = RightsizeInput(util=part(GPU_UTIL), fb=part(FB_USED), requests=part(REQUESTS), labels=part(POD_LABELS))
+    return _check(inputs, where)
+
+
+def from_history(path: Path) -> RightsizeInput:
+    """A long CSV/Parquet file, or a directory of the simulator's per-metric Parquet files."""
+    if path.is_dir():
+        from predictor.sim import read_metrics
+
+        wanted = [n for n in (GPU_UTIL, FB_USED, REQUESTS, POD_LABELS) if (path / f"{n}.parquet").is_file()]
+        if GPU_UTIL not in wanted:
+            raise InputError(f"{path}: no {GPU_UTIL}.parquet in this directory")
+        return from_frame(read_metrics(path, wanted), str(path))
+    return from_frame(read_history(path), str(path))
+
+
+def rightsize(inputs: RightsizeInput, settings: RightsizeSettings) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per-workload recommendations, per-run table) from the joined inputs."""
+    runs = runs_from_frames(
+        inputs.util, inputs.fb, inputs.requests, inputs.labels, pd.Timedelta(seconds=settings.step_s),
+        FeatureSettings(busy_threshold_pct=settings.busy_threshold_pct, early_minutes=settings.early_minutes),
+    )
+    return recommend(runs, settings), runs
