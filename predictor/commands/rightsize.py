@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["register"]
 
+DEFAULT_WINDOW_DAYS = 28
 UrlOpt = Annotated[str | None, typer.Option("--prometheus-url", help="Prometheus base URL to read history from.")]
 StartOpt = Annotated[str | None, typer.Option("--start", help="Start of the history window (ISO 8601).")]
 EndOpt = Annotated[str | None, typer.Option("--end", help="End of the history window (ISO 8601).")]
@@ -36,23 +37,40 @@ SharingOpt = Annotated[
 
 
 def _inputs(
-    settings: Settings, url: str | None, start: str | None, end: str | None, history: Path | None, step: str
+    settings: Settings,
+    url: str | None,
+    start: str | None,
+    end: str | None,
+    history: Path | None,
+    step: str,
+    *,
+    scheduled: bool = False,
 ) -> tuple[RightsizeInput, RightsizeSettings]:
+    """Where the runs come from. ``scheduled`` (train demand in a CronJob) falls back to the configured
+    Prometheus and the last ``DEFAULT_WINDOW_DAYS`` ending now, so the job needs no per-run flags."""
+    import pandas as pd
+
     from predictor.rightsize import RightsizeSettings, from_history, from_source
     from predictor.sources import PrometheusSource
     from predictor.timeparse import parse_duration, parse_time
 
     step_td = parse_duration(step, name="--step")
     rs = RightsizeSettings(step_s=int(step_td.total_seconds()))
-    if (history is None) == (url is None):
-        raise InputError("give either --history FILE or --prometheus-url URL with --start and --end")
+    if history is not None and url is not None:
+        raise InputError("give either --history FILE or --prometheus-url URL, not both")
     if history is not None:
         return from_history(history), rs
-    if start is None or end is None:
-        raise InputError("--prometheus-url needs --start and --end (ISO 8601)")
-    t0, t1 = parse_time(start, name="--start"), parse_time(end, name="--end")
+    if url is None and not scheduled:
+        raise InputError("give either --history FILE or --prometheus-url URL with --start and --end")
+    if scheduled:
+        t1 = parse_time(end, name="--end") if end else pd.Timestamp.now(tz="UTC").floor("min")
+        t0 = parse_time(start, name="--start") if start else t1 - pd.Timedelta(days=DEFAULT_WINDOW_DAYS)
+    else:
+        if start is None or end is None:
+            raise InputError("--prometheus-url needs --start and --end (ISO 8601)")
+        t0, t1 = parse_time(start, name="--start"), parse_time(end, name="--end")
     if t1 <= t0:
-        raise InputError(f"--end {end} is not after --start {start}")
+        raise InputError(f"--end {end or t1.isoformat()} is not after --start {start or t0.isoformat()}")
     return from_source(PrometheusSource(settings.prometheus), t0, t1, step_td), rs
 
 
@@ -107,12 +125,15 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
             str | None, typer.Option("--tracking-uri", help="MLflow tracking URI (overrides settings).")
         ] = None,
     ) -> None:
-        """Fit the demand regressors, backtest them against VPA/KRR, register gpu-demand, promote if better."""
+        """Fit the demand regressors, backtest them against VPA/KRR, register gpu-demand, promote if better.
+
+        Without --history, reads the configured Prometheus over --start/--end (default: the last 28 days).
+        """
         from pipelines.demand import DemandJob, train_demand
         from predictor.rightsize import rightsize
 
         settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow={"tracking_uri": tracking_uri})
-        inputs, rs = _inputs(settings, prometheus_url, start, end, history, step)
+        inputs, rs = _inputs(settings, prometheus_url, start, end, history, step, scheduled=True)
         _, runs = rightsize(inputs, rs)
         outcome = train_demand(settings, runs, DemandJob(quantile=quantile))
         verdict = "promoted to champion" if outcome.promoted else "kept as challenger"
