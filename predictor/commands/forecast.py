@@ -1,11 +1,165 @@
-"""CLI commands for this area (placeholder until its issue lands)."""
+"""CLI: ``predictor forecast``, ``predictor backtest`` and ``predictor train forecast``.
+
+Thin by design (STYLE §13): parse flags, read the history file, call one function of
+``pipelines.forecast``, write the result atomically and print. The heavy imports (torch, statsmodels,
+mlflow) happen inside the commands so that ``predictor --help`` stays fast.
+"""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from predictor.commands._common import console, settings_from
+from predictor.errors import InputError
 
 __all__ = ["register"]
 
 
+class ModelName(StrEnum):
+    auto = "auto"
+    lstm = "lstm"
+    ets = "ets"
+    mstl = "mstl"
+    seasonal_naive = "seasonal_naive"
+    naive = "naive"
+
+
+HistoryOpt = Annotated[Path, typer.Option("--history", help="Long CSV/Parquet history file.")]
+HorizonOpt = Annotated[int, typer.Option("--horizon", min=1, help="Steps ahead to forecast.")]
+TimeColOpt = Annotated[str, typer.Option("--time-col", help="Timestamp column (naive = UTC).")]
+IdColOpt = Annotated[str, typer.Option("--id-col", help="Series id column.")]
+ValueColOpt = Annotated[str, typer.Option("--value-col", help="Value column.")]
+FreqOpt = Annotated[str, typer.Option("--freq", help="Grid step of the series, e.g. 1h.")]
+
+
+def _check_freq(freq: str) -> str:
+    from models.forecast import ForecastInputError, parse_freq
+
+    try:
+        parse_freq(freq)
+    except ForecastInputError as exc:
+        raise InputError(f"--freq: {exc}") from exc
+    return freq
+
+
+def _print_table(frame: object, title: str) -> None:
+    """Plain aligned text: a metrics table is read in CI logs and terminals alike, never truncated."""
+    import pandas as pd
+
+    assert isinstance(frame, pd.DataFrame)
+    console.print(title, markup=False, highlight=False, soft_wrap=True)
+    text = frame.to_string(index=False, float_format=lambda v: f"{v:.3f}")
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 def register(app: typer.Typer, train: typer.Typer) -> None:
-    """Add this module's commands to the root app and the `train` group."""
+    """Add ``forecast`` and ``backtest`` to the root app and ``forecast`` to the ``train`` group."""
+
+    @app.command("forecast")
+    def forecast(
+        ctx: typer.Context,
+        history: HistoryOpt,
+        out: Annotated[Path, typer.Option("--out", help="Output CSV/Parquet forecast file.")],
+        horizon: HorizonOpt = 168,
+        model: Annotated[ModelName, typer.Option("--model", help="Forecaster.")] = ModelName.auto,
+        level: Annotated[
+            list[int] | None, typer.Option("--level", help="Interval level in percent (repeatable).")
+        ] = None,
+        time_col: TimeColOpt = "timestamp",
+        id_col: IdColOpt = "series_id",
+        value_col: ValueColOpt = "value",
+        freq: FreqOpt = "1h",
+    ) -> None:
+        """Forecast every series of a history file: mean and lo/hi bands per level, `horizon` rows each."""
+        from pipelines.forecast import run_forecast
+        from predictor.sources.files import read_history, write_frame
+
+        settings_from(ctx)
+        frame = read_history(history, time_col=time_col, id_col=id_col, value_col=value_col)
+        outcome = run_forecast(
+            frame, model=model.value, horizon=horizon, levels=tuple(level or (80, 95)), freq=_check_freq(freq)
+        )
+        write_frame(outcome.forecast, out)
+        for note in outcome.notes:
+            console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+        n_series = outcome.forecast["series_id"].nunique()
+        console.print(
+            f"wrote {len(outcome.forecast)} rows ({n_series} series × {horizon}) to {out}", markup=False, soft_wrap=True
+        )
+
+    @app.command("backtest")
+    def backtest(
+        ctx: typer.Context,
+        history: HistoryOpt,
+        out: Annotated[Path, typer.Option("--out", help="Output CSV/Parquet metrics table.")],
+        horizon: HorizonOpt = 168,
+        windows: Annotated[int, typer.Option("--windows", min=1, help="Backtest origins.")] = 4,
+        step: Annotated[int | None, typer.Option("--step", min=1, help="Steps between origins.")] = None,
+        model: Annotated[
+            list[str] | None, typer.Option("--model", help="Model to include (repeatable; default all).")
+        ] = None,
+        time_col: TimeColOpt = "timestamp",
+        id_col: IdColOpt = "series_id",
+        value_col: ValueColOpt = "value",
+        freq: FreqOpt = "1h",
+    ) -> None:
+        """Rolling-origin backtest: MAE, MASE, sMAPE, pinball, coverage per series and model."""
+        from pipelines.forecast import BASELINES, backtest_table
+        from predictor.sources.files import read_history, write_frame
+
+        settings_from(ctx)
+        frame = read_history(history, time_col=time_col, id_col=id_col, value_col=value_col)
+        models = tuple(model) if model else (*BASELINES, "lstm", "auto")
+        table = backtest_table(
+            frame, models=models, horizon=horizon, windows=windows, step=step, freq=_check_freq(freq)
+        )
+        write_frame(table, out)
+        _print_table(table, f"backtest: h={horizon}, {windows} windows")
+        console.print(f"wrote {len(table)} rows to {out}", markup=False, soft_wrap=True)
+
+    @train.command("forecast")
+    def train_forecast_cmd(
+        ctx: typer.Context,
+        history: Annotated[Path | None, typer.Option("--history", help="History file instead of Prometheus.")] = None,
+        family: Annotated[str, typer.Option("--family", help="Series family: queue or cluster.")] = "queue",
+        query: Annotated[str | None, typer.Option("--query", help="PromQL overriding the family's.")] = None,
+        days: Annotated[int, typer.Option("--days", min=2, help="Days of Prometheus history.")] = 70,
+        model: Annotated[ModelName, typer.Option("--model", help="Forecaster.")] = ModelName.auto,
+        horizon: HorizonOpt = 168,
+        windows: Annotated[int, typer.Option("--windows", min=1, help="Backtest origins.")] = 4,
+        tracking_uri: Annotated[
+            str | None, typer.Option("--tracking-uri", help="MLflow tracking URI (overrides settings).")
+        ] = None,
+        time_col: TimeColOpt = "timestamp",
+        id_col: IdColOpt = "series_id",
+        value_col: ValueColOpt = "value",
+        freq: FreqOpt = "1h",
+    ) -> None:
+        """Fit, backtest, log to MLflow, register gpu-forecast; promote to champion only if better."""
+        import pandas as pd
+
+        from pipelines.forecast import ForecastJob, load_prometheus_history, train_forecast
+        from predictor.sources.files import read_history
+
+        settings = settings_from(ctx, mlflow={"tracking_uri": tracking_uri})
+        if history is not None:
+            frame = read_history(history, time_col=time_col, id_col=id_col, value_col=value_col)
+        else:
+            end = pd.Timestamp(datetime.now(UTC)).floor(freq)
+            frame = load_prometheus_history(
+                settings, family=family, query=query, start=end - timedelta(days=days), end=end, step=freq
+            )
+        job = ForecastJob(model=model.value, horizon=horizon, windows=windows, freq=_check_freq(freq))
+        outcome = train_forecast(settings, frame, job)
+        verdict = "promoted to champion" if outcome.promoted else "kept as challenger"
+        console.print(
+            f"gpu-forecast v{outcome.version}: {verdict} ({outcome.reason})",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )

@@ -1,0 +1,143 @@
+"""The one forecaster contract: ``fit(frame)`` then ``predict(h, level=(80, 95))`` → forecast frame.
+
+Subclasses only say how to fit one series and forecast it (or, for global models, all series at once);
+everything a caller relies on lives here once: frame validation and regularisation, the forecast grid that
+continues each series' last timestamp, clipping at 0 (GPU demand is never negative), nested intervals
+(``lo-95 ≤ lo-80 ≤ mean ≤ hi-80 ≤ hi-95``) and the promise that no NaN ever leaves ``predict``.
+Estimators follow scikit-learn conventions (STYLE §1) so ``clone`` and pickling need no special cases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar, Self
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from models.forecast.prep import (
+    ForecastInputError,
+    RegularSeries,
+    check_levels,
+    parse_freq,
+    regularize,
+)
+from models.frames import ID, TIME, forecast_columns
+
+__all__ = ["Bands", "BaseForecaster", "LocalForecaster", "PointForecast", "normal_bands"]
+
+# level -> (lower, upper) arrays of length h
+Bands = dict[int, tuple[np.ndarray, np.ndarray]]
+PointForecast = tuple[np.ndarray, Bands]
+
+_Z = {50: 0.674, 80: 1.2816, 90: 1.6449, 95: 1.9600, 99: 2.5758}
+
+
+def normal_bands(mean: np.ndarray, sigma: np.ndarray, levels: Sequence[int]) -> Bands:
+    """Gaussian intervals; used only where a model gives a standard error and nothing better."""
+    from scipy.stats import norm
+
+    bands: Bands = {}
+    for level in levels:
+        z = _Z.get(level, float(norm.ppf(0.5 + level / 200)))
+        bands[level] = (mean - z * sigma, mean + z * sigma)
+    return bands
+
+
+class BaseForecaster(BaseEstimator):  # type: ignore[misc]
+    """Base of every forecaster. Subclasses implement ``_fit_all`` and ``_predict_all``.
+
+    ``min_length`` is the shortest history (in grid steps) the model can fit; ``auto`` uses it to drop
+    candidates on short series, and ``fit`` refuses shorter series with a message that says so.
+    """
+
+    min_length: ClassVar[int] = 2
+    freq: str
+
+    # --- what subclasses implement ---------------------------------------------------------------
+    def _fit_all(self, series: list[RegularSeries]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _predict_all(self, horizon: int, levels: tuple[int, ...]) -> dict[str, PointForecast]:
+        raise NotImplementedError
+
+    def min_history(self) -> int:
+        """Shortest history (grid steps) this configuration can fit; may depend on parameters."""
+        return self.min_length
+
+    # --- the contract ------------------------------------------------------------------------------
+    def fit(self, frame: pd.DataFrame) -> Self:
+        series = regularize(frame, self.freq)
+        short = [s for s in series if len(s) < self.min_history()]
+        if short:
+            raise ForecastInputError(
+                f"{type(self).__name__} needs at least {self.min_history()} steps of history; "
+                f"series {short[0].series_id!r} has {len(short[0])}"
+            )
+        self.freq_ = parse_freq(self.freq)
+        self.series_ids_ = [s.series_id for s in series]
+        self.last_timestamps_ = {s.series_id: s.end for s in series}
+        self.last_values_ = {s.series_id: float(s.values[-1]) for s in series}
+        self.states_ = self._fit_all(series)
+        return self
+
+    def predict(self, h: int, level: Iterable[float] = (80, 95)) -> pd.DataFrame:
+        check_is_fitted(self, "states_")
+        if int(h) != h or h < 1:
+            raise ForecastInputError(f"horizon must be a positive integer, got {h!r}")
+        horizon = int(h)
+        levels = check_levels(level)
+        raw = self._predict_all(horizon, levels)
+        frames = []
+        for series_id in self.series_ids_:
+            mean, bands = raw[series_id]
+            mean, bands = _tidy(mean, bands, levels, fallback=self.last_values_[series_id])
+            start = self.last_timestamps_[series_id] + self.freq_
+            data: dict[str, Any] = {
+                ID: series_id,
+                TIME: pd.date_range(start, periods=horizon, freq=self.freq_),
+                "mean": mean,
+            }
+            for lvl in levels:
+                data[f"lo-{lvl}"], data[f"hi-{lvl}"] = bands[lvl]
+            frames.append(pd.DataFrame(data))
+        out = pd.concat(frames, ignore_index=True)
+        out[TIME] = out[TIME].astype("datetime64[ns, UTC]")
+        return out[forecast_columns(levels)]
+
+
+def _tidy(mean: np.ndarray, bands: Bands, levels: tuple[int, ...], fallback: float) -> tuple[np.ndarray, Bands]:
+    """Clip at 0, replace any NaN, and nest the intervals around the mean."""
+    mean = np.asarray(mean, dtype="float64")
+    # A NaN mean means the model broke down on this series; persistence is the least surprising stand-in.
+    mean = np.where(np.isfinite(mean), mean, fallback)
+    mean = np.clip(mean, 0.0, None)
+    out: Bands = {}
+    lo_prev, hi_prev = mean, mean
+    for lvl in levels:  # ascending: each wider interval must contain the narrower one
+        lo, hi = (np.asarray(b, dtype="float64") for b in bands[lvl])
+        lo = np.where(np.isfinite(lo), lo, mean)
+        hi = np.where(np.isfinite(hi), hi, mean)
+        lo = np.clip(np.minimum(lo, lo_prev), 0.0, None)
+        hi = np.maximum(hi, hi_prev)
+        out[lvl] = (lo, hi)
+        lo_prev, hi_prev = lo, hi
+    return mean, out
+
+
+class LocalForecaster(BaseForecaster):
+    """A model fitted to each series on its own (baselines, ETS, MSTL)."""
+
+    def _fit_one(self, series: RegularSeries) -> Any:
+        raise NotImplementedError
+
+    def _predict_one(self, state: Any, horizon: int, levels: tuple[int, ...]) -> PointForecast:
+        raise NotImplementedError
+
+    def _fit_all(self, series: list[RegularSeries]) -> dict[str, Any]:
+        return {s.series_id: self._fit_one(s) for s in series}
+
+    def _predict_all(self, horizon: int, levels: tuple[int, ...]) -> dict[str, PointForecast]:
+        return {sid: self._predict_one(state, horizon, levels) for sid, state in self.states_.items()}

@@ -1,0 +1,280 @@
+"""A global LSTM forecaster in torch: one network trained over every series at once.
+
+Why global: a single queue has ten weeks of hourly history at best, too little for a deep model per
+series, but twelve queues together are enough to learn what persistence, daily rhythm, drains and
+recoveries look like. Design choices, each for a reason:
+
+* Per-series scaling (divide by the series' mean demand) so 5-GPU and 500-GPU queues share weights.
+* The encoder reads the lookback in day-sized chunks (a 14-step sequence of 24-hour vectors plus an
+  observed mask) instead of 336 hourly steps: ~20× cheaper on CPU, and a day is the natural unit here.
+* Direct multi-horizon head (all 168 leads at once, MQ-RNN style) conditioned on the origin's calendar
+  (hour of day, day of week) and the most recent 24 lags, predicting a residual over the last day's mean —
+  persistence is the prior and the network learns departures from it.
+* Quantile (pinball) outputs on a fixed grid give the intervals; ``mean`` is the median.
+* Loss only on observed targets; time-ordered validation origins drive early stopping; a fixed seed and
+  bounded torch threads make fits reproducible and polite on shared machines; CUDA when present.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from models.forecast.base import Bands, BaseForecaster, PointForecast
+from models.forecast.prep import ForecastInputError, RegularSeries
+from models.forecast.registry import forecasters
+
+__all__ = ["LSTMForecaster"]
+
+_DAY = 24
+_TWO_PI = 2 * np.pi
+
+
+class _Net(nn.Module):
+    def __init__(self, seq_features: int, static_features: int, hidden: int, horizon: int, n_q: int) -> None:
+        super().__init__()
+        self.horizon = horizon
+        self.n_q = n_q
+        self.encoder = nn.LSTM(seq_features, hidden, batch_first=True)
+        self.head = nn.Sequential(
+            nn.Linear(hidden + static_features, 4 * hidden),
+            nn.ReLU(),
+            nn.Linear(4 * hidden, horizon * n_q),
+        )
+
+    def forward(self, seq: torch.Tensor, static: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
+        _, (h, _) = self.encoder(seq)
+        out = self.head(torch.cat([h[-1], static], dim=1)).view(-1, self.horizon, self.n_q)
+        result: torch.Tensor = out + base.view(-1, 1, 1)
+        return result
+
+
+def _calendar(timestamps_ns: np.ndarray) -> np.ndarray:
+    """sin/cos of hour of day and day of week, from int64 epoch nanoseconds (UTC)."""
+    hours = timestamps_ns // 3_600_000_000_000
+    hod = (hours % 24) / 24
+    dow = ((hours // 24 + 3) % 7) / 7  # 1970-01-01 was a Thursday: +3 makes Monday 0
+    return np.stack(
+        [np.sin(_TWO_PI * hod), np.cos(_TWO_PI * hod), np.sin(_TWO_PI * dow), np.cos(_TWO_PI * dow)], axis=-1
+    )
+
+
+class _Features:
+    """Builds (sequence, static, base) inputs and targets for origins of one scaled series."""
+
+    def __init__(self, series: RegularSeries, scale: float, lookback: int, horizon: int) -> None:
+        self.values = (series.values / scale).astype(np.float32)
+        self.mask = series.observed.astype(np.float32)
+        self.lookback = lookback
+        self.horizon = horizon
+        self.step_ns = int(series.freq.value)
+        self.start_ns = int(series.start.value)
+        self.log_scale = float(np.log1p(scale))
+        pad = np.zeros(lookback, dtype=np.float32)
+        self._pv = np.concatenate([pad, self.values])
+        self._pm = np.concatenate([pad, self.mask])
+
+    def inputs(self, origins: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Origin t forecasts positions t..t+h-1 from everything before t."""
+        L = self.lookback
+        win_v = np.lib.stride_tricks.sliding_window_view(self._pv, L)[origins]  # = values[t-L:t]
+        win_m = np.lib.stride_tricks.sliding_window_view(self._pm, L)[origins]
+        days = L // _DAY
+        seq = np.concatenate([win_v.reshape(-1, days, _DAY), win_m.reshape(-1, days, _DAY)], axis=2)
+        chunk_end = origins[:, None] - 1 - _DAY * np.arange(days - 1, -1, -1)[None, :]
+        seq_cal = _calendar(self.start_ns + chunk_end * self.step_ns).astype(np.float32)
+        seq = np.concatenate([seq, seq_cal], axis=2)
+        last_day = win_v[:, -_DAY:]
+        last_mask = win_m[:, -_DAY:]
+        base = (last_day * last_mask).sum(1) / np.maximum(last_mask.sum(1), 1)
+        week = win_v[:, -7 * _DAY :]
+        static = np.concatenate(
+            [
+                _calendar(self.start_ns + origins * self.step_ns).astype(np.float32),
+                last_day,
+                week.mean(1, keepdims=True),
+                win_m.mean(1, keepdims=True),
+                np.full((origins.shape[0], 1), self.log_scale, dtype=np.float32),
+            ],
+            axis=1,
+        )
+        return seq.astype(np.float32), static.astype(np.float32), base.astype(np.float32)
+
+    def targets(self, origins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        y = np.lib.stride_tricks.sliding_window_view(self.values, self.horizon)[origins]
+        m = np.lib.stride_tricks.sliding_window_view(self.mask, self.horizon)[origins]
+        return y, m
+
+
+def _pinball(pred: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    diff = y.unsqueeze(-1) - pred
+    loss = torch.maximum(q * diff, (q - 1) * diff) * mask.unsqueeze(-1)
+    return loss.sum() / (mask.sum() * q.shape[0]).clamp(min=1)
+
+
+@forecasters.register("lstm")
+class LSTMForecaster(BaseForecaster):
+    """Global quantile LSTM (see the module docstring). ``predict(h)`` needs ``h ≤ horizon``."""
+
+    def __init__(
+        self,
+        horizon: int = 168,
+        lookback_days: int = 14,
+        hidden_size: int = 64,
+        quantiles: Sequence[float] = (0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.975),
+        max_epochs: int = 40,
+        patience: int = 5,
+        batch_size: int = 256,
+        learning_rate: float = 3e-3,
+        sample_stride: int = 1,
+        random_state: int = 0,
+        num_threads: int | None = None,
+        device: str = "auto",
+        freq: str = "1h",
+    ) -> None:
+        self.horizon = horizon
+        self.lookback_days = lookback_days
+        self.hidden_size = hidden_size
+        self.quantiles = quantiles
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.sample_stride = sample_stride
+        self.random_state = random_state
+        self.num_threads = num_threads
+        self.device = device
+        self.freq = freq
+
+    # sample_stride=1 (every hour an origin) on purpose: stride 2 halved the fit time on Philly but the
+    # backtest MASE went 0.905 → 0.977 and 80 % coverage 68 % → 51 %.
+
+    def min_history(self) -> int:
+        return int(self.horizon) + _DAY
+
+    def _device(self) -> torch.device:
+        if self.device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device(self.device)
+
+    def _threads(self) -> int:
+        # One intra-op thread by default: measured on the shared 2-core CI box under load, a fit took 38 s
+        # with 1 thread and 470 s with 2 (OpenMP workers spin against each other and other jobs).
+        return int(self.num_threads or 1)
+
+    def _fit_all(self, series: list[RegularSeries]) -> dict[str, Any]:
+        q = np.asarray(sorted(self.quantiles), dtype=np.float32)
+        if not (0.5 in q and ((q > 0) & (q < 1)).all()):
+            raise ForecastInputError("LSTM quantiles must lie in (0, 1) and include 0.5")
+        lookback = int(self.lookback_days) * _DAY
+        horizon = int(self.horizon)
+        scales = {s.series_id: max(float(s.values[s.observed].mean()), 1.0) for s in series}
+        parts: dict[str, list[np.ndarray]] = {k: [] for k in ("seq", "static", "base", "y", "m", "val")}
+        features = {}
+        for s in series:
+            feats = _Features(s, scales[s.series_id], lookback, horizon)
+            features[s.series_id] = feats
+            origins = np.arange(_DAY, len(s) - horizon + 1, int(self.sample_stride))
+            if origins.size == 0:
+                continue
+            seq, static, base = feats.inputs(origins)
+            y, m = feats.targets(origins)
+            # the newest `horizon` origins of long series validate (time-ordered early stopping)
+            val = origins > len(s) - 2 * horizon if origins.size > 3 * horizon else np.zeros(origins.size, bool)
+            for key, arr in zip(parts, (seq, static, base, y, m, val), strict=True):
+                parts[key].append(arr)
+        if not parts["seq"]:
+            raise ForecastInputError(f"LSTM needs a series with at least {self.min_history()} steps")
+        data = {k: np.concatenate(v) for k, v in parts.items()}
+        previous_threads = torch.get_num_threads()
+        torch.set_num_threads(self._threads())
+        try:
+            net = self._train(data, q)
+        finally:
+            torch.set_num_threads(previous_threads)
+        self.net_ = net
+        self.scales_ = scales
+        self.quantiles_ = q
+        self.last_inputs_ = {sid: f.inputs(np.array([len(f.values)])) for sid, f in features.items()}
+        return {sid: None for sid in scales}
+
+    def _train(self, data: dict[str, np.ndarray], q: np.ndarray) -> _Net:
+        torch.manual_seed(int(self.random_state))
+        rng = np.random.default_rng(int(self.random_state))
+        device = self._device()
+        val = data["val"].astype(bool)
+        tensors = {k: torch.from_numpy(v) for k, v in data.items() if k != "val"}
+        train_idx = np.flatnonzero(~val)
+        val_idx = np.flatnonzero(val)
+        net = _Net(data["seq"].shape[2], data["static"].shape[1], int(self.hidden_size), int(self.horizon), q.size)
+        net.to(device)
+        qt = torch.from_numpy(q).to(device)
+        optimiser = torch.optim.Adam(net.parameters(), lr=float(self.learning_rate))
+
+        def batch(idx: np.ndarray) -> list[torch.Tensor]:
+            ix = torch.from_numpy(idx)
+            return [tensors[k][ix].to(device) for k in ("seq", "static", "base", "y", "m")]
+
+        best_loss, best_state, stale = float("inf"), copy.deepcopy(net.state_dict()), 0
+        epochs = 0
+        for _epoch in range(int(self.max_epochs)):
+            epochs += 1
+            net.train()
+            order = rng.permutation(train_idx)
+            for start in range(0, order.size, int(self.batch_size)):
+                seq, static, base, y, m = batch(order[start : start + int(self.batch_size)])
+                optimiser.zero_grad()
+                loss = _pinball(net(seq, static, base), y, m, qt)
+                loss.backward()  # type: ignore[no-untyped-call]
+                nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                optimiser.step()
+            if val_idx.size == 0:
+                best_state = copy.deepcopy(net.state_dict())
+                continue
+            net.eval()
+            with torch.no_grad():
+                seq, static, base, y, m = batch(val_idx)
+                val_loss = float(_pinball(net(seq, static, base), y, m, qt))
+            if val_loss < best_loss - 1e-5:
+                best_loss, best_state, stale = val_loss, copy.deepcopy(net.state_dict()), 0
+            else:
+                stale += 1
+                if stale >= int(self.patience):
+                    break
+        net.load_state_dict(best_state)
+        self.best_val_loss_ = best_loss
+        self.epochs_ = epochs
+        return net.cpu().eval()
+
+    def _predict_all(self, horizon: int, levels: tuple[int, ...]) -> dict[str, PointForecast]:
+        if horizon > int(self.horizon):
+            raise ForecastInputError(f"this LSTM was trained for {self.horizon} steps; asked for {horizon}")
+        sids = list(self.last_inputs_)
+        seq = torch.from_numpy(np.concatenate([self.last_inputs_[s][0] for s in sids]))
+        static = torch.from_numpy(np.concatenate([self.last_inputs_[s][1] for s in sids]))
+        base = torch.from_numpy(np.concatenate([self.last_inputs_[s][2] for s in sids]))
+        previous_threads = torch.get_num_threads()
+        torch.set_num_threads(self._threads())
+        try:
+            with torch.no_grad():
+                out = self.net_(seq, static, base).numpy().astype("float64")
+        finally:
+            torch.set_num_threads(previous_threads)
+        out = np.sort(out, axis=2)  # quantile heads can cross; sorting restores a valid distribution
+        grid = self.quantiles_.astype("float64")
+        result: dict[str, PointForecast] = {}
+        for i, sid in enumerate(sids):
+            qs = out[i, :horizon] * self.scales_[sid]
+
+            def at(p: float, qs: np.ndarray = qs) -> np.ndarray:
+                return np.array([np.interp(p, grid, row) for row in qs])
+
+            mean = at(0.5)
+            bands: Bands = {lvl: (at(0.5 - lvl / 200), at(0.5 + lvl / 200)) for lvl in levels}
+            result[sid] = (mean, bands)
+        return result

@@ -1,0 +1,216 @@
+"""A small, family-agnostic wrapper over the MLflow tracking store and model registry.
+
+Every model family (``gpu-forecast``, ``gpu-demand``, ``gpu-rca``) goes through the same four steps: log a
+run (params, metrics, data window, artifacts, model card) with the model as a pyfunc, register it, give
+the new version the ``challenger`` alias, and move ``champion`` only when the caller's comparison says so.
+Serving loads ``models:/<family>@<alias>`` from the configured URIs only, and keeps the last model that
+loaded when a later load fails (a registry outage must not take forecasts down with it).
+
+mlflow is imported inside the methods: importing it costs seconds, and most commands never touch it.
+Foreign errors are wrapped into ``RegistryError`` here, at the boundary.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from predictor.config import MlflowSettings
+from predictor.errors import RegistryError
+
+__all__ = ["CHALLENGER", "CHAMPION", "FAMILIES", "ModelRegistry", "ModelVersionInfo", "beats"]
+
+log = logging.getLogger(__name__)
+
+FAMILIES = ("gpu-forecast", "gpu-demand", "gpu-rca")
+CHAMPION = "champion"
+CHALLENGER = "challenger"
+DEFAULT_REQUIREMENTS = ("pandas", "numpy", "scikit-learn", "statsmodels", "torch", "gpu-capacity-predictor")
+
+
+@dataclass(frozen=True)
+class ModelVersionInfo:
+    """One registered version and what its run logged."""
+
+    family: str
+    version: str
+    run_id: str
+    aliases: tuple[str, ...] = ()
+    metrics: dict[str, float] = field(default_factory=dict)
+    params: dict[str, str] = field(default_factory=dict)
+
+
+def beats(challenger: float, champion: float, margin: float) -> bool:
+    """Lower-is-better comparison: the challenger must improve on the champion by ``margin`` (relative)."""
+    return challenger < champion * (1.0 - margin)
+
+
+def _reason(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+class ModelRegistry:
+    """Logs, registers, aliases and loads models of one MLflow deployment (``settings.mlflow``)."""
+
+    def __init__(self, settings: MlflowSettings) -> None:
+        self.settings = settings
+        self._last_good: dict[tuple[str, str], Any] = {}
+
+    @contextmanager
+    def _mlflow(self) -> Iterator[Any]:
+        """mlflow with this registry's URIs set, restoring the process-wide ones afterwards."""
+        with warnings.catch_warnings():
+            # Two warnings are MLflow's own business and say nothing about our use, so they are silenced
+            # around our calls only (the test suite turns warnings into errors): importing
+            # mlflow.types.responses warns about its own Any type hints, and the 3.17 sqlite store still
+            # uses SQLAlchemy 2.1's deprecated ``noload``.
+            warnings.filterwarnings("ignore", message=r".*inferred as AnyType.*", category=UserWarning)
+            warnings.filterwarnings("ignore", message=r".*noload.*", category=DeprecationWarning)
+            # Advice only: we log an explicit signature. (An input example would not help: MLflow 3.17
+            # serialises it with a comparison that pandas 3 deprecates, another warning-turned-error.)
+            warnings.filterwarnings("ignore", message=r".*An input example was not provided.*", category=UserWarning)
+            try:
+                import mlflow
+            except ImportError as exc:  # pragma: no cover - mlflow is a dependency
+                raise RegistryError(f"mlflow is not installed: {exc}") from exc
+            previous = (mlflow.get_tracking_uri(), mlflow.get_registry_uri())
+            mlflow.set_tracking_uri(self.settings.tracking_uri)
+            mlflow.set_registry_uri(self.settings.registry_uri or self.settings.tracking_uri)
+            try:
+                yield mlflow
+            finally:
+                mlflow.set_tracking_uri(previous[0])
+                mlflow.set_registry_uri(previous[1])
+
+    def _client(self, mlflow: Any) -> Any:
+        return mlflow.MlflowClient(
+            tracking_uri=self.settings.tracking_uri,
+            registry_uri=self.settings.registry_uri or self.settings.tracking_uri,
+        )
+
+    def log_model(
+        self,
+        family: str,
+        estimator: Any,
+        *,
+        kind: str = "forecast",
+        params: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, float] | None = None,
+        tags: Mapping[str, str] | None = None,
+        artifacts: Sequence[Path] = (),
+        texts: Mapping[str, str] | None = None,
+        pip_requirements: Sequence[str] = DEFAULT_REQUIREMENTS,
+        input_example: Any = None,
+    ) -> ModelVersionInfo:
+        """Log one training run with ``estimator`` as a pyfunc, register it and alias it ``challenger``."""
+        with self._mlflow() as mlflow:
+            from mlflow.exceptions import MlflowException
+            from mlflow.models import ModelSignature
+            from mlflow.types import ColSpec, Schema
+
+            from predictor.registry._pyfunc import EstimatorModel
+
+            signature = None
+            if kind == "forecast":
+                signature = ModelSignature(
+                    inputs=Schema([ColSpec("long", "horizon"), ColSpec("string", "levels", required=False)])
+                )
+
+            try:
+                experiment = mlflow.set_experiment(self.settings.experiment)
+                with mlflow.start_run(experiment_id=experiment.experiment_id) as run:
+                    if params:
+                        mlflow.log_params({k: str(v)[:500] for k, v in params.items()})
+                    if metrics:
+                        mlflow.log_metrics({k: float(v) for k, v in metrics.items()})
+                    mlflow.set_tags({"family": family, **(tags or {})})
+                    for path in artifacts:
+                        mlflow.log_artifact(str(path))
+                    for name, text in (texts or {}).items():
+                        mlflow.log_text(text, name)
+                    info = mlflow.pyfunc.log_model(
+                        name="model",
+                        python_model=EstimatorModel(estimator, kind=kind),
+                        pip_requirements=list(pip_requirements),  # skips slow requirement inference
+                        signature=signature,
+                        input_example=input_example,
+                        registered_model_name=family,
+                    )
+                version = str(info.registered_model_version)
+                self._client(mlflow).set_registered_model_alias(family, CHALLENGER, version)
+            except (MlflowException, OSError) as exc:
+                raise RegistryError(f"cannot log {family} to {self.settings.tracking_uri}: {_reason(exc)}") from exc
+            return ModelVersionInfo(
+                family=family,
+                version=version,
+                run_id=run.info.run_id,
+                aliases=(CHALLENGER,),
+                metrics={k: float(v) for k, v in (metrics or {}).items()},
+                params={k: str(v) for k, v in (params or {}).items()},
+            )
+
+    def get(self, family: str, alias: str = CHAMPION) -> ModelVersionInfo | None:
+        """The version holding ``alias`` with its run's params and metrics, or None if none does."""
+        with self._mlflow() as mlflow:
+            from mlflow.exceptions import MlflowException
+
+            client = self._client(mlflow)
+            try:
+                mv = client.get_model_version_by_alias(family, alias)
+            except MlflowException as exc:
+                if "RESOURCE_DOES_NOT_EXIST" in str(exc.error_code) or "not found" in str(exc).lower():
+                    return None
+                raise RegistryError(f"cannot read {family}@{alias}: {_reason(exc)}") from exc
+            try:
+                run = client.get_run(mv.run_id)
+            except MlflowException as exc:
+                raise RegistryError(f"cannot read the run of {family} v{mv.version}: {_reason(exc)}") from exc
+            return ModelVersionInfo(
+                family=family,
+                version=str(mv.version),
+                run_id=str(mv.run_id),
+                aliases=tuple(mv.aliases),
+                metrics=dict(run.data.metrics),
+                params=dict(run.data.params),
+            )
+
+    def set_alias(self, family: str, alias: str, version: str) -> None:
+        with self._mlflow() as mlflow:
+            from mlflow.exceptions import MlflowException
+
+            try:
+                self._client(mlflow).set_registered_model_alias(family, alias, version)
+            except MlflowException as exc:
+                raise RegistryError(f"cannot set {family}@{alias} to v{version}: {_reason(exc)}") from exc
+
+    def promote(self, family: str, version: str) -> None:
+        """Make ``version`` the champion (the caller has already compared backtests)."""
+        self.set_alias(family, CHAMPION, version)
+
+    def load(self, family: str, alias: str = CHAMPION) -> Any:
+        """The pyfunc at ``models:/<family>@<alias>``; on failure the last one that loaded, if any."""
+        key = (family, alias)
+        uri = f"models:/{family}@{alias}"
+        with self._mlflow() as mlflow:
+            try:
+                model = mlflow.pyfunc.load_model(uri)
+            except Exception as exc:  # foreign boundary: MlflowException, OSError, unpickling errors
+                if key in self._last_good:
+                    log.warning("loading %s failed (%s); keeping the last good model", uri, _reason(exc))
+                    return self._last_good[key]
+                raise RegistryError(f"cannot load {uri} from {self.settings.tracking_uri}: {_reason(exc)}") from exc
+        self._last_good[key] = model
+        return model
+
+    def load_estimator(self, family: str, alias: str = CHAMPION) -> Any:
+        """The estimator object inside the pyfunc at ``alias`` (to refit it, e.g. on a new window)."""
+        model = self.load(family, alias)
+        try:
+            return model.unwrap_python_model().estimator
+        except AttributeError as exc:
+            raise RegistryError(f"{family}@{alias} was not logged by this project: {_reason(exc)}") from exc
