@@ -66,10 +66,12 @@ DEFAULT_QUERIES: dict[str, str] = {
         f'sum(volcano_queue_request_scalar_resources{{resource="nvidia.com/gpu"}}) / 1000 or sum({_KSM_DEMAND})'
     ),
     "queue": (
+        # The fallback is summed by queue_name again so both sides carry the same label set: `or` then keeps
+        # the Volcano series and drops the kube-state-metrics one for the same queue (no duplicates).
         'sum by (queue_name) (volcano_queue_request_scalar_resources{resource="nvidia.com/gpu"}) / 1000'
-        " or label_replace(sum by (label_volcano_sh_queue_name) ("
+        " or sum by (queue_name) (label_replace(sum by (label_volcano_sh_queue_name) ("
         f"{_KSM_DEMAND} * on(namespace, pod) group_left(label_volcano_sh_queue_name) kube_pod_labels),"
-        ' "queue_name", "$1", "label_volcano_sh_queue_name", "(.*)")'
+        ' "queue_name", "$1", "label_volcano_sh_queue_name", "(.*)"))'
     ),
 }
 
