@@ -16,11 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from predictor.errors import ConfigError
+from predictor.planner.settings import PlannerSettings
 
 __all__ = [
     "ActuatorSettings",
     "LoopSettings",
     "MlflowSettings",
+    "PlannerSettings",
     "PrometheusSettings",
     "Settings",
     "load_settings",
@@ -80,6 +82,11 @@ class MlflowSettings(BaseModel):
     )
     registry_uri: str | None = Field(None, description="Model registry URI if not the tracking URI.")
     experiment: str = Field("gpu-capacity-predictor", description="Experiment that training runs log to.")
+    artifact_location: str | None = Field(
+        None,
+        description="Artifact root given to the experiment when it is created (a URI or path); default: "
+        "MLflow's, which for a sqlite store is ./mlruns under the working directory.",
+    )
     promotion_margin: float = Field(
         0.0, ge=0, le=1, description="Relative backtest improvement a challenger needs to become champion."
     )
@@ -125,6 +132,7 @@ class Settings(BaseSettings):
     mlflow: MlflowSettings = Field(default_factory=MlflowSettings)  # type: ignore[arg-type]
     actuators: ActuatorSettings = Field(default_factory=ActuatorSettings)  # type: ignore[arg-type]
     loop: LoopSettings = Field(default_factory=LoopSettings)  # type: ignore[arg-type]
+    planner: PlannerSettings = Field(default_factory=PlannerSettings)  # type: ignore[arg-type]
 
     @classmethod
     def settings_customise_sources(

@@ -93,6 +93,17 @@ class ModelRegistry:
             registry_uri=self.settings.registry_uri or self.settings.tracking_uri,
         )
 
+    def _experiment_id(self, mlflow: Any) -> str:
+        """The configured experiment, created with the configured artifact root on first use."""
+        client = self._client(mlflow)
+        experiment = client.get_experiment_by_name(self.settings.experiment)
+        if experiment is not None:
+            return str(experiment.experiment_id)
+        location = self.settings.artifact_location
+        if location and "://" not in location:
+            location = Path(location).resolve().as_uri()
+        return str(client.create_experiment(self.settings.experiment, artifact_location=location))
+
     def log_model(
         self,
         family: str,
@@ -122,8 +133,7 @@ class ModelRegistry:
                 )
 
             try:
-                experiment = mlflow.set_experiment(self.settings.experiment)
-                with mlflow.start_run(experiment_id=experiment.experiment_id) as run:
+                with mlflow.start_run(experiment_id=self._experiment_id(mlflow)) as run:
                     if params:
                         mlflow.log_params({k: str(v)[:500] for k, v in params.items()})
                     if metrics:

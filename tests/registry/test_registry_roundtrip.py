@@ -82,3 +82,17 @@ def test_train_forecast_command_registers_a_champion(
     assert main([*args, "--windows", "1", "--tracking-uri", uri]) == 0
     assert "v1: promoted to champion" in capsys.readouterr().out
     assert ModelRegistry(mlflow_tracking.mlflow).get(FAMILY) is not None
+
+
+def test_artifacts_go_to_the_configured_location(
+    mlflow_tracking: Settings, daily_history: pd.DataFrame, tmp_path: Path
+) -> None:
+    settings = mlflow_tracking.model_copy(
+        update={"mlflow": mlflow_tracking.mlflow.model_copy(update={"artifact_location": str(tmp_path / "art")})}
+    )
+    registry = ModelRegistry(settings.mlflow)
+    train_forecast(settings, daily_history, ForecastJob(model="naive", horizon=H, windows=1), registry=registry,
+                   plots=False)
+    assert any((tmp_path / "art").rglob("MLmodel"))
+    assert not (tmp_path / "mlruns").exists()
+    assert registry.load(FAMILY).predict(pd.DataFrame({"horizon": [H]}))["series_id"].nunique() == 2
