@@ -1,0 +1,368 @@
+"""The kustomize overlays render, validate against the Kubernetes and Volcano schemas, and keep the
+security and operations properties a cluster admin relies on (no root where avoidable, limits on every
+container, pinned images, dry-run by default)."""
+
+from __future__ import annotations
+
+import copy
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pandas as pd
+import pytest
+import yaml
+
+from tests.k8s.manifests import (
+    K8S,
+    OVERLAYS,
+    SHARED_REFERENCE,
+    Obj,
+    containers,
+    counts_by_kind,
+    env_value,
+    find,
+    is_builtin,
+    is_volcano,
+    pod_spec,
+    render,
+    render_with_retrain_all,
+)
+
+KUBERNETES_VERSION = "1.37.0"
+EXPECTED_KINDS = {
+    "ClusterRole": 1, "ClusterRoleBinding": 1, "ConfigMap": 3, "CronJob": 3, "DaemonSet": 1, "Deployment": 1,
+    "Namespace": 2, "PersistentVolumeClaim": 1, "PrometheusRule": 1, "Service": 2, "ServiceAccount": 3,
+    "ServiceMonitor": 2,
+}
+LOOP_NS, NODE_NS = "gpu-capacity-predictor", "gpu-capacity-predictor-node"
+SETTINGS = K8S / "base" / "settings.yaml"
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_overlay_renders_every_piece(overlay: str) -> None:
+    assert counts_by_kind(render(overlay)) == EXPECTED_KINDS
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_builtin_objects_pass_strict_kubernetes_schemas(overlay: str) -> None:
+    builtin = [o for o in render(overlay) if is_builtin(o)]
+    assert len(builtin) == sum(EXPECTED_KINDS.values()) - 3  # all but the 2 ServiceMonitors and the PrometheusRule
+    for obj in builtin:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+def test_strict_validation_rejects_an_unknown_field() -> None:
+    deployment = copy.deepcopy(find(render("dry-run"), "Deployment", "predictor-loop"))
+    deployment["spec"]["template"]["spec"]["containers"][0]["resource"] = {}  # typo of `resources`
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, KUBERNETES_VERSION, strict=True)
+
+
+def _strict(schema: Any) -> Any:
+    """A CRD schema that rejects unknown fields like the API server's strict field validation does."""
+    if isinstance(schema, dict):
+        schema = {k: _strict(v) for k, v in schema.items()}
+        if "properties" in schema and "additionalProperties" not in schema and not schema.get(
+            "x-kubernetes-preserve-unknown-fields"
+        ):
+            schema["additionalProperties"] = False
+        return schema
+    if isinstance(schema, list):
+        return [_strict(v) for v in schema]
+    return schema
+
+
+def _volcano_validator(obj: Obj) -> jsonschema.Draft7Validator:
+    group, _, version = obj["apiVersion"].partition("/")
+    for path in sorted((SHARED_REFERENCE / "volcano").glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if crd["spec"]["group"] == group and crd["spec"]["names"]["kind"] == obj["kind"]:
+            served = next(v for v in crd["spec"]["versions"] if v["name"] == version)
+            schema = _strict(served["schema"]["openAPIV3Schema"])
+            schema["properties"]["metadata"] = {"type": "object"}
+            return jsonschema.Draft7Validator(schema)
+    raise AssertionError(f"no CRD in {SHARED_REFERENCE / 'volcano'} for {obj['apiVersion']} {obj['kind']}")
+
+
+def _volcano_objects() -> list[Obj]:
+    rendered = [o for overlay in OVERLAYS for o in render(overlay) if is_volcano(o)]
+    examples = [d for d in yaml.safe_load_all((K8S / "examples" / "queues.yaml").read_text(encoding="utf-8")) if d]
+    return rendered + examples
+
+
+def test_volcano_objects_pass_the_crd_schemas() -> None:
+    if not (SHARED_REFERENCE / "volcano").is_dir():
+        pytest.skip(f"Volcano CRDs not found under {SHARED_REFERENCE}")
+    objects = _volcano_objects()
+    assert objects, "expected at least the example queues"
+    for obj in objects:
+        errors = sorted(_volcano_validator(obj).iter_errors(obj), key=str)
+        assert not errors, f"{obj['kind']}/{obj['metadata']['name']}: {errors[0].message}"
+
+
+def test_volcano_validation_rejects_a_misspelt_field() -> None:
+    if not (SHARED_REFERENCE / "volcano").is_dir():
+        pytest.skip(f"Volcano CRDs not found under {SHARED_REFERENCE}")
+    queue = copy.deepcopy(_volcano_objects()[0])
+    queue["spec"]["deserve"] = queue["spec"].pop("deserved")
+    assert list(_volcano_validator(queue).iter_errors(queue))
+
+
+def test_dry_run_is_the_default_and_apply_is_explicit() -> None:
+    modes = {}
+    for overlay in OVERLAYS:
+        objects = render(overlay)
+        loop = find(objects, "Deployment", "predictor-loop")
+        modes[overlay] = env_value(loop["spec"]["template"]["spec"]["containers"][0], "PREDICTOR_ACTUATORS__MODE")
+        agent_cm = next(o for o in objects if o["metadata"]["name"].startswith("predictor-agent-config"))
+        agent = yaml.safe_load(agent_cm["data"]["agent.yaml.tmpl"])
+        assert agent["dry_run"] is (overlay != "apply")
+    assert modes == {"dry-run": "server-dry-run", "apply": "apply"}
+    base = (K8S / "base" / "agent.yaml.tmpl").read_text(encoding="utf-8")
+    apply = (K8S / "overlays" / "apply" / "agent.yaml.tmpl").read_text(encoding="utf-8")
+    assert apply == base.replace("dry_run: true", "dry_run: false"), "the apply overlay's agent config drifted"
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_every_container_has_resources_and_a_pinned_image(overlay: str) -> None:
+    seen = 0
+    for obj, _spec, container in containers(render(overlay)):
+        where = f"{obj['kind']}/{obj['metadata']['name']}/{container['name']}"
+        resources = container.get("resources", {})
+        assert {"cpu", "memory"} <= set(resources.get("requests", {})), where
+        assert {"cpu", "memory"} <= set(resources.get("limits", {})), where
+        image = container["image"]
+        assert ":" in image.rsplit("/", 1)[-1] or "@sha256:" in image, f"{where}: unpinned image {image}"
+        assert not image.endswith(":latest"), f"{where}: {image}"
+        seen += 1
+    assert seen == 7  # loop, 3 trainers, render-config init, xdp-agent, collect
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_security_contexts(overlay: str) -> None:
+    for obj, spec, container in containers(render(overlay)):
+        where = f"{obj['kind']}/{obj['metadata']['name']}/{container['name']}"
+        sc = container["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False, where
+        assert sc["readOnlyRootFilesystem"] is True, where
+        assert sc["capabilities"]["drop"] == ["ALL"], where
+        assert not sc.get("privileged"), where
+        assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", where
+        if container["name"] == "xdp-agent":
+            # Root only because Kubernetes puts added capabilities in the effective set of UID 0 only.
+            assert sorted(sc["capabilities"]["add"]) == ["BPF", "NET_ADMIN", "PERFMON"]
+            assert sc["runAsUser"] == 0
+        else:
+            assert "add" not in sc["capabilities"], where
+            runs_as = sc.get("runAsUser", spec["securityContext"].get("runAsUser"))
+            assert sc.get("runAsNonRoot", spec["securityContext"].get("runAsNonRoot")) is True, where
+            assert runs_as and runs_as != 0, where
+
+
+def test_only_the_node_agent_touches_the_host() -> None:
+    objects = render("dry-run")
+    for obj in objects:
+        spec = pod_spec(obj)
+        if spec is None:
+            continue
+        host_paths = [v["hostPath"]["path"] for v in spec.get("volumes", []) if "hostPath" in v]
+        if obj["kind"] == "DaemonSet":
+            assert obj["metadata"]["namespace"] == NODE_NS
+            assert host_paths == ["/sys/fs/bpf"]
+            assert spec["hostNetwork"] is True
+            assert spec["automountServiceAccountToken"] is False
+        else:
+            assert obj["metadata"]["namespace"] == LOOP_NS
+            assert not host_paths and not spec.get("hostNetwork") and not spec.get("hostPID")
+    namespaces = {o["metadata"]["name"]: o["metadata"]["labels"] for o in objects if o["kind"] == "Namespace"}
+    assert namespaces[LOOP_NS]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert namespaces[NODE_NS]["pod-security.kubernetes.io/enforce"] == "privileged"
+
+
+def test_secrets_never_travel_in_argv_or_config() -> None:
+    objects = render("apply")
+    for _obj, _spec, container in containers(objects):
+        args = " ".join(container.get("args", []) + container.get("command", []))
+        assert "token" not in args.lower() and "password" not in args.lower()
+        for item in container.get("env", []):
+            if any(word in item["name"] for word in ("TOKEN", "PASSWORD")):
+                ref = item["valueFrom"]["secretKeyRef"]
+                assert ref["name"] == "predictor-credentials" and ref["optional"] is True
+    settings_cm = next(o for o in objects if o["metadata"]["name"].startswith("predictor-settings"))
+    settings = yaml.safe_load(settings_cm["data"]["settings.yaml"])
+    assert not {"bearer_token", "basic_auth_password"} & set(settings["prometheus"])
+
+
+def test_the_mounted_settings_load_with_the_real_settings_model(tmp_path: Path) -> None:
+    from predictor.config import load_settings
+
+    objects = render("apply")
+    settings_cm = next(o for o in objects if o["metadata"]["name"].startswith("predictor-settings"))
+    path = tmp_path / "settings.yaml"
+    path.write_text(settings_cm["data"]["settings.yaml"], encoding="utf-8")
+    settings = load_settings(path)
+    assert settings.mlflow.tracking_uri.startswith("http")
+    assert str(settings.actuators.audit_log).startswith("/var/lib/predictor/")
+    loop = find(objects, "Deployment", "predictor-loop")
+    container = loop["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][:2] == ["--config", "/etc/predictor/settings.yaml"]
+    assert container["ports"][0]["containerPort"] == settings.loop.metrics_port
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert "/etc/predictor" in mounts and "/var/lib/predictor" in mounts
+
+
+def test_the_agent_config_loads_with_the_real_agent_settings(tmp_path: Path) -> None:
+    from predictor.actuators.xdp_agent import load_agent_settings
+
+    for overlay in OVERLAYS:
+        cm = next(o for o in render(overlay) if o["metadata"]["name"].startswith("predictor-agent-config"))
+        path = tmp_path / f"{overlay}.yaml"
+        path.write_text(cm["data"]["agent.yaml.tmpl"].replace("__NODE_NAME__", "node-000"), encoding="utf-8")
+        settings = load_agent_settings(path)
+        assert settings.node == "node-000" and settings.max_cycles == 0
+        assert str(settings.inputs) == "/etc/predictor-xdp-inputs/node-000.json"
+
+
+def test_loop_deployment_runs_once_with_probes() -> None:
+    loop = find(render("dry-run"), "Deployment", "predictor-loop")
+    assert loop["spec"]["replicas"] == 1
+    assert loop["spec"]["strategy"]["type"] == "Recreate"
+    container = loop["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][-1] == "loop"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+
+
+def _kubernetes_expand(text: str) -> str:
+    """Kubernetes' own expansion of command/args: ``$$`` is a literal ``$`` (no env references used here)."""
+    assert "$(" not in text.replace("$$", ""), "an unescaped $( would be expanded by the kubelet"
+    return text.replace("$$", "$")
+
+
+def _train_command(container: Obj) -> list[str]:
+    """The predictor argv a training container runs (a /bin/sh -c wrapper is run with `exec echo`)."""
+    if container.get("command") != ["/bin/sh", "-c"]:
+        return list(container["args"])
+    script = _kubernetes_expand(container["args"][0]).replace("/etc/predictor/settings.yaml", str(SETTINGS))
+    assert script.startswith("exec predictor ")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(["/bin/sh", "-c", "exec echo " + script[len("exec "):]], capture_output=True, text=True,
+                          env=env, check=True, timeout=120)
+    argv = shlex.split(done.stdout)
+    assert argv[0] == "predictor"
+    return [a.replace(str(SETTINGS), "/etc/predictor/settings.yaml") for a in argv[1:]]
+
+
+def test_cronjobs_train_each_family_safely() -> None:
+    from predictor.cli import train_app
+    from predictor.config import load_settings
+
+    registered = {c.name or (c.callback.__name__ if c.callback else "") for c in train_app.registered_commands}
+    families = {}
+    for cron in (o for o in render("dry-run") if o["kind"] == "CronJob"):
+        spec = cron["spec"]
+        job = spec["jobTemplate"]["spec"]
+        args = _train_command(job["template"]["spec"]["containers"][0])
+        assert args[:3] == ["--config", "/etc/predictor/settings.yaml", "train"], args
+        families[args[3]] = args[4:]
+        assert spec["concurrencyPolicy"] == "Forbid"
+        assert spec["startingDeadlineSeconds"] > 0 and job["activeDeadlineSeconds"] > 0
+        assert job["backoffLimit"] <= 3 and job["template"]["spec"]["restartPolicy"] == "Never"
+        assert job["template"]["spec"]["serviceAccountName"] == "predictor-train"
+        # A CronJob may only run a command this build has; the others wait, suspended.
+        assert args[3] in registered or spec["suspend"] is True, f"train {args[3]} is not in this build"
+    assert set(families) == {"forecast", "demand", "rca"}
+    demand = dict(zip(families["demand"][::2], families["demand"][1::2], strict=True))
+    assert demand["--prometheus-url"] == load_settings(SETTINGS).prometheus.url
+    window = pd.Timestamp(demand["--end"]) - pd.Timestamp(demand["--start"])
+    assert window == pd.Timedelta(days=28)
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_every_reference_resolves(overlay: str) -> None:
+    """Volumes, ServiceAccounts, Services and ServiceMonitors point at objects and ports that exist,
+    except the user-created Secret and the optional XDP-inputs ConfigMap, which must be optional."""
+    objects = render(overlay)
+    names = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objects}
+    optional = {("Secret", "predictor-credentials"), ("ConfigMap", "predictor-xdp-inputs")}
+    for obj in objects:
+        spec = pod_spec(obj)
+        if spec is None:
+            continue
+        ns = obj["metadata"]["namespace"]
+        assert ("ServiceAccount", ns, spec["serviceAccountName"]) in names
+        for volume in spec.get("volumes", []):
+            for kind, key, ref in (("ConfigMap", "configMap", "name"), ("PersistentVolumeClaim",
+                                                                         "persistentVolumeClaim", "claimName")):
+                if key in volume:
+                    target = volume[key][ref]
+                    if (kind, target) in optional:
+                        assert volume[key]["optional"] is True
+                    else:
+                        assert (kind, ns, target) in names, f"{obj['metadata']['name']}: no {kind} {target}"
+        for container in spec["containers"]:
+            for item in container.get("env", []):
+                ref = item.get("valueFrom", {}).get("secretKeyRef")
+                if ref:
+                    assert ("Secret", ref["name"]) in optional and ref["optional"] is True
+    for monitor in (o for o in objects if o["kind"] == "ServiceMonitor"):
+        ns = monitor["metadata"]["namespace"]
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        services = [o for o in objects if o["kind"] == "Service" and o["metadata"]["namespace"] == ns
+                    and selector.items() <= o["metadata"]["labels"].items()]
+        assert len(services) == 1, monitor["metadata"]["name"]
+        service = services[0]
+        ports = {p["name"]: p for p in service["spec"]["ports"]}
+        pods = [o for o in objects if pod_spec(o) is not None and o["metadata"]["namespace"] == ns
+                and service["spec"]["selector"].items()
+                <= (o["spec"]["template"]["metadata"]["labels"] if o["kind"] != "CronJob" else {}).items()]
+        assert len(pods) == 1, service["metadata"]["name"]
+        container_ports = {p["name"]: p["containerPort"] for c in pod_spec(pods[0])["containers"]  # type: ignore[index]
+                           for p in c.get("ports", [])}
+        for endpoint in monitor["spec"]["endpoints"]:
+            assert endpoint["port"] in ports
+            assert ports[endpoint["port"]]["targetPort"] in container_ports
+
+
+def test_dashboard_is_a_grafana_sidecar_dashboard() -> None:
+    import json
+
+    cm = find(render("dry-run"), "ConfigMap", "predictor-grafana-dashboard")
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    board = json.loads(cm["data"]["gpu-capacity-predictor.json"])
+    assert board == json.loads((K8S / "base" / "monitoring" / "dashboard.json").read_text(encoding="utf-8"))
+    panels = board["panels"]
+    assert len({p["id"] for p in panels}) == len(panels)
+    titles = " | ".join(p["title"] for p in panels)
+    for needed in ("quota vs allocated vs forecast", "GPU utilisation by node", "Job → pod → node",
+                   "loop", "XDP packets per target"):
+        assert needed in titles
+    for panel in panels:
+        for target in panel.get("targets", []):
+            assert target["datasource"]["uid"] == "${datasource}", panel["title"]
+
+
+def test_retrain_all_component_replaces_the_per_family_cronjobs() -> None:
+    objects = render_with_retrain_all()
+    crons = [o for o in objects if o["kind"] == "CronJob"]
+    assert [c["metadata"]["name"] for c in crons] == ["predictor-retrain"]
+    job = crons[0]["spec"]["jobTemplate"]["spec"]
+    assert job["template"]["spec"]["containers"][0]["args"] == [
+        "--config", "/etc/predictor/settings.yaml", "retrain", "--all"
+    ]
+    assert crons[0]["spec"]["concurrencyPolicy"] == "Forbid"
+    for obj in objects:
+        if is_builtin(obj):
+            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+def test_one_image_for_every_container_of_every_rendering() -> None:
+    images = {c["image"] for o in (render("dry-run"), render("apply"), render_with_retrain_all())
+              for _w, _s, c in containers(o)}
+    assert len(images) == 1, images

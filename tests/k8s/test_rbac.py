@@ -1,0 +1,76 @@
+"""The RBAC the overlays render grants exactly what the issue lists, to whom, and nothing more.
+
+| service account (namespace)                          | API group             | resources    | verbs                  |
+|------------------------------------------------------|-----------------------|--------------|------------------------|
+| predictor-loop (gpu-capacity-predictor)              | scheduling.volcano.sh | queues       | get, list, watch, patch|
+| predictor-loop (gpu-capacity-predictor)              | "" (core)             | nodes, pods  | get, list, watch       |
+| predictor-train (gpu-capacity-predictor)             | —                     | —            | — (token not mounted)  |
+| predictor-node-agent (gpu-capacity-predictor-node)   | —                     | —            | — (token not mounted)  |
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+from tests.k8s.manifests import OVERLAYS, Obj, pod_spec, render
+
+EXPECTED = {
+    ("gpu-capacity-predictor", "predictor-loop"): {
+        ("scheduling.volcano.sh", "queues"): {"get", "list", "watch", "patch"},
+        ("", "nodes"): {"get", "list", "watch"},
+        ("", "pods"): {"get", "list", "watch"},
+    },
+}
+SERVICE_ACCOUNTS = {
+    ("gpu-capacity-predictor", "predictor-loop"),
+    ("gpu-capacity-predictor", "predictor-train"),
+    ("gpu-capacity-predictor-node", "predictor-node-agent"),
+}
+
+
+def grants(objects: list[Obj]) -> dict[tuple[str, str], dict[tuple[str, str], set[str]]]:
+    """(namespace, service account) -> (API group, resource) -> verbs, from every (Cluster)Role binding."""
+    roles = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in objects
+             if o["kind"] in ("Role", "ClusterRole")}
+    table: dict[tuple[str, str], dict[tuple[str, str], set[str]]] = defaultdict(lambda: defaultdict(set))
+    for binding in (o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+        ref = binding["roleRef"]
+        namespace = binding["metadata"].get("namespace") if ref["kind"] == "Role" else None
+        role = roles[(ref["kind"], namespace, ref["name"])]
+        for subject in binding["subjects"]:
+            assert subject["kind"] == "ServiceAccount", f"{binding['metadata']['name']} binds a {subject['kind']}"
+            for rule in role["rules"]:
+                assert "nonResourceURLs" not in rule and "resourceNames" not in rule
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        table[(subject["namespace"], subject["name"])][(group, resource)] |= set(rule["verbs"])
+    return {k: dict(v) for k, v in table.items()}
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_rbac_grants_exactly_the_listed_verbs(overlay: str) -> None:
+    objects = render(overlay)
+    assert grants(objects) == EXPECTED
+    for role in (o for o in objects if o["kind"] in ("Role", "ClusterRole")):
+        for rule in role["rules"]:
+            assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], role["metadata"]["name"]
+            assert "aggregationRule" not in role
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_only_the_loop_gets_an_api_token(overlay: str) -> None:
+    objects = render(overlay)
+    accounts = {
+        (o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects if o["kind"] == "ServiceAccount"
+    }
+    assert set(accounts) == SERVICE_ACCOUNTS
+    for obj in objects:
+        spec = pod_spec(obj)
+        if spec is None:
+            continue
+        account = (obj["metadata"]["namespace"], spec["serviceAccountName"])
+        assert account in SERVICE_ACCOUNTS
+        mounted = spec.get("automountServiceAccountToken", accounts[account].get("automountServiceAccountToken", True))
+        assert mounted is (account in EXPECTED), f"{obj['kind']}/{obj['metadata']['name']} token mounted={mounted}"
