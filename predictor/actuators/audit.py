@@ -1,0 +1,160 @@
+"""The audit log: every decision of the loop as append-only JSON lines, and the loop's small state file.
+
+Why a log and not a database: it is greppable, shippable by any log agent, and enough to rebuild what a
+restarted loop needs — when each queue last changed (cooldowns), which patches were in flight when it
+died (``intent`` without an outcome), and which cycle slots are already done (so none is repeated).
+Each batch is one ``write`` on an ``O_APPEND`` descriptor followed by ``fsync``: concurrent writers
+cannot interleave inside a line, and a crash can tear at most the last line, which readers skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from predictor.errors import ActuatorError
+
+__all__ = ["AuditLog", "AuditRecord", "read_state", "write_state", "write_text_atomic"]
+
+# Outcomes that mean "this queue changed" for the cooldown, per actuator mode.
+CHANGED = {"apply": ("applied",), "server-dry-run": ("dry-run-ok",), "plan": ("planned",)}
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """One line of the audit log."""
+
+    timestamp: str  # ISO 8601 UTC, the cycle's "now"
+    cycle: str  # the cycle slot id, e.g. "2026-11-29T18:00:00Z"
+    queue: str
+    field: str | None
+    before: Any
+    after: Any
+    reason: str
+    mode: str
+    outcome: str  # intent | applied | dry-run-ok | planned | held | rejected | conflict | failed | cycle-done
+    code: str = ""
+    resource: str | None = None
+    unix: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+
+class AuditLog:
+    """Append-only JSON-lines file of ``AuditRecord``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        # Append-only, so records already parsed stay valid: each read parses only the new tail.
+        self._records: list[dict[str, Any]] = []
+        self._offset = 0
+        self._identity: tuple[int, int] | None = None
+
+    def append(self, records: Iterable[AuditRecord]) -> int:
+        lines = "".join(r.to_json() + "\n" for r in records)
+        if not lines:
+            return 0
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    lines = "\n" + lines  # end a line torn by a crash, so it cannot swallow this record
+                data = lines.encode("utf-8")
+                written = os.write(fd, data)
+                if written != len(data):
+                    raise OSError(f"short write ({written} of {len(data)} bytes)")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise ActuatorError(f"cannot append to audit log {self.path}: {exc}") from exc
+        return lines.count("\n")
+
+    def read(self) -> list[dict[str, Any]]:
+        """Every complete record; a torn last line (crash mid-write) is skipped."""
+        try:
+            with self.path.open("rb") as handle:
+                stat = os.fstat(handle.fileno())
+                identity = (stat.st_dev, stat.st_ino)
+                if identity != self._identity or stat.st_size < self._offset:  # replaced or truncated (rotation)
+                    self._records, self._offset, self._identity = [], 0, identity
+                handle.seek(self._offset)
+                tail = handle.read()
+        except FileNotFoundError:
+            self._records, self._offset, self._identity = [], 0, None
+            return []
+        except OSError as exc:
+            raise ActuatorError(f"cannot read audit log {self.path}: {exc}") from exc
+        end = tail.rfind(b"\n") + 1  # a line without its newline is still being written, or torn
+        for line in tail[:end].splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                self._records.append(record)
+        self._offset += end
+        return list(self._records)
+
+    def last_changed(self, mode: str) -> dict[str, float]:
+        """Queue → unix time of its last change in ``mode`` (what cooldowns are measured from)."""
+        wanted = CHANGED.get(mode, ())
+        out: dict[str, float] = {}
+        for record in self.read():
+            if record.get("outcome") in wanted and record.get("mode") == mode:
+                out[str(record["queue"])] = max(out.get(str(record["queue"]), 0.0), float(record.get("unix", 0.0)))
+        return out
+
+    def done_cycles(self) -> set[str]:
+        return {str(r["cycle"]) for r in self.read() if r.get("outcome") == "cycle-done"}
+
+    def pending_intents(self) -> list[dict[str, Any]]:
+        """``intent`` records with no later outcome for the same cycle and queue: patches cut off by a crash."""
+        open_: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for record in self.read():
+            key = (str(record.get("cycle")), str(record.get("queue")))
+            if record.get("outcome") == "intent":
+                open_.setdefault(key, []).append(record)
+            elif record.get("outcome") not in ("held", "cycle-done"):
+                open_.pop(key, None)
+        return [r for records in open_.values() for r in records]
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temp file in the same directory and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """The loop's state file (stabilisation memory); empty when absent."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ActuatorError(f"cannot read loop state {path}: {exc}") from exc
+    return data if isinstance(data, dict) else {}
+
+
+def write_state(path: Path, state: Mapping[str, Any]) -> None:
+    write_text_atomic(path, json.dumps(state, sort_keys=True))

@@ -1,0 +1,279 @@
+"""The Volcano queue actuator: a desired ``QueuePlan`` → one merge patch per queue, safely.
+
+Reads and writes ``queues.scheduling.volcano.sh/v1beta1`` (cluster-scoped) through the official
+``kubernetes`` client. Every patch carries the resourceVersion it was planned against, so a queue edited
+in between is never overwritten blindly (409 → fresh read → go on only if the quota fields are still the
+ones planned from, and the new ``status.allocated`` still allows the change). Each patched object is
+validated against the bundled CRD schema and the webhook's ordering rule before it is sent. Shrinking
+queues are patched first (deepest first) and growing ones after (parents first), so a hierarchy never
+holds more than its parent while a plan is half-applied; after a failed growth the rest of the growth is
+skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from predictor.actuators import Change
+from predictor.actuators.schemas import validate_object
+from predictor.errors import ActuatorError, TemporaryActuatorError
+from predictor.planner import QueuePlan, apply_merge_patch, merge_patch, parse_quantity, touched_resources
+from predictor.planner.state import FIELDS
+
+__all__ = ["GROUP", "PLURAL", "VERSION", "Outcome", "VolcanoActuator", "connect", "write_plan_dir"]
+
+GROUP, VERSION, PLURAL = "scheduling.volcano.sh", "v1beta1", "queues"
+MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one queue's patch."""
+
+    change: Change
+    outcome: str  # applied | dry-run-ok | rejected | conflict | failed | skipped
+    message: str = ""
+
+
+def connect(kubeconfig: Path | None = None, context: str | None = None) -> client.ApiClient:
+    """An API client from in-cluster credentials, else the kubeconfig (``$KUBECONFIG`` / ``~/.kube/config``)."""
+    configuration = client.Configuration()
+    try:
+        if kubeconfig is None and context is None:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:
+            raise ConfigException("kubeconfig requested")
+    except ConfigException:
+        try:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(kubeconfig) if kubeconfig else None, context=context,
+                client_configuration=configuration, persist_config=False)
+        except (ConfigException, OSError) as exc:
+            raise ActuatorError(f"cannot load Kubernetes credentials: {exc}".splitlines()[0]) from exc
+    return client.ApiClient(configuration)
+
+
+def _spec_values(spec: Mapping[str, Any], resources: Sequence[str]) -> dict[str, dict[str, float | None]]:
+    """The three quota fields of ``resources`` from a spec, parsed (None where unset)."""
+    sources = {"deserved": spec.get("deserved") or {}, "capability": spec.get("capability") or {},
+               "guarantee": (spec.get("guarantee") or {}).get("resource") or {}}
+    out: dict[str, dict[str, float | None]] = {}
+    for name in FIELDS:
+        out[name] = {r: (parse_quantity(sources[name][r], what=f"{name}[{r}]") if r in sources[name] else None)
+                     for r in resources}
+    return out
+
+
+def _depth(name: str, parents: Mapping[str, str | None]) -> int:
+    seen, node, d = {name}, parents.get(name), 0
+    while node is not None and node not in seen:
+        seen.add(node)
+        node, d = parents.get(node), d + 1
+    return d
+
+
+class VolcanoActuator:
+    """``plan(QueuePlan) -> [Change]`` and ``apply(changes, dry_run=…)`` for Volcano queues."""
+
+    name = "volcano"
+
+    def __init__(self, api_client: client.ApiClient, *, timeout_s: float = 10.0, retries: int = 3,
+                 field_manager: str = "gpu-capacity-predictor") -> None:
+        self.api_client = api_client
+        self.api = client.CustomObjectsApi(api_client)
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.field_manager = field_manager
+
+    # -- reads ---------------------------------------------------------------------------------------
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, _request_timeout=self.timeout_s, **kwargs)
+        except ApiException as exc:
+            message = _status_message(exc)
+            if exc.status in (409, 429) or (exc.status or 0) >= 500:
+                raise TemporaryActuatorError(f"{what}: HTTP {exc.status} {message}") from exc
+            raise ActuatorError(f"{what}: HTTP {exc.status} {message}") from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise TemporaryActuatorError(f"{what}: {type(exc).__name__}: {exc}".splitlines()[0]) from exc
+
+    def list_queues(self) -> list[dict[str, Any]]:
+        """Every Queue object, with status (as ``kubectl get queues -o json`` prints its items)."""
+        doc = self._call("list queues", self.api.list_cluster_custom_object, GROUP, VERSION, PLURAL)
+        items: list[dict[str, Any]] = list(doc.get("items") or [])
+        return items
+
+    def list_nodes(self) -> dict[str, Any]:
+        """The Node list as plain data (``kubectl get nodes -o json``), for live allocatable GPUs."""
+        nodes = self._call("list nodes", client.CoreV1Api(self.api_client).list_node)
+        data: dict[str, Any] = self.api_client.sanitize_for_serialization(nodes)  # type: ignore[no-untyped-call]
+        return data
+
+    def get_queue(self, name: str) -> dict[str, Any]:
+        obj: dict[str, Any] = self._call(f"get queue {name}", self.api.get_cluster_custom_object,
+                                         GROUP, VERSION, PLURAL, name)
+        return obj
+
+    # -- plan ----------------------------------------------------------------------------------------
+    def plan(self, desired: QueuePlan) -> list[Change]:
+        """One ``patch-queue`` change per queue the plan changes (``[]`` once converged)."""
+        changes = []
+        for queue in desired.changed_queues():
+            state = desired.desired[queue]
+            resources = sorted(touched_resources(desired.changes, queue))
+            weight = any(c.queue == queue and c.field == "weight" for c in desired.changes)
+            after = merge_patch(state, resources, weight=weight)["spec"]
+            before_spec: dict[str, Any] = {}
+            # The quota values planned from: a changed field's "before", else its (unchanged) desired value.
+            planned: dict[str, dict[str, float | None]] = {
+                f: {r: state.get(f).get(r) for r in resources} for f in FIELDS}
+            for c in desired.changes:
+                if c.queue != queue:
+                    continue
+                if c.field == "weight":
+                    before_spec["weight"] = int(c.before or 1)
+                elif c.resource in resources:
+                    planned[c.field][c.resource] = c.before
+            reasons = "; ".join(f"{c.field}[{c.resource}] {c.before}→{c.after}: {c.reason}"
+                                for c in desired.changes if c.queue == queue and c.field != "weight")
+            changes.append(Change(
+                actuator=self.name, target=queue, action="patch-queue",
+                before={"resourceVersion": state.resource_version, "resources": resources, "spec": before_spec,
+                        "planned": planned},
+                after={"spec": after}, reason=reasons))
+        return changes
+
+    # -- apply ---------------------------------------------------------------------------------------
+    def apply(self, changes: Sequence[Change], *, dry_run: bool = True) -> list[Change]:
+        """Patch every queue (``dryRun=All`` when ``dry_run``); returns the changes that went through."""
+        return [o.change for o in self.apply_all(changes, dry_run=dry_run) if o.outcome in ("applied", "dry-run-ok")]
+
+    def apply_all(self, changes: Sequence[Change], *, dry_run: bool = True, parents: Mapping[str, str | None]
+                  | None = None, on_intent: Callable[[Change], None] | None = None) -> list[Outcome]:
+        """Patch in a safe order and report every queue's outcome; ``on_intent(change)`` runs before a send."""
+        parents = parents or {}
+        growing = {c.target for c in changes if _grows(c)}
+        ordered = sorted((c for c in changes if c.target not in growing), key=lambda c: -_depth(c.target, parents))
+        ordered += sorted((c for c in changes if c.target in growing), key=lambda c: _depth(c.target, parents))
+        outcomes: list[Outcome] = []
+        stop = False
+        for change in ordered:
+            if stop and change.target in growing:
+                outcomes.append(Outcome(change, "skipped", "an earlier growth patch failed"))
+                continue
+            if on_intent is not None:
+                on_intent(change)
+            outcome = self._apply_one(change, dry_run)
+            outcomes.append(outcome)
+            if outcome.outcome not in ("applied", "dry-run-ok") and change.target in growing:
+                stop = True
+        return outcomes
+
+    def _apply_one(self, change: Change, dry_run: bool) -> Outcome:
+        name = change.target
+        after_spec: Mapping[str, Any] = change.after["spec"]
+        resources = list(change.before.get("resources") or [])
+        version = change.before.get("resourceVersion")
+        last = ""
+        for _ in range(self.retries + 1):
+            try:
+                live = self.get_queue(name)
+            except ActuatorError as exc:
+                last = str(exc)
+                if isinstance(exc, TemporaryActuatorError):
+                    continue
+                return Outcome(change, "failed", last)
+            meta = live.get("metadata") or {}
+            spec = live.get("spec") or {}
+            if _spec_values(spec, resources) == _spec_values(after_spec, resources) and \
+                    all(spec.get(k) == v for k, v in after_spec.items() if k == "weight"):
+                return Outcome(change, "dry-run-ok" if dry_run else "applied", "live queue already as desired")
+            if version is not None and meta.get("resourceVersion") != version:
+                problem = self._still_safe(change, live, resources)
+                if problem:
+                    return Outcome(change, "conflict", problem)
+            body = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": dict(after_spec)}
+            patched = apply_merge_patch(live, body)
+            try:
+                validate_object(patched)
+                _check_order(patched, resources)
+            except ActuatorError as exc:
+                return Outcome(change, "rejected", f"not sent: {exc}")
+            try:
+                self._call(f"patch queue {name}", self.api.patch_cluster_custom_object, GROUP, VERSION, PLURAL,
+                           name, body, dry_run="All" if dry_run else None, field_manager=self.field_manager,
+                           _content_type=MERGE_PATCH)
+            except TemporaryActuatorError as exc:
+                last = str(exc)  # 409, timeout, 5xx: re-read and decide again (resourceVersion keeps it idempotent)
+                continue
+            except ActuatorError as exc:
+                return Outcome(change, "rejected", str(exc))
+            return Outcome(change, "dry-run-ok" if dry_run else "applied")
+        return Outcome(change, "failed", f"gave up after {self.retries + 1} tries: {last}")
+
+    @staticmethod
+    def _still_safe(change: Change, live: Mapping[str, Any], resources: Sequence[str]) -> str:
+        """Why the planned patch may no longer be sent to ``live`` ('' when it still may)."""
+        planned_from = change.before.get("planned") or {}
+        spec = live.get("spec") or {}
+        if planned_from and _spec_values(spec, resources) != planned_from:
+            return "quota fields changed since the plan was made; replanning next cycle"
+        allocated = (live.get("status") or {}).get("allocated") or {}
+        after = _spec_values(change.after["spec"], resources)
+        now = _spec_values(spec, resources)
+        for r in resources:
+            held = parse_quantity(allocated[r], what=f"allocated[{r}]") if r in allocated else 0.0
+            for name in ("deserved", "capability"):
+                new, old = after[name][r], now[name][r]
+                if new is not None and new < (held if old is None else min(old, held)) - 1e-9:
+                    return f"{name}[{r}] {new:g} is now below allocated {held:g}; replanning next cycle"
+        return ""
+
+
+def _grows(change: Change) -> bool:
+    planned = change.before.get("planned") or {}
+    after = change.after["spec"].get("deserved") or {}
+    before = planned.get("deserved") or {}
+    return any(before.get(r) is None or parse_quantity(v, what=r) > (before.get(r) or 0.0) for r, v in after.items())
+
+
+def _check_order(obj: Mapping[str, Any], resources: Sequence[str]) -> None:
+    values = _spec_values(obj.get("spec") or {}, resources)
+    name = (obj.get("metadata") or {}).get("name", "?")
+    for r in resources:
+        g, d, c = (values[f][r] for f in FIELDS)
+        if g is not None and (d is None or g > d):
+            raise ActuatorError(f"queue {name!r}: guarantee[{r}] {g:g} exceeds deserved {d}")
+        if d is not None and c is not None and d > c:
+            raise ActuatorError(f"queue {name!r}: deserved[{r}] {d:g} exceeds capability {c:g}")
+
+
+def _status_message(exc: ApiException) -> str:
+    try:
+        body = json.loads(exc.body or "{}")
+    except (TypeError, ValueError):
+        return str(exc.reason or "")
+    return str(body.get("message") or exc.reason or "") if isinstance(body, dict) else str(exc.reason or "")
+
+
+def write_plan_dir(plan: QueuePlan, live: Sequence[Mapping[str, Any]], out: Path) -> Path:
+    """``out/plan.json`` and ``out/queues/<name>.yaml`` (full desired object per managed queue), atomically."""
+    import yaml
+
+    from predictor.actuators.audit import write_text_atomic
+    from predictor.planner import desired_object
+
+    by_name = {str((o.get("metadata") or {}).get("name")): o for o in live}
+    for name, state in sorted(plan.desired.items()):
+        obj = desired_object(by_name.get(name, {"metadata": {"name": name}}), state, plan.changes)
+        write_text_atomic(out / "queues" / f"{name}.yaml", yaml.safe_dump(obj, sort_keys=False))
+    return write_text_atomic(out / "plan.json", json.dumps(plan.to_json(), indent=2) + "\n")

@@ -1,0 +1,240 @@
+"""One scheduling-loop cycle: read → forecast → plan → check → (apply) → audit, and nothing half-done.
+
+Everything that can fail before a write (queues, history, model, invariants) is done first; a failure
+there holds every queue with the reason and writes nothing to the cluster. Every decision is appended to
+the audit log — ``intent`` before a patch, the outcome after — so a loop killed mid-apply finds, on
+restart, exactly which patches were in flight and checks them against the live queues instead of
+guessing (each queue is one merge patch, so none can be half-patched). Cooldowns, done cycle slots and
+the stabilisation memory all survive a restart.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from models.frames import ID, TIME
+from predictor.actuators import Change
+from predictor.actuators.audit import AuditLog, AuditRecord, read_state, write_state
+from predictor.actuators.volcano import Outcome, VolcanoActuator, write_plan_dir
+from predictor.config import Settings
+from predictor.errors import DataSourceError, InputError, ModelError, PredictorError, RegistryError
+from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader
+from predictor.loop.metrics import LoopMetrics
+from predictor.planner import (
+    FieldChange,
+    Memory,
+    QueuePlan,
+    check_invariants,
+    forecast_resources,
+    forecast_targets,
+    parse_quantity,
+    plan_queues,
+    queues_from_list,
+)
+
+__all__ = ["CycleReport", "Loop", "cycle_slot"]
+
+
+def cycle_slot(now: pd.Timestamp, interval_s: float) -> str:
+    """The id of the interval slot ``now`` falls in: a restarted loop never runs one slot twice."""
+    start = math.floor(now.timestamp() / interval_s) * interval_s
+    return pd.Timestamp(start, unit="s", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class CycleReport:
+    """What a cycle did."""
+
+    cycle: str
+    mode: str
+    plan: QueuePlan | None = None
+    hold: tuple[str, str] | None = None
+    outcomes: list[Outcome] = field(default_factory=list)
+    skipped: bool = False
+    recovered: list[AuditRecord] = field(default_factory=list)
+
+
+class Loop:
+    """The scheduling loop, wired from injected readers, forecaster and actuator."""
+
+    def __init__(self, settings: Settings, *, cluster: ClusterReader, history: HistoryReader, forecaster: Forecaster,
+                 actuator: VolcanoActuator | None = None, metrics: LoopMetrics | None = None,
+                 clock: Callable[[], pd.Timestamp] | None = None) -> None:
+        self.settings, self.cluster, self.history, self.forecaster = settings, cluster, history, forecaster
+        self.actuator = actuator
+        self.mode = settings.actuators.mode
+        if self.mode != "plan" and actuator is None:
+            raise InputError(f"actuators.mode {self.mode} needs a Kubernetes connection")
+        self.audit = AuditLog(settings.actuators.audit_log)
+        self.state_path = settings.actuators.audit_log.with_name(settings.actuators.audit_log.name + ".state.json")
+        self.metrics = metrics or LoopMetrics()
+        self.metrics.stale_after_s = 3 * settings.loop.interval_s
+        self.clock = clock or (lambda: pd.Timestamp.now(tz="UTC"))
+
+    # -- audit helpers -------------------------------------------------------------------------------
+    def _record(self, now: pd.Timestamp, cycle: str, queue: str, outcome: str, reason: str, *, code: str = "",
+                change: FieldChange | None = None) -> AuditRecord:
+        return AuditRecord(
+            timestamp=now.isoformat(), cycle=cycle, queue=queue, field=change.field if change else None,
+            resource=change.resource if change else None, before=change.before if change else None,
+            after=change.after if change else None, reason=reason, mode=self.mode, outcome=outcome,
+            code=code or (change.code if change else ""), unix=now.timestamp())
+
+    def recover(self, now: pd.Timestamp) -> list[AuditRecord]:
+        """Settle patches cut off by a crash: applied if the live queue shows them, else abandoned."""
+        pending = self.audit.pending_intents()
+        if not pending:
+            return []
+        live = {str(o["metadata"]["name"]): o for o in self.cluster.queue_objects()}
+        records = []
+        for intent in pending:
+            obj = live.get(str(intent["queue"]), {})
+            spec = obj.get("spec") or {}
+            source = (spec.get("guarantee") or {}).get("resource") if intent["field"] == "guarantee" else \
+                spec.get(intent["field"])
+            value = (source or {}).get(intent["resource"]) if intent["field"] != "weight" else spec.get("weight")
+            landed = value is not None and math.isclose(parse_quantity(value, what="live"), float(intent["after"]))
+            records.append(AuditRecord(
+                timestamp=now.isoformat(), cycle=intent["cycle"], queue=intent["queue"], field=intent["field"],
+                resource=intent.get("resource"), before=intent["before"], after=intent["after"],
+                reason="found on the live queue after a restart" if landed else "not applied before a restart",
+                mode=intent["mode"], outcome="applied" if landed else "abandoned", code=intent.get("code", ""),
+                unix=float(intent.get("unix", now.timestamp()))))
+        self.audit.append(records)
+        return records
+
+    # -- the cycle -----------------------------------------------------------------------------------
+    def run_once(self, *, force: bool = False) -> CycleReport:
+        started = time.perf_counter()
+        now = self.clock()
+        cycle = cycle_slot(now, self.settings.loop.interval_s)
+        report = CycleReport(cycle=cycle, mode=self.mode)
+        if not force and cycle in self.audit.done_cycles():
+            report.skipped = True
+            return report
+        try:
+            report.recovered = self.recover(now)
+            for record in report.recovered:
+                self.metrics.changes.labels(mode=record.mode, outcome=record.outcome).inc()
+            self._cycle(now, cycle, report)
+        except PredictorError:
+            self.metrics.cycles.labels(result="error").inc()
+            raise
+        self.metrics.last_cycle_seconds.set(time.perf_counter() - started)
+        return report
+
+    def _inputs(self, now: pd.Timestamp) -> tuple[pd.DataFrame | None, dict[str, str], tuple[str, str] | None]:
+        try:
+            history = self.history.history(now)
+        except DataSourceError as exc:
+            return None, {}, ("source_down", f"history unavailable: {exc}")
+        if history.empty:
+            return None, {}, ("stale_data", "no history in the lookback window")
+        newest = pd.to_datetime(history[TIME], utc=True).max()
+        age = (now - newest).total_seconds()
+        if age > self.settings.loop.stale_after_s:
+            return None, {}, ("stale_data", f"newest sample is {age / 3600:.1f} h old")
+        try:
+            frame, versions = self.forecaster.forecast(history, horizon=math.ceil(self.settings.planner.horizon_h) + 1)
+        except (RegistryError, ModelError) as exc:
+            return None, {}, ("missing_model", f"no usable model: {exc}")
+        return frame, versions, None
+
+    def _cycle(self, now: pd.Timestamp, cycle: str, report: CycleReport) -> None:
+        psettings = self.settings.planner
+        forecast, versions, hold = self._inputs(now)
+        try:
+            objects = self.cluster.queue_objects()
+            queues = queues_from_list(objects, source="live queues", allocated_milli=psettings.allocated_milli_units)
+            allocatable = self.cluster.allocatable(forecast_resources(forecast, psettings))
+        except (PredictorError, OSError) as exc:
+            report.hold = ("source_down", f"cannot read queues or nodes: {exc}")
+            self.audit.append([self._record(now, cycle, "*", "held", report.hold[1], code="source_down")])
+            self.metrics.held.labels(reason="source_down").inc()
+            self.metrics.cycles.labels(result="held").inc()
+            return
+        memory = Memory.from_json(read_state(self.state_path).get("memory", {}))
+        targets = forecast_targets(forecast, psettings, now=now) if forecast is not None else None
+        plan = plan_queues(queues, targets, psettings, now=now, allocatable=allocatable, memory=memory,
+                           last_changed=self.audit.last_changed(self.mode), hold_all=hold)
+        problems = check_invariants(queues, dict(plan.desired), allocatable)
+        if problems:  # belt and braces: the policy should make this impossible
+            hold = ("invalid_state", f"plan breaks an invariant, nothing applied: {problems[0]}")
+            plan = plan_queues(queues, None, psettings, now=now, memory=memory, hold_all=hold)
+        report.plan, report.hold = plan, hold
+        write_plan_dir(plan, objects, self.settings.actuators.plan_dir)
+        records = [self._record(now, cycle, h.queue, "held", h.reason, code=h.code) for h in plan.held]
+        if self.mode == "plan":
+            records += [self._record(now, cycle, c.queue, "planned", c.reason, change=c) for c in plan.changes]
+            self.audit.append(records)
+            self.metrics.changes.labels(mode=self.mode, outcome="planned").inc(len(plan.changes))
+        else:
+            self.audit.append(records)
+            report.outcomes = self._apply(now, cycle, plan)
+        write_state(self.state_path, {"memory": plan.memory.to_json()})
+        self._observe(plan, forecast, versions, hold)
+        self.audit.append([self._record(now, cycle, "*", "cycle-done", hold[1] if hold else "ok",
+                                        code=hold[0] if hold else "")])
+
+    def _apply(self, now: pd.Timestamp, cycle: str, plan: QueuePlan) -> list[Outcome]:
+        assert self.actuator is not None
+        by_queue: dict[str, list[FieldChange]] = {}
+        for c in plan.changes:
+            by_queue.setdefault(c.queue, []).append(c)
+
+        def intent(change: Change) -> None:
+            queue = change.target
+            self.audit.append([self._record(now, cycle, queue, "intent", c.reason, change=c) for c in by_queue[queue]])
+
+        parents = {q.name: q.parent for q in plan.desired.values()}
+        outcomes = self.actuator.apply_all(self.actuator.plan(plan), dry_run=self.mode != "apply", parents=parents,
+                                           on_intent=intent)
+        records = []
+        for o in outcomes:
+            for c in by_queue.get(o.change.target, []):
+                records.append(self._record(now, cycle, c.queue, o.outcome, o.message or c.reason, change=c))
+            self.metrics.changes.labels(mode=self.mode, outcome=o.outcome).inc(len(by_queue.get(o.change.target, [])))
+        self.audit.append(records)
+        return outcomes
+
+    def _observe(self, plan: QueuePlan, forecast: pd.DataFrame | None, versions: dict[str, str],
+                 hold: tuple[str, str] | None) -> None:
+        m = self.metrics
+        for h in plan.held:
+            m.held.labels(reason=h.code).inc()
+        for c in plan.changes:
+            if c.code != "forecast":
+                m.held.labels(reason=c.code).inc()  # clipped: counted by the rule that clipped it
+        if forecast is not None and not forecast.empty:
+            first = forecast.sort_values(TIME).groupby(ID, sort=False).head(1)
+            for column in [c for c in ("mean", "lo-80", "hi-80", "lo-95", "hi-95") if c in first.columns]:
+                for queue, value in zip(first[ID], first[column], strict=True):
+                    m.band.labels(queue=str(queue), band=column).set(float(value))
+        for name, state in plan.desired.items():
+            for f in ("deserved", "capability", "guarantee"):
+                value = state.get(f).get(self.settings.planner.resource)
+                if value is not None:
+                    m.quota.labels(queue=name, field=f).set(value)
+        if versions:
+            m.models(versions)
+        m.cycles.labels(result="held" if hold else "ok").inc()
+        if hold is None:
+            m.succeeded()
+
+    def run_forever(self, stop: Callable[[], bool], sleep: Callable[[float], object] = time.sleep) -> None:
+        """Cycle every ``loop.interval_s`` until ``stop()``; an error in one cycle never ends the loop."""
+        while not stop():
+            try:
+                self.run_once()
+            except Exception as exc:  # one bad cycle (even a bug) must not end the loop
+                now = self.clock()
+                why = str(exc) if isinstance(exc, PredictorError) else f"{type(exc).__name__}: {exc}"
+                self.audit.append([self._record(now, cycle_slot(now, self.settings.loop.interval_s), "*", "failed",
+                                                why.splitlines()[0] if why else type(exc).__name__, code="error")])
+            interval = self.settings.loop.interval_s
+            sleep(interval - (self.clock().timestamp() % interval) + 0.001)

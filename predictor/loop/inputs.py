@@ -1,0 +1,160 @@
+"""What one loop cycle reads, as Protocols with production and offline implementations.
+
+Injected through the ``Loop`` constructor (STYLE §3): production wires Prometheus, the MLflow champion
+and the API server; tests, the offline ``plan`` command and the replay benchmark wire files, a fitted
+estimator and the simulator — the cycle itself cannot tell the difference.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import pandas as pd
+
+from models.frames import ID, TIME, VALUE
+from predictor.errors import InputError, ModelError, RegistryError
+from predictor.planner import allocatable_from_nodes
+
+__all__ = [
+    "DEMAND_QUERY",
+    "ClusterReader",
+    "EstimatorForecaster",
+    "FileCluster",
+    "FileHistory",
+    "Forecaster",
+    "HistoryReader",
+    "KubeCluster",
+    "RegistryForecaster",
+    "SourceHistory",
+    "load_json_or_yaml",
+]
+
+# Queue demand in GPUs: allocated + pending requests per queue (Volcano reports milli-units).
+DEMAND_QUERY = 'sum by (queue_name) (volcano_queue_request_scalar_resources{resource="nvidia.com/gpu"}) / 1000'
+
+
+class HistoryReader(Protocol):
+    def history(self, now: pd.Timestamp) -> pd.DataFrame:
+        """Per-queue demand history (``series_id`` = queue name) up to ``now``."""
+        ...
+
+
+class Forecaster(Protocol):
+    def forecast(self, history: pd.DataFrame, *, horizon: int) -> tuple[pd.DataFrame, dict[str, str]]:
+        """A forecast frame for every series, and ``{model family: version}`` of what produced it."""
+        ...
+
+
+class ClusterReader(Protocol):
+    def queue_objects(self) -> list[dict[str, Any]]: ...
+
+    def allocatable(self, resources: Sequence[str]) -> dict[str, float]: ...
+
+
+class SourceHistory:
+    """History from any ``MetricSource`` (Prometheus, a file) with a per-queue demand query."""
+
+    def __init__(self, source: Any, *, query: str = DEMAND_QUERY, lookback_h: float = 28 * 24, step_s: float = 3600,
+                 queue_label: str = "queue_name") -> None:
+        self.source, self.query, self.queue_label = source, query, queue_label
+        self.lookback, self.step = pd.Timedelta(hours=lookback_h), pd.Timedelta(seconds=step_s)
+
+    def history(self, now: pd.Timestamp) -> pd.DataFrame:
+        frame: pd.DataFrame = self.source.query_range(self.query, now - self.lookback, now, self.step)
+        if self.queue_label in frame.columns:
+            frame = frame.assign(**{ID: frame[self.queue_label].astype(str)})
+        return frame[[ID, TIME, VALUE]].reset_index(drop=True)
+
+
+class FileHistory:
+    """Per-queue history from a long file (``series_id`` = queue), cut at ``now``."""
+
+    def __init__(self, path: Path, *, lookback_h: float = 28 * 24) -> None:
+        self.path, self.lookback = path, pd.Timedelta(hours=lookback_h)
+
+    def history(self, now: pd.Timestamp) -> pd.DataFrame:
+        from predictor.sources.files import read_history
+
+        frame = read_history(self.path)
+        keep = (frame[TIME] <= now) & (frame[TIME] > now - self.lookback)
+        return frame.loc[keep, [ID, TIME, VALUE]].reset_index(drop=True)
+
+
+class EstimatorForecaster:
+    """Refit a forecaster (the ``fit``/``predict`` contract of ``models.forecast``) on each cycle's history."""
+
+    def __init__(self, estimator: Any, *, version: str = "local", family: str = "gpu-forecast") -> None:
+        self.estimator, self.version, self.family = estimator, version, family
+
+    def forecast(self, history: pd.DataFrame, *, horizon: int) -> tuple[pd.DataFrame, dict[str, str]]:
+        from sklearn.base import clone
+
+        try:
+            model = clone(self.estimator).fit(history)
+            frame: pd.DataFrame = model.predict(horizon, level=(80, 95))
+        except (ValueError, ArithmeticError) as exc:
+            raise ModelError(f"forecaster {type(self.estimator).__name__} failed: {exc}".splitlines()[0]) from exc
+        return frame, {self.family: self.version}
+
+
+class RegistryForecaster:
+    """The champion of ``family`` from the model registry, refitted on the newest history each cycle."""
+
+    def __init__(self, registry: Any, family: str = "gpu-forecast") -> None:
+        self.registry, self.family = registry, family
+
+    def forecast(self, history: pd.DataFrame, *, horizon: int) -> tuple[pd.DataFrame, dict[str, str]]:
+        info = self.registry.get(self.family)
+        if info is None:
+            raise RegistryError(f"no champion for {self.family} in the model registry")
+        estimator = self.registry.load_estimator(self.family)
+        return EstimatorForecaster(estimator, version=str(info.version), family=self.family).forecast(
+            history, horizon=horizon)
+
+
+class KubeCluster:
+    """Queues through the Volcano actuator's reads, allocatable GPUs from the Node list."""
+
+    def __init__(self, actuator: Any) -> None:
+        self.actuator = actuator
+
+    def queue_objects(self) -> list[dict[str, Any]]:
+        objects: list[dict[str, Any]] = self.actuator.list_queues()
+        return objects
+
+    def allocatable(self, resources: Sequence[str]) -> dict[str, float]:
+        return allocatable_from_nodes(self.actuator.list_nodes(), resources, source="live nodes")
+
+
+def load_json_or_yaml(path: Path, what: str) -> Any:
+    """A JSON (or YAML) document from ``path``; errors name the file and the option."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{what} {path}: {exc.strerror or exc}") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InputError(f"{what} {path}: neither JSON nor YAML") from exc
+
+
+class FileCluster:
+    """Queues and nodes from ``kubectl … -o json`` output (offline planning)."""
+
+    def __init__(self, queues: Mapping[str, Any] | list[Any], nodes: Mapping[str, Any] | None = None) -> None:
+        self.doc, self.nodes = queues, nodes
+
+    def queue_objects(self) -> list[dict[str, Any]]:
+        items = self.doc.get("items") if isinstance(self.doc, Mapping) else self.doc
+        return list(items or [])
+
+    def allocatable(self, resources: Sequence[str]) -> dict[str, float]:
+        return allocatable_from_nodes(self.nodes, resources) if self.nodes is not None else {}

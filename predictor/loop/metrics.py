@@ -1,0 +1,104 @@
+"""The loop's own metrics and probes: ``/metrics`` (Prometheus text) and ``/ready``, on one small server.
+
+An injected ``CollectorRegistry`` (not the global one) keeps tests and several loops in one process apart.
+Labels are low-cardinality on purpose: reasons are codes (``dead_band``, ``cooldown``…), not free text.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+
+__all__ = ["LoopMetrics", "MetricsServer"]
+
+
+class LoopMetrics:
+    """Counters and gauges of the scheduling loop."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.cycles = Counter("predictor_loop_cycles", "Loop cycles by result.", ["result"], registry=r)
+        self.last_success = Gauge("predictor_loop_last_success_timestamp_seconds",
+                                  "Unix time of the last cycle that planned (and applied) without error.", registry=r)
+        self.last_cycle_seconds = Gauge("predictor_loop_cycle_duration_seconds", "Duration of the last cycle.",
+                                        registry=r)
+        self.changes = Counter("predictor_loop_changes", "Queue field changes by mode and outcome.",
+                               ["mode", "outcome"], registry=r)
+        self.held = Counter("predictor_loop_held", "Held or clipped decisions by reason code.", ["reason"], registry=r)
+        self.band = Gauge("predictor_loop_forecast_gpus", "Forecast for the next hour per queue and band.",
+                          ["queue", "band"], registry=r)
+        self.quota = Gauge("predictor_loop_desired_quota_gpus", "Desired quota per queue and field.",
+                           ["queue", "field"], registry=r)
+        self.model = Gauge("predictor_loop_model_info", "Model versions used by the last cycle (value 1).",
+                           ["family", "version"], registry=r)
+        self.last_success_unix = 0.0
+        self.stale_after_s = 3 * 3600.0  # the loop sets it from its interval
+
+    def succeeded(self) -> None:
+        self.last_success_unix = time.time()
+        self.last_success.set(self.last_success_unix)
+
+    def models(self, versions: Mapping[str, str]) -> None:
+        self.model.clear()
+        for family, version in versions.items():
+            self.model.labels(family=family, version=version).set(1)
+
+    def ready(self) -> tuple[bool, str]:
+        """Ready once a cycle succeeded, and while the last success is fresh enough."""
+        if not self.last_success_unix:
+            return False, "no successful cycle yet"
+        age = time.time() - self.last_success_unix
+        if age > self.stale_after_s:
+            return False, f"last successful cycle {age:.0f} s ago"
+        return True, "ok"
+
+
+class MetricsServer:
+    """Serves ``/metrics``, ``/ready`` and ``/healthz`` in a daemon thread."""
+
+    def __init__(self, metrics: LoopMetrics, port: int, address: str = "0.0.0.0") -> None:  # noqa: S104
+        self.metrics = metrics
+        handler = _handler(metrics)
+        self.httpd = ThreadingHTTPServer((address, port), handler)
+        self.httpd.daemon_threads = True
+        self.port = int(self.httpd.server_address[1])
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> MetricsServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+def _handler(metrics: LoopMetrics) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.startswith("/metrics"):
+                code, ctype, body = 200, CONTENT_TYPE_LATEST, generate_latest(metrics.registry)
+            elif self.path.startswith("/ready"):
+                ok, why = metrics.ready()
+                code, ctype, body = (200 if ok else 503), "text/plain", why.encode() + b"\n"
+            elif self.path.startswith("/healthz"):
+                code, ctype, body = 200, "text/plain", b"ok\n"
+            else:
+                code, ctype, body = 404, "text/plain", b"not found\n"
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler

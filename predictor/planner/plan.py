@@ -1,0 +1,245 @@
+"""One planning cycle: live queues + targets → desired queues, every change and hold with its reason.
+
+Pure: the clock (``now``), the cooldown record (``last_changed``, read by the loop from the audit log) and
+the stabilisation memory come in as arguments and the new memory goes out, so the same inputs always give
+the same plan and a restarted loop continues where it stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+import pandas as pd
+
+from predictor.planner.decisions import FieldChange, Hold, Memory, QueuePlan, Series
+from predictor.planner.safety import children_of, decide_field, depth, remember, scale_guarantees
+from predictor.planner.settings import PROTECTED_QUEUES, PlannerSettings
+from predictor.planner.state import FIELDS, QueueState
+from predictor.planner.targets import Target
+
+__all__ = ["plan_queues"]
+
+Values = dict[str, dict[str, float]]  # field → resource → GPUs
+Notes = dict[tuple[str, str, str], tuple[str, str]]  # (queue, field, resource) → (code, note)
+
+
+def _seconds(now: pd.Timestamp | float) -> float:
+    return float(now) if isinstance(now, int | float) else pd.Timestamp(now).timestamp()
+
+
+def _values(queue: QueueState) -> Values:
+    return {f: dict(queue.get(f)) for f in FIELDS}
+
+
+def _order(values: Values, resource: str) -> list[tuple[str, str]]:
+    """Enforce guarantee ≤ deserved ≤ capability for one resource; returns the fields moved and how."""
+    moved: list[tuple[str, str]] = []
+    deserved = values["deserved"].get(resource)
+    if deserved is None:
+        return moved
+    capability = values["capability"].get(resource)
+    if capability is not None and capability < deserved:
+        values["capability"][resource] = deserved
+        moved.append(("capability", f"raised to deserved {deserved:g}"))
+    guarantee = values["guarantee"].get(resource)
+    if guarantee is not None and guarantee > deserved:
+        values["guarantee"][resource] = deserved
+        moved.append(("guarantee", f"lowered to deserved {deserved:g}"))
+    return moved
+
+
+def _plan_queue(
+    queue: QueueState,
+    targets: Mapping[str, Target],
+    settings: PlannerSettings,
+    now_s: float,
+    recs: dict[str, Series],
+    notes: Notes,
+) -> Values:
+    values = _values(queue)
+    keep = 2 * max(settings.shrink_window_s, settings.grow_window_s)
+    fields = FIELDS if settings.set_guarantee else ("deserved", "capability")
+    for resource, target in targets.items():
+        allocated = queue.allocated.get(resource, 0.0)
+        for name in fields:
+            key = Memory.key(queue.name, name, resource)
+            raw = float(getattr(target, name))
+            recs[key] = remember(recs.get(key, ()), now_s, raw, keep)
+            decided = decide_field(name, queue.get(name).get(resource), raw, allocated, recs[key], now_s, settings)
+            if decided.value is not None:
+                values[name][resource] = decided.value
+            notes[(queue.name, name, resource)] = (decided.code or "forecast",
+                                                   decided.note or f"{name} target {raw:g} from {target.basis}")
+        for name, note in _order(values, resource):
+            notes[(queue.name, name, resource)] = ("ordering", note)
+    return values
+
+
+def _revert_increases(
+    names: Sequence[str], field_name: str, resource: str, before: Mapping[str, Values], after: dict[str, Values],
+    notes: Notes, code: str, note: str,
+) -> None:
+    for name in names:
+        old = before[name][field_name].get(resource)
+        new = after[name][field_name].get(resource)
+        if new is not None and (old is None or new > old):
+            if old is None:
+                after[name][field_name].pop(resource, None)
+            else:
+                after[name][field_name][resource] = old
+            notes[(name, field_name, resource)] = (code, note)
+            for moved, why in _order(after[name], resource):
+                notes[(name, moved, resource)] = ("ordering", why)
+
+
+def _hierarchy(
+    queues: Mapping[str, QueueState], managed: set[str], before: Mapping[str, Values], after: dict[str, Values],
+    notes: Notes,
+) -> None:
+    """Σ children ≤ parent for deserved and guarantee; a child's capability ≤ its parent's."""
+    parents = {q.name: q.parent for q in queues.values()}
+    kids = children_of(parents)
+    # Bottom-up: a managed parent grows to hold its children (the capacity plugin sums them anyway).
+    for parent in sorted(kids, key=lambda p: -depth(p, parents)):
+        if parent not in managed:
+            continue
+        for field_name in ("deserved", "guarantee"):
+            for resource in {r for k in kids[parent] for r in after[k][field_name]}:
+                total = sum(after[k][field_name].get(resource, 0.0) for k in kids[parent])
+                current = after[parent][field_name].get(resource)
+                if current is not None and total > current:
+                    after[parent][field_name][resource] = total
+                    notes[(parent, field_name, resource)] = ("parent_sum", f"raised to Σ children {total:g}")
+                    for moved, why in _order(after[parent], resource):
+                        notes[(parent, moved, resource)] = ("ordering", why)
+        for resource, limit in list(after[parent]["capability"].items()):
+            widest = max((after[k]["capability"].get(resource, 0.0) for k in kids[parent]), default=0.0)
+            if widest > limit:
+                after[parent]["capability"][resource] = widest
+                notes[(parent, "capability", resource)] = ("parent_sum", f"raised to widest child {widest:g}")
+    # Top-down: where the parent cannot hold them, children keep their old values.
+    for parent in sorted(kids, key=lambda p: depth(p, parents)):
+        if parent not in after:
+            continue
+        changing = [k for k in kids[parent] if k in managed]
+        for field_name in ("deserved", "guarantee", "capability"):
+            for resource, limit in after[parent][field_name].items():
+                values = [after[k][field_name].get(resource, 0.0) for k in kids[parent]]
+                over = max(values, default=0.0) > limit if field_name == "capability" else sum(values) > limit + 1e-9
+                if over:
+                    _revert_increases(changing, field_name, resource, before, after, notes, "parent_sum",
+                                      f"held: parent {parent} {field_name} {limit:g} cannot hold the children")
+
+
+def _guarantee_sum(
+    queues: Mapping[str, QueueState], managed: set[str], before: Mapping[str, Values], after: dict[str, Values],
+    allocatable: Mapping[str, float], settings: PlannerSettings, notes: Notes,
+) -> None:
+    """Σ guarantee over leaf queues ≤ live allocatable GPUs (a failed GPU lowers the limit)."""
+    parents = {q.parent for q in queues.values() if q.parent}
+    leaves = [n for n in queues if n not in parents]
+    for resource, limit in allocatable.items():
+        if sum(after[n]["guarantee"].get(resource, 0.0) for n in leaves) <= limit + 1e-9:
+            continue
+        movable = [n for n in leaves if n in managed]
+        _revert_increases(movable, "guarantee", resource, before, after, notes, "guarantee_sum",
+                          f"held: Σ guarantee would exceed live allocatable {limit:g}")
+        fixed = sum(after[n]["guarantee"].get(resource, 0.0) for n in leaves if n not in managed)
+        scaled = {n: after[n]["guarantee"][resource] for n in movable if resource in after[n]["guarantee"]}
+        if scale_guarantees(scaled, fixed, limit, settings.round_to):
+            for name, value in scaled.items():
+                after[name]["guarantee"][resource] = value
+                notes[(name, "guarantee", resource)] = ("guarantee_sum",
+                                                        f"lowered so Σ guarantee ≤ live allocatable {limit:g}")
+
+
+def _weight(values: Values, resources: Sequence[str], current: int) -> int:
+    total = sum(values["deserved"].get(r, 0.0) for r in resources)
+    # Proportion splits by weight/Σweight, so weight = deserved GPUs reproduces the planned shares.
+    return max(1, min(65535, round(total))) if total > 0 else current
+
+
+def plan_queues(
+    queues: Sequence[QueueState],
+    targets: Mapping[tuple[str, str], Target] | None,
+    settings: PlannerSettings,
+    *,
+    now: pd.Timestamp | float,
+    allocatable: Mapping[str, float] | None = None,
+    last_changed: Mapping[str, float] | None = None,
+    memory: Memory | None = None,
+    hold_all: tuple[str, str] | None = None,
+) -> QueuePlan:
+    """Plan one cycle. ``hold_all=(code, reason)`` holds every queue (stale data, missing model, ...)."""
+    now_s = _seconds(now)
+    by_name = {q.name: q for q in queues}
+    recs: dict[str, Series] = dict((memory or Memory()).recommendations)
+    per_queue: dict[str, dict[str, Target]] = {}
+    for (queue_name, resource), target in (targets or {}).items():
+        per_queue.setdefault(queue_name, {})[resource] = target
+    held: list[Hold] = []
+    notes: Notes = {}
+    before = {n: _values(q) for n, q in by_name.items()}
+    after = {n: _values(q) for n, q in by_name.items()}
+    managed: set[str] = set()
+    for wanted in per_queue.values():
+        for resource, target in list(wanted.items()):
+            limit = (allocatable or {}).get(resource)
+            if limit is not None and limit > 0 and max(target.deserved, target.capability) > limit:
+                # A quota larger than the live cluster means nothing, and unbounded backlog would grow it forever.
+                wanted[resource] = replace(target, deserved=min(target.deserved, limit),
+                                         capability=min(target.capability, limit),
+                                         guarantee=min(target.guarantee, limit),
+                                         basis=f"{target.basis}, capped at live allocatable {limit:g}")
+    for queue in queues:
+        if queue.name in PROTECTED_QUEUES:
+            held.append(Hold(queue.name, f"{queue.name} is never resized", "protected"))
+            continue
+        if not queue.managed:
+            held.append(Hold(queue.name, "annotated gpu-capacity-predictor/managed=false", "opted_out"))
+            continue
+        if hold_all is not None:
+            held.append(Hold(queue.name, hold_all[1], hold_all[0]))
+            continue
+        mine = per_queue.get(queue.name)
+        if not mine:
+            held.append(Hold(queue.name, "no forecast for this queue in the planning horizon", "no_forecast"))
+            continue
+        since = now_s - (last_changed or {}).get(queue.name, float("-inf"))
+        if since < settings.cooldown_s:
+            for resource, target in mine.items():  # keep the stabilisation windows fed while cooling down
+                for name in FIELDS:
+                    key = Memory.key(queue.name, name, resource)
+                    recs[key] = remember(recs.get(key, ()), now_s, float(getattr(target, name)),
+                                         2 * max(settings.shrink_window_s, settings.grow_window_s))
+            held.append(Hold(queue.name, f"cooldown: last change {since:.0f} s ago (< {settings.cooldown_s:g} s)",
+                             "cooldown"))
+            continue
+        managed.add(queue.name)
+        after[queue.name] = _plan_queue(queue, mine, settings, now_s, recs, notes)
+    _hierarchy(by_name, managed, before, after, notes)
+    _guarantee_sum(by_name, managed, before, after, allocatable or {}, settings, notes)
+    changes: list[FieldChange] = []
+    desired: dict[str, QueueState] = {}
+    for queue in queues:
+        if queue.name in PROTECTED_QUEUES or not queue.managed:
+            continue
+        values = after[queue.name]
+        weight = queue.weight
+        if queue.name in managed and settings.plugin == "proportion":
+            weight = _weight(values, list(per_queue.get(queue.name, {})), queue.weight)
+            if weight != queue.weight:
+                changes.append(FieldChange(queue.name, "weight", None, float(queue.weight), float(weight),
+                                           "weight follows planned deserved (proportion plugin)"))
+        desired[queue.name] = replace(queue, weight=weight, guarantee=values["guarantee"],
+                                      deserved=values["deserved"], capability=values["capability"])
+        for name in FIELDS:
+            for resource in sorted(set(values[name]) | set(before[queue.name][name])):
+                old, new = before[queue.name][name].get(resource), values[name].get(resource)
+                code, note = notes.get((queue.name, name, resource), ("forecast", ""))
+                if new is not None and new != old:
+                    changes.append(FieldChange(queue.name, name, resource, old, new, note, code))
+                elif code != "forecast" and queue.name in managed:
+                    held.append(Hold(queue.name, note, code, name, resource))
+    return QueuePlan(desired=desired, changes=tuple(changes), held=tuple(held), memory=Memory(recs))

@@ -1,0 +1,76 @@
+"""The planner's policy knobs, as one pydantic section (``planner:`` in the settings file).
+
+Defaults are the documented behaviour of ``predictor plan`` without ``--config``: size ``deserved`` from
+the forecast's upper 80 % bound and ``capability`` from the upper 95 % bound over the next 24 h, 10 %
+headroom, guarantee from the lower 80 % floor, a dead band of 1 GPU or 10 %, at most 8 GPUs or 50 % per
+cycle, a 1 h cooldown, and a 6 h shrink stabilisation window against none for growth (HPA ``behavior``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["PROTECTED_QUEUES", "PlannerSettings", "QueueLimits"]
+
+PROTECTED_QUEUES = ("root", "default")
+Quantile = Literal["mean", "lo-80", "hi-80", "lo-95", "hi-95"]
+
+
+class QueueLimits(BaseModel):
+    """Per-queue clamps in GPUs (all optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_deserved: float = Field(0.0, ge=0, description="Lowest deserved the planner may set.")
+    max_deserved: float | None = Field(None, ge=0, description="Highest deserved the planner may set.")
+    max_capability: float | None = Field(None, ge=0, description="Highest capability the planner may set.")
+    min_guarantee: float = Field(0.0, ge=0, description="Lowest guarantee the planner may set.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> QueueLimits:
+        if self.max_deserved is not None and self.max_deserved < self.min_deserved:
+            raise ValueError("max_deserved is below min_deserved")
+        return self
+
+
+class PlannerSettings(BaseModel):
+    """How forecasts become queue quotas, and the safety policy that bounds every change."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    plugin: Literal["capacity", "proportion"] = Field(
+        "capacity", description="Volcano plugin: capacity uses spec.deserved, proportion uses spec.weight."
+    )
+    resource: str = Field("nvidia.com/gpu", description="Resource name when the forecast has no resource column.")
+    horizon_h: float = Field(24.0, gt=0, le=24 * 14, description="Forecast hours that size the next period.")
+    deserved_quantile: Quantile = Field("hi-80", description="Forecast column that sizes deserved.")
+    capability_quantile: Quantile = Field("hi-95", description="Forecast column that sizes capability.")
+    guarantee_quantile: Quantile = Field("lo-80", description="Forecast column whose minimum is the floor.")
+    set_guarantee: bool = Field(True, description="Manage spec.guarantee from the queue's steady floor.")
+    headroom: float = Field(0.10, ge=0, le=2, description="Fraction added to deserved and capability targets.")
+    round_to: int = Field(1, ge=1, le=64, description="Round quotas to this many GPUs (gang/node boundary).")
+    dead_band_abs: float = Field(1.0, ge=0, description="Ignore a change smaller than this many GPUs ...")
+    dead_band_rel: float = Field(0.10, ge=0, le=1, description="... or than this fraction of the current value.")
+    max_step_abs: float = Field(8.0, gt=0, description="Largest change per cycle in GPUs ...")
+    max_step_rel: float = Field(0.5, gt=0, le=10, description="... or as a fraction of the current value (larger).")
+    cooldown_s: float = Field(3600.0, ge=0, description="Seconds after a queue's last change before the next.")
+    grow_window_s: float = Field(0.0, ge=0, description="Growth uses the lowest recommendation in this window.")
+    shrink_window_s: float = Field(
+        6 * 3600.0, ge=0, description="Shrinking uses the highest recommendation in this window (slower)."
+    )
+    stale_after_s: float = Field(7200.0, gt=0, description="Hold everything when the forecast is older.")
+    allocated_milli_units: bool = Field(
+        False, description="status.allocated holds milli-units (Volcano builds that write 8k for 8 GPUs)."
+    )
+    queues: dict[str, QueueLimits] = Field(default_factory=dict, description="Per-queue clamps by name.")
+
+    @model_validator(mode="after")
+    def _windows(self) -> PlannerSettings:
+        if self.shrink_window_s < self.grow_window_s:
+            raise ValueError("shrink_window_s must be at least grow_window_s (shrink slower than grow)")
+        return self
+
+    def limits(self, queue: str) -> QueueLimits:
+        return self.queues.get(queue) or QueueLimits()  # type: ignore[call-arg]

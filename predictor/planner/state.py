@@ -1,0 +1,137 @@
+"""The planner's view of the live cluster: Volcano Queue objects and node allocatable, parsed once.
+
+Input is what ``kubectl get queues.scheduling.volcano.sh -o json`` and ``kubectl get nodes -o json``
+print (or the same objects read through the API). Parsing here, with errors naming the object, keeps the
+pure planner free of dict-walking and of quantity strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from predictor.errors import InputError
+from predictor.planner.quantity import MILLI, parse_quantity
+
+__all__ = [
+    "FIELDS",
+    "MANAGED_ANNOTATION",
+    "QueueState",
+    "allocatable_from_nodes",
+    "queues_from_list",
+]
+
+MANAGED_ANNOTATION = "gpu-capacity-predictor/managed"
+FIELDS = ("guarantee", "deserved", "capability")
+Resources = Mapping[str, float]
+
+
+def _frozen(values: Mapping[str, float]) -> Mapping[str, float]:
+    return MappingProxyType(dict(values))
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """One Queue as the planner needs it; quotas in GPUs (floats), absent resources are unset."""
+
+    name: str
+    deserved: Resources = field(default_factory=dict)
+    capability: Resources = field(default_factory=dict)
+    guarantee: Resources = field(default_factory=dict)
+    allocated: Resources = field(default_factory=dict)
+    weight: int = 1
+    parent: str | None = None
+    managed: bool = True
+    resource_version: str | None = None
+
+    def get(self, name: str) -> Resources:
+        """One of ``guarantee``, ``deserved``, ``capability`` by name."""
+        value: Resources = getattr(self, name)
+        return value
+
+
+def _resources(obj: Any, what: str, *, milli: bool = False) -> dict[str, float]:
+    if obj is None:
+        return {}
+    if not isinstance(obj, Mapping):
+        raise InputError(f"{what}: expected a mapping of resource quantities, got {type(obj).__name__}")
+    scale = 1.0 / MILLI if milli else 1.0
+    return {str(k): parse_quantity(v, what=f"{what}[{k}]") * scale for k, v in obj.items()}
+
+
+def queue_from_object(obj: Mapping[str, Any], *, source: str = "queue", allocated_milli: bool = False) -> QueueState:
+    """Parse one Queue object (a dict as the API returns it)."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
+        raise InputError(f"{source}: a Queue object has no metadata.name")
+    name = meta["name"]
+    where = f"{source}: queue {name!r}"
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    if not isinstance(spec, Mapping) or not isinstance(status, Mapping):
+        raise InputError(f"{where}: spec and status must be mappings")
+    guarantee = spec.get("guarantee") or {}
+    if not isinstance(guarantee, Mapping):
+        raise InputError(f"{where}: spec.guarantee must be a mapping")
+    weight = spec.get("weight", 1)
+    if not isinstance(weight, int) or isinstance(weight, bool) or weight < 1:
+        raise InputError(f"{where}: spec.weight must be an integer >= 1, got {weight!r}")
+    annotations = meta.get("annotations") or {}
+    managed = str(annotations.get(MANAGED_ANNOTATION, "true")).strip().lower() != "false"
+    parent = spec.get("parent")
+    return QueueState(
+        name=name,
+        deserved=_frozen(_resources(spec.get("deserved"), f"{where} spec.deserved")),
+        capability=_frozen(_resources(spec.get("capability"), f"{where} spec.capability")),
+        guarantee=_frozen(_resources(guarantee.get("resource"), f"{where} spec.guarantee.resource")),
+        allocated=_frozen(_resources(status.get("allocated"), f"{where} status.allocated", milli=allocated_milli)),
+        weight=weight,
+        parent=parent if isinstance(parent, str) and parent else None,
+        managed=managed,
+        resource_version=meta.get("resourceVersion"),
+    )
+
+
+def queues_from_list(doc: Any, *, source: str = "queues", allocated_milli: bool = False) -> list[QueueState]:
+    """Queues from a ``QueueList``/``List`` document (``kubectl get queues -o json``) or a bare list."""
+    items = doc.get("items") if isinstance(doc, Mapping) else doc
+    if not isinstance(items, Sequence) or isinstance(items, str | bytes):
+        raise InputError(f"{source}: expected a List with items (kubectl get queues -o json)")
+    queues = []
+    for item in items:
+        if not isinstance(item, Mapping):
+            raise InputError(f"{source}: every item must be a Queue object")
+        kind = item.get("kind", "Queue")
+        if kind != "Queue":
+            raise InputError(f"{source}: expected kind Queue, got {kind!r}")
+        queues.append(queue_from_object(item, source=source, allocated_milli=allocated_milli))
+    names = [q.name for q in queues]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise InputError(f"{source}: queue {dup!r} appears twice")
+    return queues
+
+
+def allocatable_from_nodes(doc: Any, resources: Sequence[str], *, source: str = "nodes") -> dict[str, float]:
+    """Σ allocatable per resource over Ready, schedulable nodes (a failed or cordoned node lowers it)."""
+    items = doc.get("items") if isinstance(doc, Mapping) else doc
+    if not isinstance(items, Sequence) or isinstance(items, str | bytes):
+        raise InputError(f"{source}: expected a List with items (kubectl get nodes -o json)")
+    total = dict.fromkeys(resources, 0.0)
+    for item in items:
+        if not isinstance(item, Mapping):
+            raise InputError(f"{source}: every item must be a Node object")
+        name = (item.get("metadata") or {}).get("name", "?")
+        if (item.get("spec") or {}).get("unschedulable"):
+            continue
+        conditions = (item.get("status") or {}).get("conditions") or []
+        ready = [c for c in conditions if isinstance(c, Mapping) and c.get("type") == "Ready"]
+        if ready and ready[0].get("status") != "True":
+            continue
+        allocatable = (item.get("status") or {}).get("allocatable") or {}
+        for resource in resources:
+            if resource in allocatable:
+                total[resource] += parse_quantity(allocatable[resource], what=f"{source}: node {name!r} {resource}")
+    return total

@@ -1,0 +1,120 @@
+"""Raw quota targets from a forecast frame (and optional demand predictions), before any safety rule.
+
+Kept apart from the safety policy so that the policy can be property-tested against arbitrary targets:
+whatever this module proposes, ``safety`` decides what may be written.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from models.frames import ID, TIME
+from predictor.errors import InputError
+from predictor.planner.settings import PlannerSettings
+
+__all__ = ["Target", "ceil_to", "floor_to", "forecast_resources", "forecast_targets"]
+
+Key = tuple[str, str]  # (queue, resource)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the forecast asks for one queue and resource, in GPUs, and the words explaining it."""
+
+    deserved: float
+    capability: float
+    guarantee: float
+    basis: str
+
+
+def ceil_to(value: float, step: int) -> float:
+    # A tiny tolerance keeps 16.0000001 (float noise from headroom) from becoming 17.
+    return float(math.ceil(value / step - 1e-9) * step)
+
+
+def floor_to(value: float, step: int) -> float:
+    return float(math.floor(value / step + 1e-9) * step)
+
+
+def _demand_peaks(demand: pd.DataFrame | None, settings: PlannerSettings) -> dict[Key, float]:
+    if demand is None or demand.empty:
+        return {}
+    queue_col = "queue" if "queue" in demand.columns else ID
+    value_col = next((c for c in ("peak", "value", "mean") if c in demand.columns), None)
+    if queue_col not in demand.columns or value_col is None:
+        raise InputError("demand frame needs a queue (or series_id) column and a peak (or value) column")
+    resources = demand["resource"] if "resource" in demand.columns else settings.resource
+    frame = pd.DataFrame({"queue": demand[queue_col].astype(str), "resource": resources,
+                          "peak": pd.to_numeric(demand[value_col], errors="coerce")})
+    if frame["peak"].isna().any():
+        raise InputError(f"demand frame: column {value_col!r} has a value that is not a number")
+    peaks = frame.groupby(["queue", "resource"], sort=False)["peak"].max()
+    return {(str(k[0]), str(k[1])): float(v) for k, v in zip(peaks.index, peaks.to_numpy(float), strict=True)}
+
+
+def forecast_resources(forecast: pd.DataFrame | None, settings: PlannerSettings) -> list[str]:
+    """Resource names a forecast sizes: its ``resource`` column (per GPU type), else the configured one."""
+    if forecast is not None and "resource" in forecast.columns:
+        return sorted({str(r) for r in forecast["resource"].unique()} | {settings.resource})
+    return [settings.resource]
+
+
+def forecast_targets(
+    forecast: pd.DataFrame,
+    settings: PlannerSettings,
+    *,
+    now: pd.Timestamp,
+    demand: pd.DataFrame | None = None,
+) -> dict[Key, Target]:
+    """Targets for every (queue, resource) the forecast covers in ``[now, now + horizon]``.
+
+    A series whose forecast does not reach into that window is left out, so the caller holds it as stale.
+    """
+    columns = {settings.deserved_quantile, settings.capability_quantile, settings.guarantee_quantile}
+    missing = [c for c in (ID, TIME, *sorted(columns)) if c not in forecast.columns]
+    if missing:
+        raise InputError(f"forecast frame is missing column {missing[0]!r} (columns: {', '.join(forecast.columns)})")
+    end = now + pd.Timedelta(hours=settings.horizon_h)
+    times = pd.to_datetime(forecast[TIME], utc=True)
+    window = forecast.loc[(times >= now) & (times < end)]
+    resources = window["resource"].astype(str) if "resource" in window.columns else settings.resource
+    frame = pd.DataFrame({
+        "queue": window[ID].astype(str), "resource": resources,
+        "d": window[settings.deserved_quantile].astype("float64"),
+        "c": window[settings.capability_quantile].astype("float64"),
+        "g": window[settings.guarantee_quantile].astype("float64"),
+    })
+    if not np.isfinite(frame[["d", "c", "g"]].to_numpy()).all():
+        raise InputError("forecast frame has a missing or infinite value inside the planning horizon")
+    grouped = frame.groupby(["queue", "resource"], sort=False).agg(d=("d", "max"), c=("c", "max"), g=("g", "min"))
+    peaks = _demand_peaks(demand, settings)
+    grow = 1.0 + settings.headroom
+    step = settings.round_to
+    out: dict[Key, Target] = {}
+    arrays = (grouped["d"].to_numpy(float), grouped["c"].to_numpy(float), grouped["g"].to_numpy(float))
+    for (queue, resource), d_q, c_q, g_q in zip(grouped.index, *arrays, strict=True):
+        key = (str(queue), str(resource))
+        limits = settings.limits(key[0])
+        peak = peaks.get(key, 0.0)
+        want = max(float(d_q), peak, 0.0) * grow
+        deserved = max(ceil_to(want, step), limits.min_deserved)
+        basis = f"{settings.deserved_quantile} {d_q:.1f}" + (f", demand peak {peak:.1f}" if peak > d_q else "")
+        if limits.max_deserved is not None and deserved > limits.max_deserved:
+            deserved, basis = limits.max_deserved, basis + f", max_deserved {limits.max_deserved:g}"
+        capability = max(ceil_to(max(float(c_q), peak, 0.0) * grow, step), deserved)
+        if limits.max_capability is not None:
+            capability = min(capability, max(limits.max_capability, deserved))
+        guarantee = min(max(floor_to(max(float(g_q), 0.0), step), limits.min_guarantee), deserved)
+        out[key] = Target(deserved=deserved, capability=capability, guarantee=guarantee,
+                          basis=f"{basis} +{settings.headroom:.0%} headroom")
+    return out
+
+
+def targets_from_mapping(values: Mapping[Key, tuple[float, float, float]]) -> dict[Key, Target]:
+    """Targets given directly (tests, what-if runs): ``{(queue, resource): (deserved, capability, guarantee)}``."""
+    return {k: Target(deserved=d, capability=c, guarantee=g, basis="given") for k, (d, c, g) in values.items()}
