@@ -22,6 +22,7 @@ from predictor.actuators import Change
 from predictor.actuators.audit import AuditLog, AuditRecord, read_state, write_state
 from predictor.actuators.volcano import Outcome, VolcanoActuator, write_plan_dir
 from predictor.config import Settings
+from predictor.diagnose.bands import export_forecast_bands
 from predictor.errors import DataSourceError, InputError, ModelError, PredictorError, RegistryError
 from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader
 from predictor.loop.metrics import LoopMetrics
@@ -215,6 +216,10 @@ class Loop:
             for column in [c for c in ("mean", "lo-80", "hi-80", "lo-95", "hi-95") if c in first.columns]:
                 for queue, value in zip(first[ID], first[column], strict=True):
                     m.band.labels(queue=str(queue), band=column).set(float(value))
+            if {"lo-80", "hi-80"} <= set(forecast.columns):
+                # predictor_forecast_upper/lower{series,level}: the dynamic thresholds alert rules compare
+                # live demand against (examples/alerts/forecast-bands.yaml, k8s PrometheusRule).
+                export_forecast_bands(m.registry, forecast, level=80)
         for name, state in plan.desired.items():
             for f in ("deserved", "capability", "guarantee"):
                 value = state.get(f).get(self.settings.planner.resource)

@@ -136,6 +136,9 @@ def test_metrics_and_readiness_are_served(fake: FakeApiServer, api: client.ApiCl
     assert 'predictor_loop_changes_total{mode="apply",outcome="applied"}' in text
     assert 'predictor_loop_model_info{family="gpu-forecast",version="7"} 1.0' in text
     assert 'predictor_loop_forecast_gpus{band="hi-80",queue="team-a"} 24.0' in text
+    # the dynamic-threshold gauges the example alert rules compare live demand against
+    assert 'predictor_forecast_upper{level="80",series="team-a"} 24.0' in text
+    assert 'predictor_forecast_lower{level="80",series="team-a"}' in text
     assert "predictor_loop_last_success_timestamp_seconds" in text
 
 
