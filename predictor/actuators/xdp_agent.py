@@ -57,6 +57,9 @@ class AgentSettings(BaseModel):
     interval_s: float = Field(60.0, gt=0, le=86_400, description="Seconds between cycles.")
     max_cycles: int = Field(1, ge=0, description="Cycles to run; 0 runs until stopped.")
     dry_run: bool = Field(True, description="Plan only (safe default); set false to switch profiles.")
+    metrics_port: int | None = Field(
+        None, ge=1, le=65535, description="Serve predictor_xdp_* per-target counters on this port (/metrics)."
+    )
     policy: XdpPolicy = Field(default_factory=XdpPolicy)  # type: ignore[arg-type]
 
 

@@ -114,6 +114,17 @@ def agent_cmd(
     """Choose and apply this node's profile from the loop's forecasts, every interval."""
     settings = load_agent_settings(config)
     actuator = xdp_actuator.XdpActuator(settings.pin_dir)
+    if settings.metrics_port:
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        from predictor.actuators.xdp_metrics import XdpStatsCollector
+
+        registry = CollectorRegistry()
+        registry.register(XdpStatsCollector(actuator, settings.node))
+        try:
+            start_http_server(settings.metrics_port, registry=registry)
+        except OSError as exc:
+            raise InputError(f"cannot serve /metrics on port {settings.metrics_port}: {exc.strerror}") from exc
     for result in run_agent(settings, actuator):
         typer.echo(result.model_dump_json())
 

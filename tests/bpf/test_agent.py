@@ -70,3 +70,39 @@ def test_agent_bad_config_is_one_line(capsys: pytest.CaptureFixture[str], tmp_pa
     assert main(["xdp", "agent", "--config", str(config)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: invalid agent config") and "interval_s" in err and "\n" not in err
+
+
+def test_agent_metrics_report_per_target_packets_from_the_kernel(lb: tuple, dummies: tuple) -> None:
+    """The /metrics collector reads the pinned per-CPU counters: what `xdp status` shows, under k8s names."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from predictor.actuators.xdp_frames import eth, ipv4, udp
+    from predictor.actuators.xdp_metrics import XdpStatsCollector
+    from predictor.actuators.xdp_profiles import Profile
+
+    actuator, prog_fd = lb
+    _, targets = dummies
+    actuator.set_profile(Profile(name="spread", weights=dict(zip(targets, [1, 1, 2, 0], strict=True))))
+    for port in range(40_000, 40_200):
+        actuator.lib.test_run(prog_fd, eth(ipv4("198.51.100.7", "192.0.2.10", udp(port, 4791))))
+    registry = CollectorRegistry()
+    registry.register(XdpStatsCollector(actuator, "node-a"))
+    text = generate_latest(registry).decode()
+    status = actuator.status()
+    assert sum(status.stats.values()) == 200
+    for target, packets in status.stats.items():
+        assert f'target="{target}"' in text and f" {float(packets)}" in text
+    assert 'predictor_xdp_up{node="node-a"} 1.0' in text
+    assert "predictor_xdp_target_packets_total{" in text
+    info = f'iface="{status.iface}",node="node-a",profile="{status.active_profile}"'
+    assert f"predictor_xdp_active_profile_info{{{info}}} 1.0" in text
+
+
+def test_agent_metrics_say_down_when_nothing_is_loaded(bpffs: Path) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from predictor.actuators.xdp_metrics import XdpStatsCollector
+
+    registry = CollectorRegistry()
+    registry.register(XdpStatsCollector(xdp.XdpActuator(bpffs / "none"), "node-a"))
+    assert 'predictor_xdp_up{node="node-a"} 0.0' in generate_latest(registry).decode()

@@ -227,6 +227,9 @@ def test_the_agent_config_loads_with_the_real_agent_settings(tmp_path: Path) -> 
         settings = load_agent_settings(path)
         assert settings.node == "node-000" and settings.max_cycles == 0
         assert str(settings.inputs) == "/etc/predictor-xdp-inputs/node-000.json"
+        agent = find(render(overlay), "DaemonSet", "predictor-node-agent")["spec"]["template"]["spec"]
+        xdp_ports = {p["containerPort"] for c in agent["containers"] if c["name"] == "xdp-agent" for p in c["ports"]}
+        assert settings.metrics_port in xdp_ports
 
 
 def test_loop_deployment_runs_once_with_probes() -> None:

@@ -1,0 +1,58 @@
+"""The node agent's ``/metrics``: XDP per-target traffic read from the pinned maps at scrape time.
+
+A custom collector (not counters incremented by the agent) because the kernel owns the counts: each
+scrape sums the per-CPU ``lb_stats`` slots, so the numbers survive agent restarts and never drift from
+what ``predictor xdp status`` shows. Names are the contract in ``k8s/METRICS.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from predictor.actuators.xdp import XdpActuator
+from predictor.errors import PredictorError
+
+__all__ = ["XdpStatsCollector"]
+
+
+class XdpStatsCollector(Collector):
+    """Exports ``predictor_xdp_target_packets_total``, ``…_passed_packets_total`` and the active profile."""
+
+    def __init__(self, actuator: XdpActuator, node: str) -> None:
+        self.actuator = actuator
+        self.node = node
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        up = GaugeMetricFamily("predictor_xdp_up", "1 when the pinned load balancer could be read.", labels=["node"])
+        try:
+            status = self.actuator.status()
+        except PredictorError:
+            # Not loaded (yet) or unreadable: say so instead of failing the scrape.
+            up.add_metric([self.node], 0.0)
+            yield up
+            return
+        up.add_metric([self.node], 1.0)
+        yield up
+        iface = status.iface or ""
+        profile = status.active_profile or ""
+        targets = CounterMetricFamily(
+            "predictor_xdp_target_packets", "Packets redirected to each target (all CPUs).",
+            labels=["node", "iface", "target", "profile"],
+        )
+        for target, packets in sorted(status.stats.items()):
+            targets.add_metric([self.node, iface, target, profile], float(packets))
+        yield targets
+        passed = CounterMetricFamily(
+            "predictor_xdp_passed_packets", "Packets passed to the stack (not steered, unparsed or observed).",
+            labels=["node", "iface"],
+        )
+        passed.add_metric([self.node, iface], float(status.passed + status.unparsed))
+        yield passed
+        info = GaugeMetricFamily("predictor_xdp_active_profile_info", "The active profile (value 1).",
+                                 labels=["node", "iface", "profile"])
+        if profile:
+            info.add_metric([self.node, iface, profile], 1.0)
+        yield info
