@@ -1,0 +1,199 @@
+"""The demo's runtime stages: history, right-sizing, one loop cycle in plan mode, XDP profiles, the report.
+
+Each takes the shared ``DemoContext`` and returns what it wrote. Training stages live with the CLI
+(``predictor.commands.demo``) because only the CLI may import ``pipelines``; they hand their results to
+these stages through ``ctx.state`` (``forecaster``: something with the loop's ``Forecaster`` protocol).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from models.frames import TIME, VALUE
+from predictor.demo import DemoContext, StageResult
+from predictor.reports.render import write_text
+
+__all__ = ["SIM_DEFAULTS", "history_stage", "plan_stage", "report_stage", "rightsize_stage", "xdp_stage"]
+
+# Small enough for 2 cores, long enough for weekly backtests: 5 weeks, 16 nodes × 8 GPUs, 5-minute samples,
+# an arrival rate that keeps the cluster about 75 % allocated with some queueing.
+SIM_DEFAULTS: dict[str, Any] = {"weeks": 5.0, "nodes": 16, "step_s": 300, "seed": 0,
+                                "start": "2026-01-05T00:00:00Z", "metrics": "core"}
+JOBS_PER_NODE_HOUR = 7.0 / 16  # arrivals scale with the cluster so a smaller one is not swamped
+XDP_LINK_BPS = 25e9  # the demo's assumed node topology: two 25 Gb/s steering targets per node
+XDP_TARGETS = ("ens1f0", "ens1f1")
+
+
+def _simulate(ctx: DemoContext, directory: Path, params: dict[str, Any]) -> None:
+    from predictor import sim
+
+    start = pd.Timestamp(params["start"])
+    settings = sim.SimSettings(start=start, weeks=params["weeks"], step_s=params["step_s"], seed=params["seed"],
+                               metrics=params["metrics"])
+    jobs = sim.synthetic_jobs(start - pd.Timedelta(days=settings.warmup_days), start + pd.Timedelta(
+        weeks=params["weeks"]), seed=params["seed"], jobs_per_hour=params["jobs_per_hour"])
+
+    def progress(stage: str, fraction: float) -> None:
+        ctx.progress(f"simulate: {stage} {100 * min(max(fraction, 0.0), 1.0):.0f} %")
+
+    result = sim.simulate(jobs, sim.ClusterSpec.uniform(params["nodes"]), settings, progress=progress)
+    result.write(directory, parquet=True, progress=progress)
+
+
+def history_stage(ctx: DemoContext) -> StageResult:
+    """Simulate 5 weeks (or read Prometheus) and derive hourly queue tables; reused when parameters match."""
+    from predictor.reports.inputs import inputs_from_directory, inputs_from_prometheus
+    from predictor.sources.files import write_frame
+
+    url = ctx.options.get("prometheus_url")
+    directory = ctx.out / "history"
+    status: Any = "done"
+    if url:
+        end = pd.Timestamp.now(tz="UTC").floor("h")
+        inputs = inputs_from_prometheus(ctx.settings.prometheus, end=end, days=int(7 * SIM_DEFAULTS["weeks"]))
+        summary = f"read {inputs.allocated['series_id'].nunique()} queues from {url}"
+    else:
+        params = {**SIM_DEFAULTS, **ctx.options.get("sim", {})}
+        params.setdefault("jobs_per_hour", round(JOBS_PER_NODE_HOUR * params["nodes"], 3))
+        marker = directory / "params.json"
+        wanted = json.dumps(params, sort_keys=True)
+        if marker.is_file() and marker.read_text(encoding="utf-8") == wanted and (directory / "metrics").is_dir():
+            status = "reused"
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
+            _simulate(ctx, directory, params)
+            ref = resources.files("predictor.sim").joinpath("data/ATTRIBUTION.md")
+            write_text(directory / "ATTRIBUTION.md", ref.read_text(encoding="utf-8"))
+            write_text(marker, wanted)  # last: a run cut short is never reused
+        ctx.progress("reading the simulated history")
+        inputs = inputs_from_directory(directory)
+        ctx.state["history_dir"] = directory
+        summary = (f"{params['weeks']:g} weeks, {params['nodes']} nodes × 8 GPUs, {params['step_s']} s step; jobs "
+                   "drawn from distributions fitted to Microsoft Philly (Jeon et al., ATC 2019, CC BY 4.0)")
+    demand_path = write_frame(inputs.demand, directory / "queue_demand_hourly.csv")
+    ctx.state.update(inputs=inputs, demand_path=demand_path, as_of=inputs.as_of)
+    ctx.headline["history"] = f"{len(inputs.quotas)} queues, {inputs.total_gpus:g} GPUs, up to {inputs.as_of}"
+    return StageResult(status, summary, (directory,))
+
+
+def rightsize_stage(ctx: DemoContext) -> StageResult:
+    """Per-workload GPU recommendations from what runs really used; savings in GPU-hours for the report."""
+    from predictor.reports.inputs import rightsize_from_directory, rightsize_from_prometheus, rightsize_savings
+    from predictor.sources.files import write_frame
+
+    step_s = int(SIM_DEFAULTS["step_s"])
+    if "history_dir" in ctx.state:
+        table, runs = rightsize_from_directory(ctx.state["history_dir"], step_s=step_s)
+    else:  # --prometheus-url: the same joins over the server's DCGM and kube-state-metrics series
+        table, runs = rightsize_from_prometheus(ctx.settings.prometheus, end=ctx.state["as_of"] + pd.Timedelta(hours=1),
+                                                step_s=step_s)
+    path = write_frame(table, ctx.out / "rightsize" / "rightsize.csv")
+    savings = rightsize_savings(table, runs)
+    ctx.state.update(rightsize=table, runs=runs, rightsize_savings=savings)
+    ctx.headline["right-sizing"] = f"{float(savings['savings_gpu_h'].sum()):,.0f} GPU-h recoverable"
+    return StageResult("done", f"{len(table)} workloads from {len(runs)} runs", (path,))
+
+
+def plan_stage(ctx: DemoContext) -> StageResult:
+    """One loop cycle in plan mode against the simulated cluster: Volcano Queue plan + audit log."""
+    from prometheus_client import CollectorRegistry
+
+    from predictor.loop import FileCluster, FileHistory, Loop, LoopMetrics
+    from predictor.reports.recommend import node_objects, queue_objects
+
+    inputs = ctx.state["inputs"]
+    loop_dir, plan_dir = ctx.out / "loop", ctx.out / "plans"
+    for stale in (loop_dir, plan_dir):  # each demo run is one fresh cycle: no cooldown from the last run
+        shutil.rmtree(stale, ignore_errors=True)
+    actuators = ctx.settings.actuators.model_copy(
+        update={"mode": "plan", "plan_dir": plan_dir, "audit_log": loop_dir / "audit.jsonl"})
+    settings = ctx.settings.model_copy(update={"actuators": actuators})
+    as_of = ctx.state["as_of"]
+    history = FileHistory(ctx.state["demand_path"])
+    loop = Loop(settings, cluster=FileCluster(queue_objects(inputs), node_objects(inputs.total_gpus)),
+                history=history, forecaster=ctx.state["forecaster"],
+                metrics=LoopMetrics(CollectorRegistry()), clock=lambda: as_of)
+    report = loop.run_once(force=True)
+    if report.plan is None:
+        return StageResult("failed", f"the cycle planned nothing: {report.hold}")
+    ctx.state.update(plan=report.plan, loop_history=history.history(as_of))
+    held = f", everything held: {report.hold[1]}" if report.hold else f", {len(report.plan.held)} held"
+    ctx.headline["queue plan"] = f"{len(report.plan.changes)} field changes planned{held}"
+    return StageResult("done", f"{len(report.plan.changes)} changes{held} (dry run: plan files only)",
+                       (plan_dir / "plan.json", plan_dir / "queues", loop_dir / "audit.jsonl"))
+
+
+def _receive_bps(history: Path, as_of: pd.Timestamp) -> pd.Series:
+    import pyarrow.parquet as pq
+
+    frame = pq.read_table(history / "metrics" / "node_network_receive_bytes_total.parquet",
+                          columns=["node", TIME, VALUE]).to_pandas()
+    frame["node"] = frame["node"].astype(str)
+    frame = frame[frame[TIME] > as_of - pd.Timedelta(days=1)].sort_values(["node", TIME])
+    rate = frame.groupby("node")[VALUE].diff() / frame.groupby("node")[TIME].diff().dt.total_seconds()
+    p95: pd.Series = (rate.clip(lower=0) * 8).groupby(frame["node"]).quantile(0.95)
+    return p95
+
+
+def _distributed_share(history: Path, as_of: pd.Timestamp, gpus_per_node: int = 8) -> dict[str, float]:
+    jobs = pd.read_parquet(history / "jobs_out.parquet", columns=["num_gpus", "start", "end", "nodes"])
+    running = jobs[(jobs["start"] <= as_of) & (jobs["end"] > as_of)]
+    share: dict[str, float] = {}
+    for nodes, gpus in zip(running["nodes"].astype(str), running["num_gpus"], strict=True):
+        names = nodes.split()
+        if len(names) > 1:
+            for node in names:
+                share[node] = share.get(node, 0.0) + gpus / len(names) / gpus_per_node
+    return {k: min(v, 1.0) for k, v in share.items()}
+
+
+def xdp_stage(ctx: DemoContext) -> StageResult:
+    """An XDP profile per node from its receive-rate p95 over the last day and its multi-node job share."""
+    from predictor.actuators.xdp_profiles import dump_profile
+    from predictor.planner.xdp_profiles import JobMix, TargetLoad, choose_profile
+
+    history: Path = ctx.state["history_dir"]
+    as_of = ctx.state["as_of"]
+    rates, shares = _receive_bps(history, as_of), _distributed_share(history, as_of)
+    out = ctx.out / "xdp"
+    shutil.rmtree(out, ignore_errors=True)
+    chosen = {}
+    for node, bps in sorted(rates.items()):
+        targets = [TargetLoad(iface, XDP_LINK_BPS, float(bps) / len(XDP_TARGETS)) for iface in XDP_TARGETS]
+        profile = choose_profile(str(node), targets, JobMix(distributed_share=shares.get(str(node), 0.0)),
+                                 forecast_age_s=0.0)
+        write_text(out / f"{node}.yaml", dump_profile(profile))
+        chosen[str(node)] = profile.model_dump()
+    write_text(out / "plan.json", json.dumps(chosen, indent=2, sort_keys=True) + "\n")
+    sticky = sum(1 for p in chosen.values() if p["sticky"])
+    ctx.headline["XDP profiles"] = f"{len(chosen)} nodes, {sticky} sticky"
+    return StageResult("done", f"{len(chosen)} node profiles (assumed 2 × 25 Gb/s targets per node)",
+                       (out,))
+
+
+def report_stage(ctx: DemoContext) -> StageResult:
+    """The quota report from the same history, forecaster and plan the loop cycle used."""
+    from predictor.reports.assemble import make_report
+
+    inputs = ctx.state["inputs"]
+    history = ctx.state.get("loop_history", inputs.demand)
+    forecast, versions = ctx.state["forecaster"].forecast(history, horizon=7 * 24)
+    outcome = make_report(
+        inputs, forecast, ctx.settings.planner, ctx.out / "report", plan=ctx.state.get("plan"),
+        rightsize=ctx.state.get("rightsize_savings"), title="GPU quota recommendations (demo)",
+        sources={"forecast": ", ".join(f"{k} v{v}" for k, v in versions.items()) or "local"},
+        progress=ctx.progress,
+    )
+    s = outcome.report.summary
+    ctx.state["report"] = outcome.report
+    ctx.headline["quota utilisation"] = (f"{100 * (s.quota_utilisation_now or 0):.0f} % now → "
+                                         f"{100 * (s.quota_utilisation_expected or 0):.0f} % after")
+    ctx.headline["idle quota"] = f"{s.idle_quota_gpu_h:,.0f} GPU-h in the last {s.window_days} days"
+    return StageResult("done", f"{len(outcome.report.queues)} queues; {len(s.top_actions)} top actions",
+                       tuple(outcome.paths.values()))

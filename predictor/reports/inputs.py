@@ -1,0 +1,235 @@
+"""Gather a report's input tables from the simulator's Parquet output (``--history DIR``) or Prometheus.
+
+Both paths end in the same ``ReportInputs`` (hourly, in GPUs, ``series_id`` = queue), so the report model
+never knows where its numbers came from. Volcano reports milli-GPUs; "really used" GPUs are the sum of
+DCGM utilisation / 100 over each queue's GPUs (busy-equivalent GPUs), joined to queues through the
+pod label ``volcano.sh/queue-name`` where kube-state-metrics has it and the namespace otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from models.frames import ID, TIME, VALUE
+from predictor.config import PrometheusSettings
+from predictor.errors import DataSourceError, InputError
+from predictor.reports.model import DEFAULT_RESOURCE
+
+__all__ = [
+    "ReportInputs",
+    "inputs_from_directory",
+    "inputs_from_prometheus",
+    "rightsize_from_directory",
+    "rightsize_from_prometheus",
+    "rightsize_savings",
+]
+
+_VOLCANO = "volcano_queue_{}_scalar_resources"
+_GPU_RESOURCE_KSM = "nvidia_com_gpu"
+
+
+@dataclass
+class ReportInputs:
+    """Everything a report needs besides the forecast and the recommendations."""
+
+    quotas: pd.DataFrame  # queue, resource, guarantee, deserved, capability
+    allocated: pd.DataFrame  # history frames, series_id = queue, hourly GPUs
+    used: pd.DataFrame
+    demand: pd.DataFrame
+    total_gpus: float
+    fragmentation: float | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def as_of(self) -> pd.Timestamp:
+        return pd.Timestamp(max(self.allocated[TIME].max(), self.used[TIME].max()))
+
+
+def _hourly(frame: pd.DataFrame, key: str, scale: float = 1.0, how: str = "mean") -> pd.DataFrame:
+    """Mean per (key, hour) of a long frame, as a history frame with ``series_id`` = the key's value."""
+    if frame.empty:
+        return pd.DataFrame({ID: pd.Series(dtype=str), TIME: pd.Series(dtype="datetime64[ns, UTC]"),
+                             VALUE: pd.Series(dtype=float)})
+    hours = pd.to_datetime(frame[TIME], utc=True).dt.floor("h")
+    if how == "sum":  # per-GPU series: Σ over GPUs and samples / samples per hour (absent sample = idle)
+        stamps = pd.Series(frame[TIME].unique()).sort_values()
+        step = stamps.diff().dropna().min() if len(stamps) > 1 else pd.Timedelta(hours=1)
+        per_hour = pd.Timedelta(hours=1) / max(step, pd.Timedelta(seconds=1))
+        grouped = frame.groupby([frame[key].astype(str), hours.rename("hour")], observed=True)[VALUE].sum() / per_hour
+    else:
+        grouped = frame.groupby([frame[key].astype(str), hours.rename("hour")], observed=True)[VALUE].mean()
+    out = grouped.reset_index().rename(columns={key: ID, "hour": TIME})
+    out[VALUE] = out[VALUE].astype("float64") * scale
+    out[ID] = out[ID].astype(str)
+    return out[[ID, TIME, VALUE]].sort_values([ID, TIME], kind="stable").reset_index(drop=True)
+
+
+def _on_grid(used: pd.DataFrame, allocated: pd.DataFrame) -> pd.DataFrame:
+    """Usage on the allocation grid: an hour with no DCGM series for a queue means no GPU was busy for it."""
+    grid = allocated[[ID, TIME]]
+    out = grid.merge(used, on=[ID, TIME], how="left")
+    out[VALUE] = out[VALUE].fillna(0.0)
+    return out.sort_values([ID, TIME], kind="stable").reset_index(drop=True)
+
+
+def _read(directory: Path, name: str, columns: list[str]) -> pd.DataFrame:
+    path = directory / f"{name}.parquet"
+    if not path.is_file():
+        raise InputError(f"{directory}: no {name}.parquet (is this the simulator's output directory?)")
+    try:
+        table = pq.read_table(path, columns=columns)
+    except (OSError, ValueError, KeyError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}".splitlines()[0]) from exc
+    frame: pd.DataFrame = table.to_pandas()
+    for column in frame.columns:
+        if isinstance(frame[column].dtype, pd.CategoricalDtype):
+            frame[column] = frame[column].astype(str)
+    return frame
+
+
+def _latest(frame: pd.DataFrame, key: str) -> pd.Series:
+    newest = frame.sort_values(TIME).groupby(key, observed=True).tail(1)
+    return pd.Series(newest[VALUE].to_numpy(float), index=newest[key].astype(str).to_numpy())
+
+
+def inputs_from_directory(directory: Path) -> ReportInputs:
+    """Inputs from ``predictor simulate --out DIR`` (``DIR/metrics/*.parquet``, ``DIR/summary.parquet``)."""
+    if not directory.is_dir():
+        raise InputError(f"--history {directory}: no such directory")
+    metrics = directory / "metrics" if (directory / "metrics").is_dir() else directory
+    volcano = {}
+    for what in ("allocated", "request", "deserved", "capacity"):
+        frame = _read(metrics, _VOLCANO.format(what), ["queue_name", "resource", TIME, VALUE])
+        volcano[what] = frame[frame["resource"] == DEFAULT_RESOURCE]
+    util = _read(metrics, "DCGM_FI_DEV_GPU_UTIL", ["namespace", TIME, VALUE])
+    util = util[util["namespace"] != ""]
+    nodes = _read(metrics, "kube_node_status_allocatable", ["resource", TIME, VALUE])
+    nodes = nodes[nodes["resource"] == _GPU_RESOURCE_KSM]
+    if nodes.empty:
+        raise InputError(f"{metrics}: kube_node_status_allocatable has no {_GPU_RESOURCE_KSM} samples")
+    newest = nodes[TIME].max()
+    total = float(nodes.loc[nodes[TIME] == newest, VALUE].sum())
+    deserved = _latest(volcano["deserved"], "queue_name") / 1000
+    capability = _latest(volcano["capacity"], "queue_name") / 1000
+    names = sorted(deserved.index)
+    quotas = pd.DataFrame({
+        "queue": names, "resource": DEFAULT_RESOURCE, "guarantee": 0.0,
+        "deserved": [float(deserved[n]) for n in names],
+        "capability": [float(capability.get(n, np.inf)) for n in names],
+    })
+    fragmentation = None
+    summary = directory / "summary.parquet"
+    if summary.is_file():
+        table = pq.read_table(summary, columns=[TIME, "fragmentation_rate"]).to_pandas()
+        recent = table[pd.to_datetime(table[TIME], utc=True) > newest - pd.Timedelta(days=7)]
+        fragmentation = float(recent["fragmentation_rate"].mean()) if len(recent) else None
+    allocated = _hourly(volcano["allocated"], "queue_name", 1 / 1000)
+    return ReportInputs(
+        quotas=quotas,
+        allocated=allocated,
+        used=_on_grid(_hourly(util, "namespace", 1 / 100, how="sum"), allocated),
+        demand=_hourly(volcano["request"], "queue_name", 1 / 1000),
+        total_gpus=total,
+        fragmentation=fragmentation,
+        sources={"history": str(directory), "used GPUs": "Σ DCGM_FI_DEV_GPU_UTIL / 100 per namespace (= queue)",
+                 "quotas": "volcano_queue_{deserved,capacity}_scalar_resources, newest sample"},
+        notes=["guarantee is not exported by Volcano's metrics: shown as 0"],
+    )
+
+
+PROMQL = {
+    "allocated": f'sum by (queue_name) ({_VOLCANO.format("allocated")}{{resource="{DEFAULT_RESOURCE}"}}) / 1000',
+    "demand": f'sum by (queue_name) ({_VOLCANO.format("request")}{{resource="{DEFAULT_RESOURCE}"}}) / 1000',
+    "deserved": f'sum by (queue_name) ({_VOLCANO.format("deserved")}{{resource="{DEFAULT_RESOURCE}"}}) / 1000',
+    "capability": f'sum by (queue_name) ({_VOLCANO.format("capacity")}{{resource="{DEFAULT_RESOURCE}"}}) / 1000',
+    # Both branches end in exactly {queue_name}: ``or`` keeps a right-hand series only when no left-hand one
+    # has the same label set, so any extra label would count a queue's usage twice.
+    "used": (
+        'sum by (queue_name) (label_replace(DCGM_FI_DEV_GPU_UTIL{namespace!=""}'
+        " * on(namespace, pod) group_left(label_volcano_sh_queue_name) kube_pod_labels,"
+        ' "queue_name", "$1", "label_volcano_sh_queue_name", "(.+)")) / 100'
+        ' or sum by (queue_name) (label_replace(DCGM_FI_DEV_GPU_UTIL{namespace!=""},'
+        ' "queue_name", "$1", "namespace", "(.*)")) / 100'
+    ),
+    "total": f'sum(kube_node_status_allocatable{{resource="{_GPU_RESOURCE_KSM}"}})',
+}
+
+
+def inputs_from_prometheus(settings: PrometheusSettings, *, end: pd.Timestamp, days: int = 35,
+                           step: str = "5m") -> ReportInputs:
+    """Inputs from a Prometheus-compatible server: one range query per table, aggregated server-side.
+
+    Queried at the scrape step and averaged per hour here, exactly as the file path averages the
+    simulator's samples (a 1 h range step would read one instant per hour instead of the hour's mean).
+    """
+    from predictor.sources.prometheus import PrometheusSource
+
+    source = PrometheusSource(settings)
+    start = end - pd.Timedelta(days=days)
+    frames: dict[str, pd.DataFrame] = {}
+    for name, query in PROMQL.items():
+        frame = source.query_range(query, start, end, pd.Timedelta(step))
+        if frame.empty:
+            raise DataSourceError(f"Prometheus at {settings.url} returned no samples for the {name} query")
+        if name == "total":
+            frames[name] = frame[[ID, TIME, VALUE]]
+            continue
+        frame = frame.assign(**{ID: frame["queue_name"].astype(str)})
+        frames[name] = _hourly(frame, ID, how="sum" if name == "used" else "mean")
+    deserved, capability = _latest(frames["deserved"], ID), _latest(frames["capability"], ID)
+    names = sorted(deserved.index)
+    quotas = pd.DataFrame({"queue": names, "resource": DEFAULT_RESOURCE, "guarantee": 0.0,
+                           "deserved": [float(deserved[n]) for n in names],
+                           "capability": [float(capability.get(n, np.inf)) for n in names]})
+    total = float(frames["total"].sort_values(TIME)[VALUE].iloc[-1])
+    return ReportInputs(
+        quotas=quotas, allocated=frames["allocated"], used=_on_grid(frames["used"], frames["allocated"]),
+        demand=frames["demand"], total_gpus=total,
+        sources={"history": f"Prometheus {settings.url}, {days} days to {end.isoformat()}"},
+        notes=["guarantee is not exported by Volcano's metrics: shown as 0",
+               "fragmentation needs node-level allocation: not computed from Prometheus"],
+    )
+
+
+def rightsize_savings(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """The report's workload table from ``predictor.rightsize`` output: GPUs recommended away × run hours.
+
+    Workloads whose recommendation is "not enough data" (no number) are left out rather than guessed.
+    """
+    hours = runs.groupby(["namespace", "workload"])["runtime_h"].sum().rename("hours").reset_index()
+    merged = table.merge(hours, on=["namespace", "workload"], how="left")
+    merged = merged[pd.to_numeric(merged["recommended_gpus"], errors="coerce").notna()]
+    request = merged["gpu_request"].astype(float)
+    recommended = merged["recommended_gpus"].astype(float)
+    return pd.DataFrame({
+        "workload": merged["namespace"].astype(str) + "/" + merged["workload"].astype(str),
+        "queue": merged["queue"].astype(str),
+        "requested_gpus": request,
+        "recommended_gpus": recommended,
+        "savings_gpu_h": ((request - recommended).clip(lower=0) * merged["hours"].fillna(0.0)).astype(float),
+    }).reset_index(drop=True)
+
+
+def rightsize_from_directory(directory: Path, step_s: int = 300) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(recommendations, runs)`` of ``predictor.rightsize`` on the simulator's metrics, as ``predictor
+    rightsize --history DIR/metrics`` computes them."""
+    from predictor.rightsize import RightsizeSettings, from_history, rightsize
+
+    metrics = directory / "metrics" if (directory / "metrics").is_dir() else directory
+    return rightsize(from_history(metrics), RightsizeSettings(step_s=step_s))
+
+
+def rightsize_from_prometheus(settings: PrometheusSettings, *, end: pd.Timestamp, days: int = 7,
+                              step_s: int = 300) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(recommendations, runs)`` of ``predictor.rightsize`` over the last ``days`` of a Prometheus server."""
+    from predictor.rightsize import RightsizeSettings, from_source, rightsize
+    from predictor.sources.prometheus import PrometheusSource
+
+    source = from_source(PrometheusSource(settings), end - pd.Timedelta(days=days), end, pd.Timedelta(seconds=step_s))
+    return rightsize(source, RightsizeSettings(step_s=step_s))

@@ -1,0 +1,377 @@
+"""The report model: every number a quota report shows, computed once from frames, rendered four ways.
+
+The model is built from plain tables (current quotas, allocation/usage/demand history, a forecast frame,
+recommendations, an optional right-sizing table), never from live services, so a hand-computed fixture
+can pin every number and HTML, Markdown, CSV and JSON cannot disagree: they all read this dataclass.
+
+Definitions (``W`` = the last ``window_days`` of history ending at ``as_of``, the newest sample):
+- allocated/used/demand mean and p95: over the samples in ``W`` (p95 linear, as numpy);
+- forecast p50 = mean of the forecast ``mean`` column over the next ``window_days``; p90 = the largest
+  ``hi-80`` there (the upper end of the 80 % interval is the 90th percentile);
+- idle quota = Σ max(deserved − allocated, 0) × step (GPU-hours the queue was entitled to and left
+  unallocated); idle allocated = Σ max(allocated − used, 0) × step (held by pods but not busy);
+- status: ``borrowing`` when mean allocated > deserved, else ``starved`` when mean pending
+  (demand − allocated) ≥ 0.5 GPU, else ``ok``;
+- coverage = samples present in ``W`` / samples expected at the series' step (the smallest over the
+  allocated and used series); confidence is ``high`` (coverage ≥ 0.95 and relative 80 % band width
+  ≤ 0.5), ``medium`` (≥ 0.8 and ≤ 1.0) or ``low``;
+- quota utilisation now = mean demand / deserved, expected = forecast p50 / recommended deserved: both on
+  demand (allocated + pending, what the forecast predicts) so "now" and "after" compare like with like;
+  busy GPUs appear as GPU utilisation (used / GPUs) in the summary.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from models.frames import ID, TIME, VALUE
+from predictor.errors import InputError
+
+__all__ = [
+    "DEFAULT_RESOURCE",
+    "ChartData",
+    "QueueRow",
+    "Report",
+    "Summary",
+    "WorkloadRow",
+    "build_report",
+]
+
+DEFAULT_RESOURCE = "nvidia.com/gpu"
+_ROUND = 3  # every stored number is rounded once here, so all renderers print the same digits
+
+
+def _r(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return round(float(value), _ROUND) + 0.0  # + 0.0 turns -0.0 into 0.0
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """One queue and GPU resource: today's quota, what happened in the window, what to set next."""
+
+    queue: str
+    resource: str
+    guarantee: float
+    deserved: float
+    capability: float | None  # None: unset (no hard cap)
+    allocated_mean: float | None
+    allocated_p95: float | None
+    used_mean: float | None
+    used_p95: float | None
+    demand_mean: float | None
+    pending_mean: float | None
+    forecast_p50: float | None
+    forecast_p90: float | None
+    recommended_guarantee: float
+    recommended_deserved: float
+    recommended_capability: float | None
+    change: float
+    reason: str
+    confidence: str
+    quota_utilisation: float | None
+    expected_utilisation: float | None
+    idle_quota_gpu_h: float | None
+    idle_allocated_gpu_h: float | None
+    status: str
+    coverage: float
+
+
+@dataclass(frozen=True)
+class WorkloadRow:
+    """A workload whose GPU request is larger than what it uses (from the right-sizing table)."""
+
+    workload: str
+    queue: str
+    requested_gpus: float
+    recommended_gpus: float
+    savings_gpu_h: float
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The cluster on one screen."""
+
+    as_of: str
+    window_start: str
+    window_days: int
+    total_gpus: float
+    gpu_utilisation: float | None
+    allocation_rate: float | None
+    quota_utilisation_now: float | None
+    quota_utilisation_expected: float | None
+    fragmentation: float | None
+    idle_quota_gpu_h: float
+    idle_allocated_gpu_h: float
+    starved: tuple[str, ...]
+    borrowing: tuple[str, ...]
+    top_actions: tuple[str, ...]
+
+
+@dataclass
+class ChartData:
+    """Hourly frames behind the plots (HTML only; not part of the numbers the formats share)."""
+
+    demand: pd.DataFrame
+    used: pd.DataFrame
+    forecast: pd.DataFrame
+    days: tuple[str, ...] = ()
+    daily_utilisation: Mapping[str, tuple[float | None, ...]] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    """Everything a report shows. ``to_dict`` is the JSON document; the other formats read the same fields."""
+
+    title: str
+    summary: Summary
+    queues: tuple[QueueRow, ...]
+    workloads: tuple[WorkloadRow, ...]
+    sources: Mapping[str, str]
+    notes: tuple[str, ...]
+    charts: ChartData | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        daily = {}
+        if self.charts is not None:
+            daily = {"days": list(self.charts.days),
+                     "queues": {q: list(v) for q, v in self.charts.daily_utilisation.items()}}
+        return {
+            "title": self.title,
+            "summary": {**asdict(self.summary), "starved": list(self.summary.starved),
+                        "borrowing": list(self.summary.borrowing), "top_actions": list(self.summary.top_actions)},
+            "queues": [asdict(q) for q in self.queues],
+            "workloads": [asdict(w) for w in self.workloads],
+            "daily_utilisation": daily,
+            "sources": dict(self.sources),
+            "notes": list(self.notes),
+        }
+
+
+# -- helpers -------------------------------------------------------------------------------------------
+
+
+def _need(frame: pd.DataFrame, columns: tuple[str, ...], what: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InputError(f"{what}: missing column {missing[0]!r} (columns: {', '.join(map(str, frame.columns))})")
+
+
+def _keyed(frame: pd.DataFrame, what: str, id_col: str = ID) -> pd.DataFrame:
+    """A copy with ``queue`` and ``resource`` columns (resource defaults to the GPU resource)."""
+    _need(frame, (id_col,), what)
+    out = frame.copy()
+    out["queue"] = out[id_col].astype(str)
+    out["resource"] = out["resource"].astype(str) if "resource" in out.columns else DEFAULT_RESOURCE
+    return out
+
+
+def _history(frame: pd.DataFrame, what: str) -> pd.DataFrame:
+    _need(frame, (ID, TIME, VALUE), what)
+    out = _keyed(frame, what)
+    out[TIME] = pd.to_datetime(out[TIME], utc=True)
+    out[VALUE] = pd.to_numeric(out[VALUE], errors="coerce").astype("float64")
+    return out[["queue", "resource", TIME, VALUE]]
+
+
+def _step(times: pd.Series) -> pd.Timedelta:
+    diffs = times.sort_values().diff().dropna()
+    return pd.Timedelta(diffs.median()) if len(diffs) else pd.Timedelta(hours=1)
+
+
+def _stats(values: np.ndarray) -> tuple[float | None, float | None]:
+    values = values[np.isfinite(values)]
+    if len(values) == 0:
+        return None, None
+    return float(values.mean()), float(np.percentile(values, 95))
+
+
+def _confidence(coverage: float, forecast: pd.DataFrame, p50: float | None) -> str:
+    if forecast.empty or p50 is None or not {"lo-80", "hi-80"} <= set(forecast.columns):
+        return "low"
+    width = float((forecast["hi-80"] - forecast["lo-80"]).mean()) / max(p50, 1.0)
+    if coverage >= 0.95 and width <= 0.5:
+        return "high"
+    if coverage >= 0.8 and width <= 1.0:
+        return "medium"
+    return "low"
+
+
+def _action(row: QueueRow) -> str:
+    verb = "grow" if row.change > 0 else "shrink"
+    return (f"{verb} {row.queue} deserved {row.deserved:g} → {row.recommended_deserved:g} GPUs "
+            f"({row.reason}; confidence {row.confidence})")
+
+
+def _window_slice(frame: pd.DataFrame, key: tuple[str, str], start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:
+    mine = frame[(frame["queue"] == key[0]) & (frame["resource"] == key[1])]
+    return mine[(mine[TIME] > start) & (mine[TIME] <= end)].sort_values(TIME)
+
+
+# -- the builder -----------------------------------------------------------------------------------------
+
+
+def build_report(
+    *,
+    quotas: pd.DataFrame,
+    allocated: pd.DataFrame,
+    used: pd.DataFrame,
+    demand: pd.DataFrame,
+    forecast: pd.DataFrame,
+    recommendations: pd.DataFrame,
+    total_gpus: float,
+    rightsize: pd.DataFrame | None = None,
+    fragmentation: float | None = None,
+    window_days: int = 7,
+    title: str = "GPU quota recommendations",
+    sources: Mapping[str, str] | None = None,
+    notes: tuple[str, ...] = (),
+    top_workloads: int = 10,
+) -> Report:
+    """The report model from its input tables (see the module docstring for every definition).
+
+    ``quotas``: ``queue, [resource,] guarantee, deserved, capability``. ``allocated``/``used``/``demand``:
+    history frames with ``series_id`` = queue, in GPUs. ``forecast``: a forecast frame with ``series_id`` =
+    queue. ``recommendations``: ``queue, [resource,] guarantee, deserved, capability, reason``.
+    ``rightsize``: ``workload, queue, requested_gpus, recommended_gpus, savings_gpu_h``.
+    """
+    if window_days < 1:
+        raise InputError(f"window_days must be >= 1, got {window_days}")
+    if not math.isfinite(total_gpus) or total_gpus <= 0:
+        raise InputError(f"total GPUs must be a positive number, got {total_gpus}")
+    _need(quotas, ("queue", "guarantee", "deserved", "capability"), "quota table")
+    _need(recommendations, ("queue", "guarantee", "deserved", "capability", "reason"), "recommendations")
+    _need(forecast, (ID, TIME, "mean"), "forecast frame")
+    q = _keyed(quotas, "quota table", "queue")
+    rec = {(str(r["queue"]), str(r["resource"])): r
+           for r in _keyed(recommendations, "recommendations", "queue").to_dict("records")}
+    alloc, use, dem = _history(allocated, "allocated history"), _history(used, "used history"), \
+        _history(demand, "demand history")
+    if alloc.empty and use.empty:
+        raise InputError("no allocation or usage history to report on")
+    fc = _keyed(forecast, "forecast frame")
+    fc[TIME] = pd.to_datetime(fc[TIME], utc=True)
+
+    as_of = max(alloc[TIME].max() if not alloc.empty else pd.Timestamp.min.tz_localize("UTC"),
+                use[TIME].max() if not use.empty else pd.Timestamp.min.tz_localize("UTC"))
+    window = pd.Timedelta(days=window_days)
+    start = as_of - window
+    rows: list[QueueRow] = []
+    for record in q.sort_values(["queue", "resource"]).to_dict("records"):
+        key = (str(record["queue"]), str(record["resource"]))
+        deserved, capability, guarantee = (float(record[c]) for c in ("deserved", "capability", "guarantee"))
+        a, u, d = (_window_slice(f, key, start, as_of) for f in (alloc, use, dem))
+        a_mean, a_p95 = _stats(a[VALUE].to_numpy())
+        u_mean, u_p95 = _stats(u[VALUE].to_numpy())
+        d_mean, _ = _stats(d[VALUE].to_numpy())
+        coverages = []
+        for part in (a, u):
+            step = _step(part[TIME]) if len(part) > 1 else _step(alloc[TIME].drop_duplicates())
+            expected = max(1, round(window / step))
+            coverages.append(min(1.0, int(np.isfinite(part[VALUE].to_numpy()).sum()) / expected))
+        coverage = min(coverages)
+        step_h = (_step(a[TIME]) if len(a) > 1 else pd.Timedelta(hours=1)) / pd.Timedelta(hours=1)
+        idle_quota = float(np.clip(deserved - a[VALUE].to_numpy(), 0, None).sum() * step_h) if len(a) else None
+        idle_alloc = None
+        if len(a) and len(u):
+            joined = a.merge(u, on=TIME, suffixes=("_a", "_u"))
+            idle_alloc = float(np.clip(joined[f"{VALUE}_a"] - joined[f"{VALUE}_u"], 0, None).sum() * step_h)
+        f = fc[(fc["queue"] == key[0]) & (fc["resource"] == key[1]) & (fc[TIME] > as_of)
+               & (fc[TIME] <= as_of + window)]
+        p50 = float(f["mean"].mean()) if len(f) else None
+        p90 = float(f["hi-80"].max()) if len(f) and "hi-80" in f.columns else None
+        if key in rec:
+            r = rec[key]
+            r_d, r_c, r_g = float(r["deserved"]), float(r["capability"]), float(r["guarantee"])
+            reason = str(r["reason"])
+        else:
+            r_d, r_c, r_g, reason = deserved, capability, guarantee, "no recommendation: kept as is"
+        pending = d_mean - a_mean if d_mean is not None and a_mean is not None else None
+        if a_mean is not None and a_mean > deserved + 1e-9:
+            status = "borrowing"
+        elif pending is not None and pending >= 0.5:
+            status = "starved"
+        else:
+            status = "ok"
+        rows.append(QueueRow(
+            queue=key[0], resource=key[1], guarantee=guarantee, deserved=deserved, capability=_r(capability),
+            allocated_mean=_r(a_mean), allocated_p95=_r(a_p95), used_mean=_r(u_mean), used_p95=_r(u_p95),
+            demand_mean=_r(d_mean), pending_mean=_r(pending), forecast_p50=_r(p50), forecast_p90=_r(p90),
+            recommended_guarantee=r_g, recommended_deserved=r_d, recommended_capability=_r(r_c),
+            change=_r(r_d - deserved) or 0.0, reason=reason, confidence=_confidence(coverage, f, p50),
+            quota_utilisation=_r(d_mean / deserved) if d_mean is not None and deserved > 0 else None,
+            expected_utilisation=_r(p50 / r_d) if p50 is not None and r_d > 0 else None,
+            idle_quota_gpu_h=_r(idle_quota), idle_allocated_gpu_h=_r(idle_alloc), status=status,
+            coverage=_r(coverage) or 0.0,
+        ))
+    summary = _summary(rows, as_of, start, window_days, total_gpus, fragmentation)
+    days, daily = _daily(use, q, start, as_of)
+    charts = ChartData(demand=dem, used=use, forecast=fc, days=days, daily_utilisation=daily)
+    return Report(title=title, summary=summary, queues=tuple(rows), workloads=_workloads(rightsize, top_workloads),
+                  sources=dict(sources or {}), notes=tuple(notes), charts=charts)
+
+
+def _summary(rows: list[QueueRow], as_of: pd.Timestamp, start: pd.Timestamp, window_days: int, total_gpus: float,
+             fragmentation: float | None) -> Summary:
+    used = sum(r.used_mean or 0.0 for r in rows)
+    demand = sum(r.demand_mean or 0.0 for r in rows)
+    allocated = sum(r.allocated_mean or 0.0 for r in rows)
+    deserved = sum(r.deserved for r in rows)
+    forecast = [r for r in rows if r.forecast_p50 is not None]
+    recommended = sum(r.recommended_deserved for r in forecast)
+    movers = sorted((r for r in rows if abs(r.change) > 1e-9), key=lambda r: (-abs(r.change), r.queue))
+    return Summary(
+        as_of=as_of.isoformat().replace("+00:00", "Z"),
+        window_start=start.isoformat().replace("+00:00", "Z"),
+        window_days=window_days,
+        total_gpus=float(total_gpus),
+        gpu_utilisation=_r(used / total_gpus),
+        allocation_rate=_r(allocated / total_gpus),
+        quota_utilisation_now=_r(demand / deserved) if deserved > 0 else None,
+        quota_utilisation_expected=_r(sum(r.forecast_p50 or 0.0 for r in forecast) / recommended)
+        if recommended > 0 else None,
+        fragmentation=_r(fragmentation) if fragmentation is not None else None,
+        idle_quota_gpu_h=_r(sum(r.idle_quota_gpu_h or 0.0 for r in rows)) or 0.0,
+        idle_allocated_gpu_h=_r(sum(r.idle_allocated_gpu_h or 0.0 for r in rows)) or 0.0,
+        starved=tuple(r.queue for r in rows if r.status == "starved"),
+        borrowing=tuple(r.queue for r in rows if r.status == "borrowing"),
+        top_actions=tuple(_action(r) for r in movers[:3]),
+    )
+
+
+def _daily(used: pd.DataFrame, quotas: pd.DataFrame, start: pd.Timestamp,
+           as_of: pd.Timestamp) -> tuple[tuple[str, ...], dict[str, tuple[float | None, ...]]]:
+    """Mean used / deserved per queue and UTC day of the window (the heatmap's numbers)."""
+    window = used[(used[TIME] > start) & (used[TIME] <= as_of)]
+    if window.empty:
+        return (), {}
+    day = window[TIME].dt.strftime("%Y-%m-%d")
+    days = tuple(sorted(day.unique()))
+    means = window.groupby(["queue", day])[VALUE].mean()
+    deserved = quotas.groupby("queue")["deserved"].sum()
+    out: dict[str, tuple[float | None, ...]] = {}
+    for queue in sorted(deserved.index.astype(str)):
+        d = float(deserved[queue])
+        out[queue] = tuple(_r(float(means[(queue, x)]) / d) if (queue, x) in means.index and d > 0 else None
+                           for x in days)
+    return days, out
+
+
+def _workloads(rightsize: pd.DataFrame | None, top: int) -> tuple[WorkloadRow, ...]:
+    if rightsize is None or rightsize.empty:
+        return ()
+    columns = ("workload", "queue", "requested_gpus", "recommended_gpus", "savings_gpu_h")
+    _need(rightsize, columns, "right-sizing table")
+    best = rightsize.sort_values(["savings_gpu_h", "workload"], ascending=[False, True]).head(top)
+    return tuple(
+        WorkloadRow(str(w["workload"]), str(w["queue"]), _r(float(w["requested_gpus"])) or 0.0,
+                    _r(float(w["recommended_gpus"])) or 0.0, _r(float(w["savings_gpu_h"])) or 0.0)
+        for w in best.to_dict("records") if float(w["savings_gpu_h"]) > 0
+    )

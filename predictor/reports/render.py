@@ -1,0 +1,166 @@
+"""Markdown, CSV and JSON renderings of one ``Report``, plus ``write_report`` that writes all four formats.
+
+Every format reads the same rounded fields of the model, and the text formats share one number
+formatter, so a number cannot differ between the HTML a manager opens and the CSV a script reads.
+Files are written atomically: a report directory never holds a half-written file.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from predictor.reports.model import QueueRow, Report
+
+__all__ = [
+    "QUEUE_COLUMNS",
+    "fmt",
+    "render_csv",
+    "render_json",
+    "render_markdown",
+    "render_summary_csv",
+    "write_report",
+    "write_text",
+]
+
+# (field, heading, kind): the one column list Markdown and HTML tables use.
+QUEUE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("queue", "queue", "text"),
+    ("resource", "GPU type", "text"),
+    ("guarantee", "guarantee", "gpu"),
+    ("deserved", "deserved", "gpu"),
+    ("capability", "capability", "gpu"),
+    ("allocated_mean", "allocated mean", "gpu"),
+    ("allocated_p95", "allocated p95", "gpu"),
+    ("used_mean", "used mean", "gpu"),
+    ("used_p95", "used p95", "gpu"),
+    ("forecast_p50", "forecast p50", "gpu"),
+    ("forecast_p90", "forecast p90", "gpu"),
+    ("recommended_deserved", "recommended deserved", "gpu"),
+    ("recommended_capability", "recommended capability", "gpu"),
+    ("quota_utilisation", "quota utilisation now", "pct"),
+    ("expected_utilisation", "expected utilisation", "pct"),
+    ("idle_quota_gpu_h", "idle quota GPU-h", "gpu"),
+    ("status", "status", "text"),
+    ("confidence", "confidence", "text"),
+    ("coverage", "coverage", "pct"),
+)
+
+
+def fmt(value: object, kind: str = "gpu") -> str:
+    """One formatter for every human-facing format: GPUs with one decimal, ratios as whole percents."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, float | int) and not isinstance(value, bool):
+        if kind == "pct":
+            return f"{100 * float(value):.0f} %"
+        return f"{float(value):,.1f}"
+    return str(value)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: Report) -> str:
+    """The Markdown report (what the golden file pins)."""
+    s = report.summary
+    out = [f"# {report.title}", "",
+           f"Data up to {s.as_of}; window {s.window_days} days from {s.window_start}.", "",
+           "## Cluster summary", "",
+           "| measure | value |", "|---|---|"]
+    summary_rows = (
+        ("GPUs", fmt(s.total_gpus)),
+        ("GPU utilisation (used / GPUs)", fmt(s.gpu_utilisation, "pct")),
+        ("allocation rate (allocated / GPUs)", fmt(s.allocation_rate, "pct")),
+        ("quota utilisation now (demand / deserved)", fmt(s.quota_utilisation_now, "pct")),
+        ("quota utilisation expected (forecast p50 / recommended)", fmt(s.quota_utilisation_expected, "pct")),
+        ("fragmentation (FGD, share of free GPUs)", fmt(s.fragmentation, "pct")),
+        ("idle quota (deserved − allocated), GPU-h", fmt(s.idle_quota_gpu_h)),
+        ("idle allocated (allocated − used), GPU-h", fmt(s.idle_allocated_gpu_h)),
+        ("starved queues", ", ".join(s.starved) or "none"),
+        ("borrowing queues", ", ".join(s.borrowing) or "none"),
+    )
+    out += [f"| {_cell(k)} | {_cell(v)} |" for k, v in summary_rows]
+    out += ["", "## Top actions", ""]
+    out += [f"{i}. {_cell(a)}" for i, a in enumerate(s.top_actions, 1)] or ["No quota change recommended."]
+    out += ["", "## Queues", "",
+            "| " + " | ".join(h for _, h, _ in QUEUE_COLUMNS) + " |",
+            "|" + "|".join("---" if k == "text" else "---:" for _, _, k in QUEUE_COLUMNS) + "|"]
+    for row in report.queues:
+        out.append("| " + " | ".join(_cell(fmt(getattr(row, f), k)) for f, _, k in QUEUE_COLUMNS) + " |")
+    out += ["", "### Reasons", ""]
+    out += [f"- **{_cell(r.queue)}** ({_cell(r.resource)}): {_cell(r.reason)}" for r in report.queues]
+    out += ["", "## Right-sizing: largest savings", ""]
+    if report.workloads:
+        out += ["| workload | queue | requested GPUs | recommended GPUs | savings GPU-h |", "|---|---|---:|---:|---:|"]
+        out += [f"| {_cell(w.workload)} | {_cell(w.queue)} | {fmt(w.requested_gpus)} | {fmt(w.recommended_gpus)} "
+                f"| {fmt(w.savings_gpu_h)} |" for w in report.workloads]
+    else:
+        out.append("No right-sizing table was available for this report.")
+    out += ["", "## Data", ""]
+    out += [f"- {_cell(k)}: {_cell(v)}" for k, v in sorted(report.sources.items())]
+    out += [f"- note: {_cell(n)}" for n in report.notes]
+    return "\n".join(out) + "\n"
+
+
+def render_csv(report: Report) -> str:
+    """One row per queue and GPU type, every field of ``QueueRow`` (numbers as stored, unformatted)."""
+    names = [f.name for f in fields(QueueRow)]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=names, lineterminator="\n")
+    writer.writeheader()
+    for row in report.queues:
+        writer.writerow({k: ("" if v is None else v) for k, v in asdict(row).items()})
+    return buffer.getvalue()
+
+
+def render_summary_csv(report: Report) -> str:
+    """The cluster summary as ``measure,value`` rows (lists joined with ``;``)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["measure", "value"])
+    for key, value in asdict(report.summary).items():
+        if isinstance(value, tuple | list):
+            value = ";".join(map(str, value))
+        writer.writerow([key, "" if value is None else value])
+    return buffer.getvalue()
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write ``text`` atomically (temp file in the same directory, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        Path(tmp_name).chmod(0o644)  # mkstemp creates 0600; a report is meant to be shared
+        Path(tmp_name).replace(path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_report(report: Report, out: Path, *, html: bool = True) -> dict[str, Path]:
+    """``report.{md,csv,json,html}`` and ``report-summary.csv`` under ``out``; returns the paths by format."""
+    paths = {
+        "markdown": write_text(out / "report.md", render_markdown(report)),
+        "csv": write_text(out / "report.csv", render_csv(report)),
+        "summary_csv": write_text(out / "report-summary.csv", render_summary_csv(report)),
+        "json": write_text(out / "report.json", render_json(report)),
+    }
+    if html:
+        from predictor.reports.html import render_html  # matplotlib is imported only when HTML is wanted
+
+        paths["html"] = write_text(out / "report.html", render_html(report))
+    return paths
