@@ -7,6 +7,7 @@ the same plan and a restarted loop continues where it stopped.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -160,6 +161,32 @@ def _weight(values: Values, resources: Sequence[str], current: int) -> int:
     return max(1, min(65535, round(total))) if total > 0 else current
 
 
+def _fit_deserved(
+    per_queue: dict[str, dict[str, Target]], queues: Sequence[QueueState], allocatable: Mapping[str, float],
+    settings: PlannerSettings,
+) -> None:
+    """Σ deserved targets of leaf queues ≤ live allocatable, by one common factor per resource.
+
+    Parents are left out (the hierarchy step sizes them from their children). The safety policy still
+    applies afterwards, so no queue goes below what it has allocated.
+    """
+    parents = {q.parent for q in queues if q.parent}
+    for resource, limit in allocatable.items():
+        leaves = [(name, wanted[resource]) for name, wanted in per_queue.items()
+                  if resource in wanted and name not in parents and name not in PROTECTED_QUEUES]
+        total = sum(t.deserved for _, t in leaves)
+        if limit <= 0 or total <= limit:
+            continue
+        factor = limit / total
+        step = settings.round_to
+        for name, target in leaves:
+            deserved = max(math.floor(target.deserved * factor / step) * step, settings.limits(name).min_deserved)
+            per_queue[name][resource] = replace(
+                target, deserved=deserved, guarantee=min(target.guarantee, deserved),
+                basis=f"{target.basis}, ×{factor:.2f} so Σ deserved ≤ live allocatable {limit:g}",
+            )
+
+
 def plan_queues(
     queues: Sequence[QueueState],
     targets: Mapping[tuple[str, str], Target] | None,
@@ -192,6 +219,8 @@ def plan_queues(
                                          capability=min(target.capability, limit),
                                          guarantee=min(target.guarantee, limit),
                                          basis=f"{target.basis}, capped at live allocatable {limit:g}")
+    if settings.fit_deserved_to_cluster:
+        _fit_deserved(per_queue, queues, allocatable or {}, settings)
     for queue in queues:
         if queue.name in PROTECTED_QUEUES:
             held.append(Hold(queue.name, f"{queue.name} is never resized", "protected"))

@@ -50,6 +50,12 @@ class PlannerSettings(BaseModel):
     guarantee_quantile: Quantile = Field("lo-80", description="Forecast column whose minimum is the floor.")
     set_guarantee: bool = Field(True, description="Manage spec.guarantee from the queue's steady floor.")
     headroom: float = Field(0.10, ge=0, le=2, description="Fraction added to deserved and capability targets.")
+    fit_deserved_to_cluster: bool = Field(
+        True,
+        description="Scale leaf queues' deserved targets down in proportion when their sum exceeds the live "
+        "allocatable GPUs: shares beyond the cluster cannot all be honoured, and the largest forecast would "
+        "otherwise take the idle quota the report counts.",
+    )
     round_to: int = Field(1, ge=1, le=64, description="Round quotas to this many GPUs (gang/node boundary).")
     dead_band_abs: float = Field(1.0, ge=0, description="Ignore a change smaller than this many GPUs ...")
     dead_band_rel: float = Field(0.10, ge=0, le=1, description="... or than this fraction of the current value.")

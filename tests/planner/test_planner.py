@@ -165,3 +165,22 @@ def test_targets_beyond_the_live_cluster_are_capped_at_allocatable() -> None:
     after = plan.desired["a"]  # type: ignore[attr-defined]
     assert after.deserved[GPU] == 64 and after.capability[GPU] == 64
     assert "capped at live allocatable 64" in next(c.reason for c in plan.changes)  # type: ignore[attr-defined]
+
+
+def test_deserved_targets_are_fitted_to_the_live_cluster() -> None:
+    """Leaf deserved targets summing past the cluster are scaled by one factor; the parent is left alone."""
+    queues = [q("a", 40, 100), q("b", 20, 100), q("team", 60, 100), q("c", 10, 100, parent="team")]
+    targets = {"a": (90, 100, 10), "b": (45, 100, 0), "c": (15, 100, 0), "team": (15, 100, 0)}
+    loose = policy(max_step_abs=1000.0, max_step_rel=10.0, shrink_window_s=0.0, cooldown_s=0.0)
+    plan = plan_queues(queues, targets_from_mapping({(k, GPU): v for k, v in targets.items()}), loose, now=NOW,
+                       allocatable={GPU: 100.0})
+    desired = {name: state.deserved[GPU] for name, state in plan.desired.items()}  # type: ignore[attr-defined]
+    assert desired["a"] + desired["b"] + desired["c"] <= 100
+    assert (desired["a"], desired["b"], desired["c"]) == (60, 30, 10)  # 90:45:15 scaled by 100/150
+    assert desired["a"] >= desired["b"] >= desired["c"]
+    reason = next(c.reason for c in plan.changes if c.queue == "a" and c.field == "deserved")  # type: ignore[attr-defined]
+    assert "Σ deserved ≤ live allocatable 100" in reason
+    off = plan_queues(queues, targets_from_mapping({(k, GPU): v for k, v in targets.items()}),
+                      policy(fit_deserved_to_cluster=False, max_step_abs=1000.0, max_step_rel=10.0,
+                             shrink_window_s=0.0, cooldown_s=0.0), now=NOW, allocatable={GPU: 100.0})
+    assert off.desired["a"].deserved[GPU] == 90  # type: ignore[attr-defined]
