@@ -11,12 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from predictor.errors import ConfigError
 from predictor.planner.settings import PlannerSettings
+from predictor.userfiles import first_problem, read_structured
 
 __all__ = [
     "ActuatorSettings",
@@ -148,14 +148,7 @@ class Settings(BaseSettings):
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path} is not valid YAML: {exc}".replace("\n", " ")) from exc
+    data = read_structured(path, "config file", ConfigError)
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -178,8 +171,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
             updated = type(current).model_validate({**current.model_dump(), **values})
             setattr(settings, section, updated)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "settings"
+        where, problem = first_problem(exc, "settings")
         source = f" in {config_file}" if config_file else ""
-        raise ConfigError(f"invalid setting {where}{source}: {first['msg']}") from exc
+        raise ConfigError(f"invalid setting {where}{source}: {problem}") from exc
     return settings

@@ -8,21 +8,20 @@ nothing: the profile lives in the pinned maps and the next cycle converges again
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from predictor.actuators import Change
 from predictor.actuators.xdp import XdpActuator
 from predictor.actuators.xdp_profiles import Profile
-from predictor.errors import ConfigError, InputError, PredictorError
+from predictor.errors import ConfigError, InputError
 from predictor.planner.xdp_profiles import JobMix, TargetLoad, XdpPolicy, choose_profile
+from predictor.userfiles import first_problem, read_structured
 
 __all__ = ["AgentSettings", "CycleResult", "ForecastInputs", "load_agent_settings", "run_agent"]
 
@@ -73,33 +72,22 @@ class CycleResult(BaseModel):
     error: str | None = None
 
 
-def _read_mapping(path: Path, what: str, error: type[PredictorError]) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
-    try:
-        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise error(f"{what} {path} is not valid: {exc}".replace("\n", " ")) from exc
-
-
 def load_agent_settings(path: Path) -> AgentSettings:
-    data = _read_mapping(path, "agent config", ConfigError)
+    data = read_structured(path, "agent config", ConfigError)
     try:
         return AgentSettings.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(f"invalid agent config {path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
+        where, problem = first_problem(exc, "agent config")
+        raise ConfigError(f"invalid agent config {path}: {where}: {problem}") from exc
 
 
 def read_inputs(path: Path) -> ForecastInputs:
-    data = _read_mapping(path, "forecast inputs", InputError)
+    data = read_structured(path, "forecast inputs", InputError)
     try:
         inputs = ForecastInputs.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise InputError(f"invalid forecast inputs {path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
+        where, problem = first_problem(exc, "forecast inputs")
+        raise InputError(f"invalid forecast inputs {path}: {where}: {problem}") from exc
     if inputs.generated_at.tzinfo is None:
         raise InputError(f"forecast inputs {path}: generated_at needs a timezone")
     return inputs

@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from predictor.errors import InputError
+from predictor.userfiles import first_problem, read_structured
 
 __all__ = ["NAME_MAX", "Profile", "dump_profile", "load_profile", "profile_from_data"]
 
@@ -56,21 +57,13 @@ def profile_from_data(data: Any, source: str) -> Profile:
     try:
         return Profile.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "profile"
-        raise InputError(f"invalid profile {source}: {where}: {first['msg']}") from exc
+        where, problem = first_problem(exc, "profile")
+        raise InputError(f"invalid profile {source}: {where}: {problem}") from exc
 
 
 def load_profile(path: Path) -> Profile:
     """Read a profile YAML file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read profile {path}: {exc.strerror or exc}") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(f"profile {path} is not valid YAML: {exc}".replace("\n", " ")) from exc
+    data = read_structured(path, "profile", InputError)
     return profile_from_data(data, str(path))
 
 
