@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -126,3 +127,17 @@ def test_atomic_open_text_mode_is_utf8_and_appending_is_refused(tmp_path: Path) 
     with pytest.raises(ValueError, match="whole files"):
         atomic_open(tmp_path / "t.md", "a")  # type: ignore[call-overload]
 
+
+def test_no_other_module_rolls_its_own_atomic_write() -> None:
+    """One recipe: a second temp-and-rename writer would drift from it (fsync, clean-up, permissions)."""
+    root = Path(__file__).resolve().parents[2]
+    own = re.compile(r"mkstemp\(|NamedTemporaryFile|os\.replace\(|os\.rename\(|\.tmp\"")
+    offenders = [
+        f"{path.relative_to(root)}:{number}"
+        for package in ("predictor", "pipelines", "models")
+        for path in sorted((root / package).rglob("*.py"))
+        if path.name != "atomicio.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if own.search(line)
+    ]
+    assert offenders == []
