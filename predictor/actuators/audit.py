@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from predictor.atomicio import fsync_directory, write_text
 from predictor.errors import ActuatorError
 
-__all__ = ["AuditLog", "AuditRecord", "read_state", "write_state", "write_text_atomic"]
+__all__ = ["AuditLog", "AuditRecord", "read_state", "write_state"]
 
 # Outcomes that mean "this queue changed" for the cooldown, per actuator mode.
 CHANGED = {"apply": ("applied",), "server-dry-run": ("dry-run-ok",), "plan": ("planned",)}
@@ -74,6 +74,8 @@ class AuditLog:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+            if not size:  # the file may be new: make its directory entry durable too
+                fsync_directory(self.path.parent)
         except OSError as exc:
             raise ActuatorError(f"cannot append to audit log {self.path}: {exc}") from exc
         return lines.count("\n")
@@ -128,23 +130,6 @@ class AuditLog:
         return [r for records in open_.values() for r in records]
 
 
-def write_text_atomic(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temp file in the same directory and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
-
-
 def read_state(path: Path) -> dict[str, Any]:
     """The loop's state file (stabilisation memory); empty when absent."""
     try:
@@ -157,4 +142,4 @@ def read_state(path: Path) -> dict[str, Any]:
 
 
 def write_state(path: Path, state: Mapping[str, Any]) -> None:
-    write_text_atomic(path, json.dumps(state, sort_keys=True))
+    write_text(path, json.dumps(state, sort_keys=True))

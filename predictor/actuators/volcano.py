@@ -269,11 +269,11 @@ def write_plan_dir(plan: QueuePlan, live: Sequence[Mapping[str, Any]], out: Path
     """``out/plan.json`` and ``out/queues/<name>.yaml`` (full desired object per managed queue), atomically."""
     import yaml
 
-    from predictor.actuators.audit import write_text_atomic
+    from predictor.atomicio import write_text
     from predictor.planner import desired_object
 
     by_name = {str((o.get("metadata") or {}).get("name")): o for o in live}
     for name, state in sorted(plan.desired.items()):
         obj = desired_object(by_name.get(name, {"metadata": {"name": name}}), state, plan.changes)
-        write_text_atomic(out / "queues" / f"{name}.yaml", yaml.safe_dump(obj, sort_keys=False))
-    return write_text_atomic(out / "plan.json", json.dumps(plan.to_json(), indent=2) + "\n")
+        write_text(out / "queues" / f"{name}.yaml", yaml.safe_dump(obj, sort_keys=False))
+    return write_text(out / "plan.json", json.dumps(plan.to_json(), indent=2) + "\n")

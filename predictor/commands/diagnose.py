@@ -8,13 +8,12 @@ write the JSON atomically.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from predictor.atomicio import write_text
 from predictor.commands._common import console, settings_from
 from predictor.errors import InputError
 
@@ -22,16 +21,7 @@ __all__ = ["register"]
 
 
 def _write_json(payload: object, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=2, ensure_ascii=False)
-            handle.write("\n")
-        Path(tmp).replace(out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text(out, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
 
 
 def register(app: typer.Typer, train: typer.Typer) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from models.rca_eval import fit_rca
 from models.rca_features import feature_table_markdown
+from predictor.atomicio import write_text
 from predictor.diagnose.models import DEFAULT_MODEL_PATH, save_model_file
 from predictor.diagnose.training import MIN_TRAIN_STRENGTH, TRAIN_SCENARIOS, build_dataset
 
@@ -35,7 +36,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, default=None, help="Cache directory for labelled windows.")
     args = parser.parse_args()
-    FEATURES_MD.write_text(features_markdown(), encoding="utf-8")
+    write_text(FEATURES_MD, features_markdown())
     rows = build_dataset(TRAIN_SCENARIOS, cache_dir=args.cache)
     model = fit_rca(rows, min_strength=MIN_TRAIN_STRENGTH)
     save_model_file(model, DEFAULT_MODEL_PATH)

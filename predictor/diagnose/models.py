@@ -11,11 +11,10 @@ only from the configured MLflow (the registry wrapper keeps the last good model 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from models.rca import RootCauseTree
+from predictor.atomicio import write_text
 from predictor.config import MlflowSettings
 from predictor.errors import InputError, ModelError, RegistryError
 
@@ -44,16 +43,7 @@ def load_model_file(path: Path) -> RootCauseTree:
 def save_model_file(model: RootCauseTree, path: Path) -> None:
     """Write the model as JSON atomically (a failed write leaves no half file)."""
     text = json.dumps(model.to_dict(), separators=(",", ":"))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        Path(tmp).chmod(0o644)  # mkstemp makes it private; a model file is meant to be shared
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text(path, text, permissions=0o644)  # a model file is meant to be shared
 
 
 def load_default() -> RootCauseTree:

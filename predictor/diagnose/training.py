@@ -253,9 +253,9 @@ def build_dataset(scenarios: Iterable[Scenario], window: pd.Timedelta = WINDOW,
             continue
         rows = scenario_windows(s, window)
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp")
-            rows.to_parquet(tmp)
-            tmp.replace(path)
+            from predictor.atomicio import atomic_path
+
+            with atomic_path(path) as tmp:
+                rows.to_parquet(tmp)
         parts.append(rows)
     return pd.concat(parts, ignore_index=True)

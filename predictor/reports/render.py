@@ -10,8 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import tempfile
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -137,18 +135,10 @@ def render_json(report: Report) -> str:
 
 
 def write_text(path: Path, text: str) -> Path:
-    """Write ``text`` atomically (temp file in the same directory, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        Path(tmp_name).chmod(0o644)  # mkstemp creates 0600; a report is meant to be shared
-        Path(tmp_name).replace(path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-    return path
+    """Write one report file through the project's atomic writer, readable by everyone (``0o644``)."""
+    from predictor import atomicio
+
+    return atomicio.write_text(path, text, permissions=0o644)  # a report is meant to be shared
 
 
 def write_report(report: Report, out: Path, *, html: bool = True) -> dict[str, Path]:

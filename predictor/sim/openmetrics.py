@@ -16,6 +16,7 @@ from typing import BinaryIO
 
 import numpy as np
 
+from predictor.atomicio import atomic_open
 from predictor.sim.series import Family, StepGrid, label_string
 
 __all__ = ["format_fixed", "write_openmetrics"]
@@ -92,17 +93,10 @@ def write_family(out: BinaryIO, family: Family, grid: StepGrid, stamps: np.ndarr
 
 def write_openmetrics(path: Path, families: Iterable[Family], grid: StepGrid) -> int:
     """Write every family to ``path`` (atomically) followed by ``# EOF``; returns samples written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
     total = 0
-    try:
-        stamps = format_fixed(grid.times_s(), 0)  # every timestamp formatted once per file
-        with tmp.open("wb", buffering=1 << 22) as out:
-            for family in families:
-                total += write_family(out, family, grid, stamps)
-            out.write(b"# EOF\n")
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    stamps = format_fixed(grid.times_s(), 0)  # every timestamp formatted once per file
+    with atomic_open(path, "wb", buffering=1 << 22) as out:
+        for family in families:
+            total += write_family(out, family, grid, stamps)
+        out.write(b"# EOF\n")
     return total

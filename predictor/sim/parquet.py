@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from models.frames import ID, TIME, VALUE
+from predictor.atomicio import atomic_path
 from predictor.errors import InputError
 from predictor.sim.series import Family, Series, StepGrid, label_string
 
@@ -58,14 +59,8 @@ def write_parquet_family(path: Path, family: Family, grid: StepGrid) -> int:
         lookup = {v: i for i, v in enumerate(dictionary)}
         per_set = np.array([lookup[lbl.get(key, "")] for lbl in label_sets], dtype=np.int32)
         columns[key] = pa.DictionaryArray.from_arrays(pa.array(per_set[code]), pa.array(dictionary))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
+    with atomic_path(path) as tmp:
         pq.write_table(pa.table(columns), tmp, compression="zstd")
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return len(code)
 
 

@@ -6,13 +6,12 @@ Every ``--history FILE`` option reads through ``read_history``; every ``--out FI
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from models.frames import ID, TIME, VALUE, empty_history
+from predictor.atomicio import atomic_path
 from predictor.errors import InputError
 
 __all__ = ["SUFFIXES", "FileSource", "read_frame", "read_history", "write_frame"]
@@ -101,17 +100,13 @@ def read_history(
 
 
 def write_frame(frame: pd.DataFrame, path: Path) -> Path:
-    """Write ``frame`` to CSV/Parquet atomically (temp file in the same directory, then rename).
+    """Write ``frame`` to CSV/Parquet atomically (``predictor.atomicio``).
 
     Timestamps are written as ISO 8601 in UTC. Returns the path written.
     """
     suffix = _check_suffix(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     out = frame.copy()
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
+    with atomic_path(path) as tmp:
         if suffix == ".csv":
             for column in out.columns:
                 if isinstance(out[column].dtype, pd.DatetimeTZDtype):
@@ -121,10 +116,6 @@ def write_frame(frame: pd.DataFrame, path: Path) -> Path:
             out.to_csv(tmp, index=False)
         else:
             out.to_parquet(tmp, index=False)
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return path
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from predictor.actuators.audit import AuditLog, AuditRecord, read_state, write_state, write_text_atomic
+from predictor.actuators.audit import AuditLog, AuditRecord, read_state, write_state
+from predictor.atomicio import write_text
 
 
 def record(outcome: str, queue: str = "team-a", cycle: str = "c1", unix: float = 100.0,
@@ -39,6 +40,6 @@ def test_state_and_text_files_are_replaced_atomically(tmp_path: Path) -> None:
     assert read_state(path) == {}
     write_state(path, {"memory": {"a": [[1.0, 2.0]]}})
     assert read_state(path) == {"memory": {"a": [[1.0, 2.0]]}}
-    write_text_atomic(tmp_path / "d" / "x.txt", "hello")
+    write_text(tmp_path / "d" / "x.txt", "hello")
     assert (tmp_path / "d" / "x.txt").read_text() == "hello"
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["x.txt"]  # no temp file left behind

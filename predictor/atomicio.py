@@ -1,0 +1,172 @@
+"""The one way this project writes a file: all or nothing, and on disk once the call returns.
+
+Why: a crash, a kill or a full disk in the middle of a write must never leave a half report, a truncated
+loop state, a plan file a reviewer could take for a whole one, or a model file that no longer parses.
+Every file the project writes as a whole goes through here, so every output gets the same recipe (the
+append-only audit log keeps its own ``O_APPEND`` + ``fsync`` recipe and borrows ``fsync_directory``):
+
+1. a temp file ``.<name>.<random>.tmp`` in the target's own directory (a rename is atomic only within one
+   filesystem, and the leading dot keeps globs such as ``*.csv`` from picking it up);
+2. the caller writes it (``atomic_open`` for streams, ``atomic_path`` for libraries that want a path:
+   pandas, pyarrow, matplotlib, promtool; ``write_text``/``write_bytes`` for a whole value);
+3. flush and ``fsync`` the file, so the data is on disk before any name points at it;
+4. ``os.replace`` (``Path.replace``) onto the target, which readers see either wholly old or wholly new;
+5. ``fsync`` the directory, so the rename itself survives a power cut;
+6. on any failure before the rename the temp file is removed and the target is left untouched.
+
+Permissions: a new file gets what a plain ``open()`` would give it (``0o666`` less the umask); rewriting an
+existing file keeps its permission bits, as rewriting it in place would. ``permissions=`` forces a mode.
+The temp path ends in ``.tmp``: tell libraries that guess a format from the suffix what to write
+(matplotlib ``savefig(format=...)``, pandas ``compression=...``).
+
+The parent directory is created when missing (every writer did so before this module). A target that is a
+directory, or a parent that is a file, is an ``InputError`` naming the path; other ``OSError`` (permission,
+disk full) propagate unchanged. ``fsync=`` is injectable so tests can see that the directory is synced.
+
+A base layer: it imports nothing from the project but ``predictor.errors``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, suppress
+from pathlib import Path
+from typing import IO, Any, BinaryIO, Literal, TextIO, overload
+
+from predictor.errors import InputError
+
+__all__ = ["Fsync", "atomic_open", "atomic_path", "fsync_directory", "write_bytes", "write_text"]
+
+Fsync = Callable[[int], None]
+"""What syncs a file descriptor: ``os.fsync`` in production, a counting wrapper in tests."""
+
+# Filesystems that cannot sync a directory say so with these; the data itself is already synced.
+_NO_DIRECTORY_SYNC = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP})
+# Keep the temp name under the usual 255-byte name limit: prefix dot + random part + ".tmp".
+_NAME_ROOM = 200
+
+
+def _prepare(path: Path) -> None:
+    """Refuse a directory target and create a missing parent, with errors that name the path."""
+    if path.is_dir():
+        raise InputError(f"cannot write {path}: it is a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        raise InputError(f"cannot write {path}: {path.parent} is not a directory") from exc
+
+
+def _new_temp(path: Path, permissions: int | None) -> Path:
+    """Create an empty temp file next to ``path`` with the permission bits the target will have."""
+    for _ in range(100):  # a clash of 32 random bits is already unlikely; 100 in a row means something else
+        tmp = path.parent / f".{path.name[:_NAME_ROOM]}.{secrets.token_hex(4)}.tmp"
+        try:
+            # 0o666 lets the kernel apply the umask, as a plain open() would (mkstemp would force 0o600).
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        except FileExistsError:
+            continue
+        try:
+            if permissions is None:
+                with suppress(FileNotFoundError):  # a new file: the umask already applied
+                    permissions = stat.S_IMODE(path.stat().st_mode)
+            if permissions is not None:
+                os.fchmod(fd, permissions)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        return tmp
+    raise FileExistsError(errno.EEXIST, "no free temp file name", str(path.parent))
+
+
+def _fsync_file(path: Path, fsync: Fsync) -> None:
+    # A read-only descriptor is enough: fsync flushes the inode, whoever wrote it.
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_directory(directory: Path, fsync: Fsync = os.fsync) -> None:
+    """Make entries created, renamed or removed in ``directory`` durable (a no-op where unsupported)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fsync(fd)
+    except OSError as exc:
+        if exc.errno not in _NO_DIRECTORY_SYNC:
+            raise
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_path(path: Path, *, permissions: int | None = None, fsync: Fsync = os.fsync) -> Iterator[Path]:
+    """A temp path next to ``path``; write it inside the block, and it replaces ``path`` when the block ends.
+
+    If the block raises, the temp file is removed and ``path`` keeps its old content (or stays absent).
+    """
+    path = Path(path)
+    _prepare(path)
+    tmp = _new_temp(path, permissions)
+    try:
+        yield tmp
+        _fsync_file(tmp, fsync)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_directory(path.parent, fsync)
+
+
+@overload
+def atomic_open(path: Path, mode: Literal["w", "wt"] = "w", *, encoding: str = "utf-8",
+                newline: str | None = None, buffering: int = -1, permissions: int | None = None,
+                fsync: Fsync = os.fsync) -> AbstractContextManager[TextIO]: ...
+
+
+@overload
+def atomic_open(path: Path, mode: Literal["wb"], *, encoding: None = None, newline: None = None,
+                buffering: int = -1, permissions: int | None = None,
+                fsync: Fsync = os.fsync) -> AbstractContextManager[BinaryIO]: ...
+
+
+def atomic_open(path: Path, mode: str = "w", *, encoding: str | None = None, newline: str | None = None,
+                buffering: int = -1, permissions: int | None = None,
+                fsync: Fsync = os.fsync) -> AbstractContextManager[IO[Any]]:
+    """``open(path, mode)`` for writing a new version of ``path`` as a whole; use it with ``with``.
+
+    Text mode (``"w"``) defaults to UTF-8. Only whole-file writes exist here: appending cannot be atomic.
+    """
+    if mode not in ("w", "wt", "wb"):
+        raise ValueError(f"atomic_open writes whole files: mode must be 'w' or 'wb', not {mode!r}")
+    if "b" not in mode and encoding is None:
+        encoding = "utf-8"
+    return _atomic_open(path, mode, encoding, newline, buffering, permissions, fsync)
+
+
+@contextmanager
+def _atomic_open(path: Path, mode: str, encoding: str | None, newline: str | None, buffering: int,
+                 permissions: int | None, fsync: Fsync) -> Iterator[IO[Any]]:
+    # The handle closes (flushing Python's buffer) before atomic_path fsyncs and renames.
+    with (atomic_path(path, permissions=permissions, fsync=fsync) as tmp,
+          tmp.open(mode, buffering=buffering, encoding=encoding, newline=newline) as handle):
+        yield handle
+
+
+def write_bytes(path: Path, data: bytes, *, permissions: int | None = None, fsync: Fsync = os.fsync) -> Path:
+    """Replace ``path`` with ``data`` atomically; returns ``path``."""
+    with atomic_open(path, "wb", permissions=permissions, fsync=fsync) as handle:
+        handle.write(data)
+    return Path(path)
+
+
+def write_text(path: Path, text: str, *, encoding: str = "utf-8", permissions: int | None = None,
+               fsync: Fsync = os.fsync) -> Path:
+    """Replace ``path`` with ``text`` atomically, byte for byte (no newline translation); returns ``path``."""
+    return write_bytes(path, text.encode(encoding), permissions=permissions, fsync=fsync)
