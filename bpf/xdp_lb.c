@@ -56,6 +56,18 @@ struct {
 	__type(value, struct counter);
 } lb_stats SEC(".maps");
 
+/* Seed of the flow hash, one u32 drawn from os.urandom by the control plane at each load (before the
+ * program is attached) and pinned with the other maps. An upgrade reuses the pinned map, so every flow
+ * hashes the same for the whole life of one load; two loads (and two nodes) hash differently, so nobody
+ * can precompute 5-tuples that all land on one target. Read-only for the program. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_RDONLY_PROG);
+	__type(key, __u32);
+	__type(value, __u32);
+} lb_seed SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, LB_FLOW_ENTRIES);
@@ -93,9 +105,9 @@ static __always_inline __u32 fmix32(__u32 h)
 	return h;
 }
 
-static __always_inline __u32 flow_hash(const struct flow_key *k)
+static __always_inline __u32 flow_hash(const struct flow_key *k, __u32 seed)
 {
-	__u32 h = 0x9747b28c;
+	__u32 h = seed;
 	int i;
 
 #pragma unroll
@@ -251,7 +263,7 @@ int xdp_lb(struct xdp_md *ctx)
 	struct flow_key key = {};
 	enum parse_result res;
 	struct lut *lut;
-	__u32 zero = 0, *active, *sticky, target, pos;
+	__u32 zero = 0, *active, *sticky, *seed, target, pos;
 
 	res = parse(ctx, &key);
 	if (res == PARSE_BAD) {
@@ -279,7 +291,8 @@ int xdp_lb(struct xdp_md *ctx)
 		}
 	}
 
-	pos = flow_hash(&key) % lut->n_slots;
+	seed = bpf_map_lookup_elem(&lb_seed, &zero);
+	pos = flow_hash(&key, seed ? *seed : LB_LEGACY_SEED) % lut->n_slots;
 	/* clang proves pos < n_slots and drops the check below; hide pos so the verifier sees it. */
 	asm volatile("" : "+r"(pos));
 	if (pos >= LB_LUT_SIZE)

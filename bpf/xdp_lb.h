@@ -11,6 +11,9 @@
 #define LB_MAX_TABLES 2        /* double buffering: the control plane writes the inactive one */
 #define LB_NAME_LEN 32
 #define LB_FLOW_ENTRIES 65536  /* LRU flow table used only by sticky profiles */
+/* The flow-hash seed before seeds were drawn per load: used when lb_seed cannot be read, and written into
+ * lb_seed when a program loaded by an older build is upgraded, so that no flow moves across the upgrade. */
+#define LB_LEGACY_SEED 0x9747b28c
 
 /* Profile flags (struct lut.flags). */
 #define LB_F_OBSERVE 0x1       /* count the decision, return XDP_PASS: an in-kernel dry run */

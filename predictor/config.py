@@ -119,6 +119,11 @@ class LoopSettings(BaseModel):
         7200.0, gt=0, description="Hold all changes when the newest sample is older than this."
     )
     metrics_port: int = Field(9108, ge=0, le=65535, description="Port of the loop's /metrics endpoint.")
+    metrics_address: str = Field(
+        "0.0.0.0",  # noqa: S104 - the loop pod's own network namespace; k8s/ NetworkPolicies limit who scrapes
+        min_length=1,
+        description="Address the loop's /metrics, /ready and /healthz listen on (127.0.0.1: this host only).",
+    )
 
 
 class Settings(BaseSettings):

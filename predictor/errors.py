@@ -14,9 +14,16 @@
 
 Retryable versus permanent is part of the type (as in kopf's Temporary/Permanent errors): code that
 retries catches ``Temporary*`` and nothing else, so a bad query is never hammered.
+
+Messages quote settings (a Prometheus URL, an MLflow tracking URI), and a URL may carry a password
+(``https://user:secret@host``). ``redact_url`` lives here, at the bottom of every layer, so the one rule
+applies everywhere a message goes: every ``PredictorError`` redacts its message when it is raised (stderr,
+the audit log, ``--debug`` tracebacks), and code that prints or writes a URL itself calls it.
 """
 
 from __future__ import annotations
+
+import re
 
 __all__ = [
     "ActuatorError",
@@ -31,11 +38,36 @@ __all__ = [
     "TemporaryActuatorError",
     "TemporaryDataSourceError",
     "TemporaryError",
+    "redact_url",
 ]
+
+# scheme://authority: the authority ends where the path, query or fragment starts (RFC 3986 §3.2), or at
+# whitespace or a quote when the URL sits inside free text.
+_URL = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<authority>[^/?#\s\"'<>]*)")
+
+
+def _redact_authority(match: re.Match[str]) -> str:
+    userinfo, at, host = match["authority"].rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    if not (at and colon and password):
+        return match[0]
+    return f"{match['scheme']}{user}:***@{host}"
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@host`` URL in it replaced by ``***``.
+
+    Takes a bare URL or free text holding URLs (an error message, a report line); the user name, host and
+    everything else are kept, so the redacted text still says where the program went.
+    """
+    return _URL.sub(_redact_authority, text)
 
 
 class PredictorError(Exception):
     """Base of every error the project raises on purpose; its message is one line meant for a user."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact_url(a) if isinstance(a, str) else a for a in args))
 
 
 class TemporaryError(PredictorError):

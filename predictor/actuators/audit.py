@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from predictor.atomicio import fsync_directory, write_text
-from predictor.errors import ActuatorError
+from predictor.errors import ActuatorError, redact_url
 
 __all__ = ["AuditLog", "AuditRecord", "read_state", "write_state"]
 
@@ -43,7 +43,8 @@ class AuditRecord:
     unix: float = 0.0
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        # Reasons quote errors, which may quote a URL: no password reaches the log (errors.redact_url).
+        return json.dumps({**asdict(self), "reason": redact_url(self.reason)}, sort_keys=True, separators=(",", ":"))
 
 
 class AuditLog:

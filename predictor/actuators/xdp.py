@@ -5,6 +5,10 @@ survives the agent and can be inspected with bpftool. A profile switch writes th
 ``lb_luts`` and then flips ``lb_active`` (one aligned u32): packets see the old table or the new one,
 never a mix. Tables are rebuilt with minimal movement (``xdp_slots.rebalance``). Program upgrades go
 through ``bpf_link_update`` compare-and-swap, so the maps — and the live profile — are kept.
+
+The flow-hash seed (``lb_seed``) is drawn from ``os.urandom`` at each load, before the program is
+attached, and kept by upgrades: flows hash consistently for the life of one load, and differently on
+another load or node, so the slot of a 5-tuple cannot be predicted from outside.
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ from predictor.actuators.xdp_maps import (
     COUNTER,
     F_OBSERVE,
     F_STICKY,
+    LEGACY_SEED,
     LUT,
     MAPS,
     MAX_TARGETS,
     PROG,
+    SEED_MAP,
     STAT_OBSERVED,
     STAT_PASSED,
     STAT_UNPARSED,
@@ -146,6 +152,12 @@ class XdpActuator:
         if raw is None:
             raise ActuatorError(f"lb_luts under {self.pin_dir} has no entry {idx}")
         return Table.unpack(raw)
+
+    def hash_seed(self) -> int:
+        """This load's flow-hash seed (``lb_seed``); not in ``status``: knowing it lets one aim flows."""
+        with self._fd(SEED_MAP) as fd:
+            raw = self.lib.map_lookup(fd, U32.pack(0), 4, SEED_MAP)
+        return U32.unpack(raw)[0] if raw else LEGACY_SEED
 
     def counters(self) -> list[tuple[int, int]]:
         """(packets, bytes) per stats slot, summed over CPUs."""
@@ -288,10 +300,18 @@ class XdpActuator:
 
     def _upgrade_locked(self, obj: BpfObject) -> int:
         with self._locked():
-            for name in MAPS:  # the new program uses the live maps: profiles and stats survive
+            # Loaded by a build before per-load seeds: give the new program a seed map holding the old
+            # fixed seed, so no flow moves across the upgrade.
+            unseeded = not (self.pin_dir / SEED_MAP).exists()
+            for name in MAPS:  # the new program uses the live maps: profiles, stats and seed survive
+                if name == SEED_MAP and unseeded:
+                    obj.set_map_pin_path(name, self.pin_dir / name)
+                    continue
                 with self._fd(name) as fd:
                     obj.reuse_map_fd(name, fd)
             obj.load()
+            if unseeded:
+                self.lib.map_update(obj.map_fd(SEED_MAP), U32.pack(0), U32.pack(LEGACY_SEED), SEED_MAP)
             new_fd = obj.prog_fd(PROG)
             with self._fd("prog") as old_fd, self._fd("link") as link_fd:
                 try:
@@ -312,7 +332,8 @@ class XdpActuator:
         if not self.pin_dir.is_dir():
             raise InputError(f"nothing is loaded at {self.pin_dir}")
         with self._locked():  # Linux lets a directory go while an fd holds it open
-            teardown(self.lib, self.pin_dir)
+            # A pin directory that is a mount point (the node agent's hostPath in k8s/) stays: only pins go.
+            teardown(self.lib, self.pin_dir, remove_dir=not os.path.ismount(self.pin_dir))
 
 
 def load(
@@ -348,6 +369,8 @@ def load(
         for name in MAPS:
             obj.set_map_pin_path(name, pin_dir / name)
         obj.load()
+        seed = int.from_bytes(os.urandom(4), "little")  # before attach: no packet sees another seed
+        lib.map_update(obj.map_fd(SEED_MAP), U32.pack(0), U32.pack(seed), SEED_MAP)
         obj.pin_prog(PROG, pin_dir / "prog")
         for i, idx in enumerate(target_idx):
             lib.map_update(obj.map_fd("lb_targets"), U32.pack(i), U32.pack(idx), f"lb_targets ({targets[i]})")

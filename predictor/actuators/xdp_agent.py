@@ -4,12 +4,18 @@ It runs as the DaemonSet in ``k8s/`` beside a loaded load balancer. The loop (``
 one inputs file per node (forecast network load per target, the job mix, when it was computed); the
 agent owns nothing but that read → ``choose_profile`` → ``plan``/``apply`` cycle, so a crash loses
 nothing: the profile lives in the pinned maps and the next cycle converges again.
+
+Whatever stops a cycle — nothing loaded yet (the load Job has not run on this node), no bpffs, unreadable
+inputs, a failed switch — holds the datapath as it is: the agent says why (one log line when that state
+changes, ``predictor_xdp_agent_holding`` on ``/metrics``) and retries on its interval, instead of exiting
+and crash-looping its pod.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,11 +25,23 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from predictor.actuators import Change
 from predictor.actuators.xdp import XdpActuator
 from predictor.actuators.xdp_profiles import Profile
-from predictor.errors import ConfigError, InputError
+from predictor.errors import ConfigError, EnvironmentUnsupportedError, InputError, PredictorError
 from predictor.planner.xdp_profiles import JobMix, TargetLoad, XdpPolicy, choose_profile
 from predictor.userfiles import first_problem, read_structured
 
-__all__ = ["AgentSettings", "CycleResult", "ForecastInputs", "load_agent_settings", "run_agent"]
+__all__ = [
+    "HOLD_REASONS",
+    "AgentSettings",
+    "AgentState",
+    "CycleResult",
+    "ForecastInputs",
+    "load_agent_settings",
+    "log_lines",
+    "run_agent",
+]
+
+# Why a cycle held the datapath as it is (the ``reason`` label of predictor_xdp_agent_holding).
+HOLD_REASONS = ("not_loaded", "unsupported", "unreadable", "inputs_unreadable", "apply_failed")
 
 
 class TargetInput(BaseModel):
@@ -59,6 +77,12 @@ class AgentSettings(BaseModel):
     metrics_port: int | None = Field(
         None, ge=1, le=65535, description="Serve predictor_xdp_* per-target counters on this port (/metrics)."
     )
+    metrics_address: str = Field(
+        "127.0.0.1",
+        min_length=1,
+        description="Address /metrics listens on. The agent runs on the host network, so the default is "
+        "loopback; k8s/ sets the node's IP (downward API status.hostIP), where Prometheus scrapes it.",
+    )
     policy: XdpPolicy = Field(default_factory=XdpPolicy)  # type: ignore[arg-type]
 
 
@@ -70,6 +94,7 @@ class CycleResult(BaseModel):
     changes: list[dict[str, Any]]
     applied: bool
     error: str | None = None
+    hold: str | None = Field(None, description="Why this cycle held the datapath as it is (HOLD_REASONS).")
 
 
 def load_agent_settings(path: Path) -> AgentSettings:
@@ -102,22 +127,37 @@ def _current_profile(actuator: XdpActuator) -> Profile | None:
     )
 
 
+def _held(now: datetime, reason: str, exc: Exception, profile: str | None = None) -> CycleResult:
+    return CycleResult(at=now, profile=profile, changes=[], applied=False, error=str(exc), hold=reason)
+
+
 def agent_cycle(settings: AgentSettings, actuator: XdpActuator, now: datetime) -> CycleResult:
-    """One read → choose → plan → apply; unreadable inputs hold the current profile."""
+    """One read → choose → plan → apply; anything that stops it holds the datapath as it is and says why."""
+    try:
+        current = _current_profile(actuator)
+    except EnvironmentUnsupportedError as exc:  # not root, no bpffs mount, no libbpf
+        return _held(now, "unsupported", exc)
+    except InputError as exc:  # nothing pinned at pin_dir: the load Job has not run on this node yet
+        return _held(now, "not_loaded", exc)
+    except PredictorError as exc:
+        return _held(now, "unreadable", exc)
     try:
         inputs = read_inputs(settings.inputs)
     except InputError as exc:
-        return CycleResult(at=now, profile=None, changes=[], applied=False, error=str(exc))
+        return _held(now, "inputs_unreadable", exc)
     profile = choose_profile(
         settings.node,
         [TargetLoad(t.iface, t.capacity_bps, t.forecast_bps) for t in inputs.targets],
         JobMix(inputs.distributed_share, inputs.ingest_share),
         forecast_age_s=(now - inputs.generated_at).total_seconds(),
         policy=settings.policy,
-        current=_current_profile(actuator),
+        current=current,
     )
-    changes: list[Change] = actuator.plan(profile)
-    actuator.apply(changes, dry_run=settings.dry_run)
+    try:
+        changes: list[Change] = actuator.plan(profile)
+        actuator.apply(changes, dry_run=settings.dry_run)
+    except (PredictorError, OSError) as exc:  # e.g. unloaded mid-cycle, or inputs name a target not loaded
+        return _held(now, "apply_failed", exc, profile.name)
     return CycleResult(
         at=now,
         profile=profile.name,
@@ -126,17 +166,46 @@ def agent_cycle(settings: AgentSettings, actuator: XdpActuator, now: datetime) -
     )
 
 
+@dataclass
+class AgentState:
+    """The last cycle's outcome, shared with the ``/metrics`` collector (read at scrape time)."""
+
+    hold: str | None = None
+    error: str | None = None
+
+    def record(self, result: CycleResult) -> None:
+        self.hold, self.error = result.hold, result.error
+
+
 def run_agent(
     settings: AgentSettings,
     actuator: XdpActuator,
     *,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     sleep: Callable[[float], None] = time.sleep,
+    state: AgentState | None = None,
 ) -> Iterator[CycleResult]:
-    """Yield one result per cycle; stops after ``max_cycles`` (0: never)."""
+    """Yield one result per cycle; stops after ``max_cycles`` (0: never). A held cycle is retried on the
+    next interval; ``state`` (read by the ``/metrics`` collector) follows every cycle."""
     cycle = 0
     while settings.max_cycles == 0 or cycle < settings.max_cycles:
         if cycle:
             sleep(settings.interval_s)
-        yield agent_cycle(settings, actuator, clock())
+        result = agent_cycle(settings, actuator, clock())
+        if state is not None:
+            state.record(result)
+        yield result
         cycle += 1
+
+
+def log_lines(results: Iterable[CycleResult]) -> Iterator[CycleResult]:
+    """The results worth a log line: every cycle that ran, and a held one only when the hold changes.
+
+    A node waiting for its load Job would otherwise print the same line every interval, for hours.
+    """
+    last: tuple[str | None, str | None] | None = None
+    for result in results:
+        key = (result.hold, result.error)
+        if result.hold is None or key != last:
+            yield result
+        last = key

@@ -15,10 +15,12 @@ __all__ = [
     "COUNTER",
     "F_OBSERVE",
     "F_STICKY",
+    "LEGACY_SEED",
     "LUT",
     "MAPS",
     "MAX_TARGETS",
     "PROG",
+    "SEED_MAP",
     "STAT_OBSERVED",
     "STAT_PASSED",
     "STAT_UNPARSED",
@@ -32,7 +34,9 @@ F_OBSERVE, F_STICKY = 0x1, 0x2
 STAT_PASSED, STAT_UNPARSED, STAT_OBSERVED = MAX_TARGETS, MAX_TARGETS + 1, MAX_TARGETS + 2
 LUT = struct.Struct(f"<II{MAX_TARGETS}I{NAME_LEN}s{LUT_SIZE}I")  # struct lut
 COUNTER = struct.Struct("<QQ")  # struct counter, one per possible CPU
-MAPS = ("lb_luts", "lb_active", "lb_targets", "lb_stats", "lb_flows")
+SEED_MAP = "lb_seed"  # one u32: the flow-hash seed, drawn per load (bpf/xdp_lb.c)
+LEGACY_SEED = 0x9747B28C  # LB_LEGACY_SEED: the fixed seed of builds before per-load seeds
+MAPS = ("lb_luts", "lb_active", "lb_targets", "lb_stats", "lb_flows", SEED_MAP)
 PROG = "xdp_lb"
 U32 = struct.Struct("<I")
 

@@ -2,7 +2,8 @@
 
 A custom collector (not counters incremented by the agent) because the kernel owns the counts: each
 scrape sums the per-CPU ``lb_stats`` slots, so the numbers survive agent restarts and never drift from
-what ``predictor xdp status`` shows. Names are the contract in ``k8s/METRICS.md``.
+what ``predictor xdp status`` shows. Names are the contract in ``k8s/METRICS.md``. Beside them, the
+agent's own state: whether its last cycle held the datapath as it is, and why.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from predictor.actuators.xdp import XdpActuator
+from predictor.actuators.xdp_agent import HOLD_REASONS, AgentState
 from predictor.errors import PredictorError
 
 __all__ = ["XdpStatsCollector"]
@@ -21,11 +23,27 @@ __all__ = ["XdpStatsCollector"]
 class XdpStatsCollector(Collector):
     """Exports ``predictor_xdp_target_packets_total``, ``…_passed_packets_total`` and the active profile."""
 
-    def __init__(self, actuator: XdpActuator, node: str) -> None:
+    def __init__(self, actuator: XdpActuator, node: str, state: AgentState | None = None) -> None:
         self.actuator = actuator
         self.node = node
+        self.state = state
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        if self.state is not None:
+            yield self._holding(self.state)
+        yield from self._datapath()
+
+    def _holding(self, state: AgentState) -> GaugeMetricFamily:
+        # One series per reason (1 for the current one), so an alert or a panel needs no absent() tricks.
+        holding = GaugeMetricFamily(
+            "predictor_xdp_agent_holding", "1 for the reason the agent's last cycle held the datapath as it is.",
+            labels=["node", "reason"],
+        )
+        for reason in HOLD_REASONS:
+            holding.add_metric([self.node, reason], 1.0 if state.hold == reason else 0.0)
+        return holding
+
+    def _datapath(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         up = GaugeMetricFamily("predictor_xdp_up", "1 when the pinned load balancer could be read.", labels=["node"])
         try:
             status = self.actuator.status()

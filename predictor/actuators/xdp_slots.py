@@ -135,11 +135,14 @@ def _addr_words(addr: str) -> tuple[int, int, int, int, int]:
     return (4, word, 0, 0, 0)
 
 
-def flow_hash(src: str, dst: str, proto: int, sport: int = 0, dport: int = 0) -> int:
-    """The datapath's 5-tuple hash (pass ports 0 for a fragment, which is hashed on L3 only)."""
+def flow_hash(src: str, dst: str, proto: int, sport: int = 0, dport: int = 0, *, seed: int) -> int:
+    """The datapath's 5-tuple hash (pass ports 0 for a fragment, which is hashed on L3 only).
+
+    ``seed`` is the loaded program's ``lb_seed`` (``XdpActuator.hash_seed()``), drawn at random per load.
+    """
     family, *s = _addr_words(src)
     _, *d = _addr_words(dst)
-    h = 0x9747B28C
+    h = seed & _MASK
     for word in (*s, *d):
         h = _mix(h, word)
     h = _mix(h, ((sport & 0xFFFF) << 16) | (dport & 0xFFFF))
@@ -147,6 +150,8 @@ def flow_hash(src: str, dst: str, proto: int, sport: int = 0, dport: int = 0) ->
     return _fmix(h)
 
 
-def table_target(table: Sequence[int], src: str, dst: str, proto: int, sport: int = 0, dport: int = 0) -> int:
-    """Target index the datapath picks for this flow with ``table`` active."""
-    return table[flow_hash(src, dst, proto, sport, dport) % len(table)]
+def table_target(
+    table: Sequence[int], src: str, dst: str, proto: int, sport: int = 0, dport: int = 0, *, seed: int
+) -> int:
+    """Target index the datapath picks for this flow with ``table`` active and hash seed ``seed``."""
+    return table[flow_hash(src, dst, proto, sport, dport, seed=seed) % len(table)]

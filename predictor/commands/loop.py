@@ -19,7 +19,7 @@ from rich.table import Table
 from models.frames import TIME
 from predictor.commands._common import CliState, console
 from predictor.config import Settings, load_settings
-from predictor.errors import InputError
+from predictor.errors import ConfigError, InputError
 from predictor.timeparse import parse_duration, parse_time
 
 __all__ = ["register"]
@@ -169,11 +169,16 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
             if report.hold:
                 console.print(f"held everything: {report.hold[1]}", markup=False)
             return
+        where = f"{settings.loop.metrics_address}:{settings.loop.metrics_port}"
+        try:
+            server = MetricsServer(metrics, settings.loop.metrics_port, settings.loop.metrics_address)
+        except OSError as exc:
+            raise ConfigError(f"cannot serve /metrics on {where}: {exc.strerror or exc}") from exc
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        with MetricsServer(metrics, settings.loop.metrics_port) as server:
+        with server:
             console.print(f"loop every {settings.loop.interval_s:g} s in {settings.actuators.mode} mode; "
-                          f"metrics on :{server.port}/metrics")
+                          f"metrics on {settings.loop.metrics_address}:{server.port}/metrics")
             try:
                 loop.run_forever(stop.is_set, sleep=stop.wait)
             except KeyboardInterrupt:

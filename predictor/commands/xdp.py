@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 import typer
 
 from predictor.actuators import xdp as xdp_actuator
-from predictor.actuators.xdp_agent import load_agent_settings, run_agent
+from predictor.actuators.xdp_agent import AgentState, load_agent_settings, log_lines, run_agent
 from predictor.actuators.xdp_profiles import load_profile
 from predictor.commands._common import console
 from predictor.errors import InputError
@@ -114,18 +114,21 @@ def agent_cmd(
     """Choose and apply this node's profile from the loop's forecasts, every interval."""
     settings = load_agent_settings(config)
     actuator = xdp_actuator.XdpActuator(settings.pin_dir)
+    state = AgentState()
     if settings.metrics_port:
         from prometheus_client import CollectorRegistry, start_http_server
 
         from predictor.actuators.xdp_metrics import XdpStatsCollector
 
         registry = CollectorRegistry()
-        registry.register(XdpStatsCollector(actuator, settings.node))
+        registry.register(XdpStatsCollector(actuator, settings.node, state))
+        where = f"{settings.metrics_address}:{settings.metrics_port}"
         try:
-            start_http_server(settings.metrics_port, registry=registry)
+            start_http_server(settings.metrics_port, addr=settings.metrics_address, registry=registry)
         except OSError as exc:
-            raise InputError(f"cannot serve /metrics on port {settings.metrics_port}: {exc.strerror}") from exc
-    for result in run_agent(settings, actuator):
+            raise InputError(f"cannot serve /metrics on {where}: {exc.strerror or exc}") from exc
+    # Held cycles (nothing loaded yet, ...) are retried every interval but logged once per change.
+    for result in log_lines(run_agent(settings, actuator, state=state)):
         typer.echo(result.model_dump_json())
 
 

@@ -17,6 +17,7 @@ import pandas as pd
 
 from models.frames import TIME, VALUE
 from predictor.demo import DemoContext, StageResult
+from predictor.errors import redact_url
 from predictor.reports.render import write_text
 
 __all__ = ["SIM_DEFAULTS", "history_stage", "plan_stage", "report_stage", "rightsize_stage", "xdp_stage"]
@@ -57,7 +58,7 @@ def history_stage(ctx: DemoContext) -> StageResult:
     if url:
         end = pd.Timestamp.now(tz="UTC").floor("h")
         inputs = inputs_from_prometheus(ctx.settings.prometheus, end=end, days=int(7 * SIM_DEFAULTS["weeks"]))
-        summary = f"read {inputs.allocated['series_id'].nunique()} queues from {url}"
+        summary = f"read {inputs.allocated['series_id'].nunique()} queues from {redact_url(url)}"
     else:
         params = {**SIM_DEFAULTS, **ctx.options.get("sim", {})}
         params.setdefault("jobs_per_hour", round(JOBS_PER_NODE_HOUR * params["nodes"], 3))

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from models.frames import ID, TIME, VALUE
 from predictor.config import PrometheusSettings
-from predictor.errors import DataSourceError, InputError
+from predictor.errors import DataSourceError, InputError, redact_url
 from predictor.reports.model import DEFAULT_RESOURCE
 
 __all__ = [
@@ -191,7 +191,7 @@ def inputs_from_prometheus(settings: PrometheusSettings, *, end: pd.Timestamp, d
     return ReportInputs(
         quotas=quotas, allocated=frames["allocated"], used=_on_grid(frames["used"], frames["allocated"]),
         demand=frames["demand"], total_gpus=total,
-        sources={"history": f"Prometheus {settings.url}, {days} days to {end.isoformat()}"},
+        sources={"history": f"Prometheus {redact_url(settings.url)}, {days} days to {end.isoformat()}"},
         notes=["guarantee is not exported by Volcano's metrics: shown as 0",
                "fragmentation needs node-level allocation: not computed from Prometheus"],
     )

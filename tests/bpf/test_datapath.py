@@ -62,13 +62,13 @@ def test_distribution_follows_weights_and_flows_are_sticky(lb: Lb, lib: Libbpf, 
     rng = random.Random(7)
     flows = [(f"198.51.100.{rng.randrange(1, 255)}", rng.randrange(1024, 65535)) for _ in range(4000)]
     counts = [0] * 4
-    table = act.table().slots
+    table, seed = act.table().slots, act.hash_seed()
     for src, sport in flows:
         retval, target, _ = decide(lib, act, fd, udp4(sport, src=src))
         assert retval == XDP_REDIRECT and target is not None
         counts[target] += 1
-        # The Python model of the hash predicts the kernel's choice exactly.
-        assert target == table[flow_hash(src, "192.0.2.10", 17, sport, 80) % len(table)]
+        # The Python model of the hash, given this load's seed, predicts the kernel's choice exactly.
+        assert target == table[flow_hash(src, "192.0.2.10", 17, sport, 80, seed=seed) % len(table)]
     shares = [c / len(flows) for c in counts]
     assert shares == pytest.approx([0.25, 0.25, 0.5, 0.0], abs=0.03)
     for src, sport in flows[:200]:  # same flow, same target, every time
@@ -105,7 +105,7 @@ def test_fragments_hash_on_l3_only(lb: Lb, lib: Libbpf, dummies: tuple) -> None:
         r1, t1, _ = decide(lib, act, fd, first)
         r2, t2, _ = decide(lib, act, fd, later)
         assert r1 == r2 == XDP_REDIRECT
-        assert t1 == t2 == table[flow_hash(src, "192.0.2.10", 17) % len(table)]
+        assert t1 == t2 == table[flow_hash(src, "192.0.2.10", 17, seed=act.hash_seed()) % len(table)]
     v6 = eth(ipv6("2001:db8::1", "2001:db8::2", udp(7, 8), fragment=True))
     assert decide(lib, act, fd, v6)[0] == XDP_REDIRECT
 
@@ -186,11 +186,18 @@ def test_sticky_profile_keeps_flows_but_not_on_drained_targets(lb: Lb, lib: Libb
 def test_upgrade_keeps_maps_and_rejects_a_stale_swap(lb: Lb, lib: Libbpf, dummies: tuple, bpf_objects: dict) -> None:
     act, fd = lb
     act.set_profile(profile([1, 2, 0, 0], dummies[1]))
-    old_id = act.status().prog_id
+    old_id, seed = act.status().prog_id, act.hash_seed()
+    before = [decide(lib, act, fd, udp4(s))[1] for s in range(6000, 6300)]
     new_id = act.upgrade(bpf_objects["lb"])
     status = act.status()
     assert new_id != old_id and status.prog_id == new_id
     assert status.weights[dummies[1][1]] == 2  # the live profile survived the upgrade
+    assert act.hash_seed() == seed  # so did the seed: within one load, every flow keeps its target
+    new_fd = lib.obj_get(act.pin_dir / "prog")
+    try:
+        assert [decide(lib, act, new_fd, udp4(s))[1] for s in range(6000, 6300)] == before
+    finally:
+        os.close(new_fd)
     # A compare-and-swap that expects the replaced program fails (EPERM → retryable error).
     link = lib.obj_get(act.pin_dir / "link")
     try:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from predictor.actuators import Change
-from predictor.actuators.xdp_maps import LUT, Table
+from predictor.actuators.xdp_maps import LEGACY_SEED, LUT, Table
 from predictor.actuators.xdp_profiles import Profile, dump_profile, load_profile
 from predictor.actuators.xdp_slots import (
     LUT_SIZE,
@@ -64,12 +64,20 @@ def test_tables_interleave_targets() -> None:
     assert max(len(run) for run in "".join(map(str, table)).split("2")) <= 2  # no long runs of one target
 
 
-def test_flow_hash_spreads_ports_evenly() -> None:
-    # Plain FNV modulo a small table follows port parity; the fmix finish must not.
+@pytest.mark.parametrize("seed", [LEGACY_SEED, 0, 0xFFFFFFFF, 0x1234ABCD])
+def test_flow_hash_spreads_ports_evenly(seed: int) -> None:
+    # Plain FNV modulo a small table follows port parity; the fmix finish must not, whatever the seed.
     buckets = [0, 0]
     for port in range(1024, 3072):
-        buckets[flow_hash("198.51.100.1", "192.0.2.1", 17, port, 80) % 2] += 1
+        buckets[flow_hash("198.51.100.1", "192.0.2.1", 17, port, 80, seed=seed) % 2] += 1
     assert abs(buckets[0] - buckets[1]) < 150
+
+
+def test_the_seed_changes_where_flows_land() -> None:
+    flows = [("198.51.100.1", port) for port in range(1024, 2048)]
+    a = [flow_hash(src, "192.0.2.1", 17, port, 80, seed=1) % LUT_SIZE for src, port in flows]
+    b = [flow_hash(src, "192.0.2.1", 17, port, 80, seed=2) % LUT_SIZE for src, port in flows]
+    assert sum(x != y for x, y in zip(a, b, strict=True)) > 0.9 * len(flows)
 
 
 def test_table_layout_matches_the_c_struct() -> None:

@@ -48,6 +48,11 @@ def render(overlay: str) -> list[Obj]:
     return [doc for doc in yaml.safe_load_all(_render_text(OVERLAYS[overlay])) if doc]
 
 
+def render_dir(directory: Path) -> list[Obj]:
+    """The objects ``kubectl kustomize`` renders for any kustomization directory (e.g. ``k8s/xdp-load``)."""
+    return [doc for doc in yaml.safe_load_all(_render_text(directory)) if doc]
+
+
 @functools.cache
 def render_with_retrain_all() -> list[Obj]:
     """The dry-run overlay plus the ``components/retrain-all`` component, as a user's overlay adds it."""

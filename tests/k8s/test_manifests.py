@@ -32,17 +32,20 @@ from tests.k8s.manifests import (
     is_volcano,
     pod_spec,
     render,
+    render_dir,
     render_with_retrain_all,
 )
 
 KUBERNETES_VERSION = "1.37.0"
 EXPECTED_KINDS = {
     "ClusterRole": 1, "ClusterRoleBinding": 1, "ConfigMap": 3, "CronJob": 3, "DaemonSet": 1, "Deployment": 1,
-    "Namespace": 2, "PersistentVolumeClaim": 1, "PrometheusRule": 1, "Service": 2, "ServiceAccount": 3,
-    "ServiceMonitor": 2,
+    "Namespace": 2, "NetworkPolicy": 2, "PersistentVolumeClaim": 1, "PrometheusRule": 1, "Service": 2,
+    "ServiceAccount": 3, "ServiceMonitor": 2,
 }
 LOOP_NS, NODE_NS = "gpu-capacity-predictor", "gpu-capacity-predictor-node"
+PIN_HOST_PATH = {"path": "/sys/fs/bpf/gpu-capacity-predictor", "type": "DirectoryOrCreate"}
 SETTINGS = K8S / "base" / "settings.yaml"
+XDP_LOAD, XDP_LOAD_EXAMPLE = K8S / "xdp-load", K8S / "examples" / "xdp-load-node"
 
 
 @pytest.mark.parametrize("overlay", sorted(OVERLAYS))
@@ -160,8 +163,9 @@ def test_security_contexts(overlay: str) -> None:
         assert not sc.get("privileged"), where
         assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", where
         if container["name"] == "xdp-agent":
-            # Root only because Kubernetes puts added capabilities in the effective set of UID 0 only.
-            assert sorted(sc["capabilities"]["add"]) == ["BPF", "NET_ADMIN", "PERFMON"]
+            # Root only because Kubernetes puts added capabilities in the effective set of UID 0 only. Only
+            # CAP_BPF: loading, attaching and upgrading are the one-off Job's (k8s/xdp-load).
+            assert sc["capabilities"]["add"] == ["BPF"]
             assert sc["runAsUser"] == 0
         else:
             assert "add" not in sc["capabilities"], where
@@ -176,10 +180,10 @@ def test_only_the_node_agent_touches_the_host() -> None:
         spec = pod_spec(obj)
         if spec is None:
             continue
-        host_paths = [v["hostPath"]["path"] for v in spec.get("volumes", []) if "hostPath" in v]
+        host_paths = [v["hostPath"] for v in spec.get("volumes", []) if "hostPath" in v]
         if obj["kind"] == "DaemonSet":
             assert obj["metadata"]["namespace"] == NODE_NS
-            assert host_paths == ["/sys/fs/bpf"]
+            assert host_paths == [PIN_HOST_PATH]  # its own pin directory, never all of bpffs
             assert spec["hostNetwork"] is True
             assert spec["automountServiceAccountToken"] is False
         else:
@@ -228,13 +232,24 @@ def test_the_agent_config_loads_with_the_real_agent_settings(tmp_path: Path) -> 
     for overlay in OVERLAYS:
         cm = next(o for o in render(overlay) if o["metadata"]["name"].startswith("predictor-agent-config"))
         path = tmp_path / f"{overlay}.yaml"
-        path.write_text(cm["data"]["agent.yaml.tmpl"].replace("__NODE_NAME__", "node-000"), encoding="utf-8")
+        text = cm["data"]["agent.yaml.tmpl"].replace("__NODE_NAME__", "node-000").replace("__HOST_IP__", "10.0.0.7")
+        path.write_text(text, encoding="utf-8")
         settings = load_agent_settings(path)
         assert settings.node == "node-000" and settings.max_cycles == 0
         assert str(settings.inputs) == "/etc/predictor-xdp-inputs/node-000.json"
+        assert settings.metrics_address == "10.0.0.7"  # the node's IP on the host network, not 0.0.0.0
         agent = find(render(overlay), "DaemonSet", "predictor-node-agent")["spec"]["template"]["spec"]
-        xdp_ports = {p["containerPort"] for c in agent["containers"] if c["name"] == "xdp-agent" for p in c["ports"]}
-        assert settings.metrics_port in xdp_ports
+        xdp = next(c for c in agent["containers"] if c["name"] == "xdp-agent")
+        assert settings.metrics_port in {p["containerPort"] for p in xdp["ports"]}
+        mounts = {m["name"]: m["mountPath"] for m in xdp["volumeMounts"]}
+        assert str(settings.pin_dir) == mounts["xdp-pins"]
+        # render-config fills both placeholders from the downward API.
+        init = agent["initContainers"][0]
+        fields = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in init["env"]}
+        assert fields == {"NODE_NAME": "spec.nodeName", "HOST_IP": "status.hostIP"}
+        assert "__HOST_IP__/${HOST_IP}" in init["args"][0] and "__NODE_NAME__/${NODE_NAME}" in init["args"][0]
+        collect = next(c for c in agent["containers"] if c["name"] == "collect")
+        assert collect["args"][collect["args"].index("--address") + 1] == "$(HOST_IP)"
 
 
 def test_loop_deployment_runs_once_with_probes() -> None:
@@ -371,6 +386,7 @@ def test_retrain_all_component_replaces_the_per_family_cronjobs() -> None:
 
 
 def test_one_image_for_every_container_of_every_rendering() -> None:
-    images = {c["image"] for o in (render("dry-run"), render("apply"), render_with_retrain_all())
-              for _w, _s, c in containers(o)}
+    renderings = (render("dry-run"), render("apply"), render_with_retrain_all(), render_dir(XDP_LOAD),
+                  render_dir(XDP_LOAD_EXAMPLE))
+    images = {c["image"] for o in renderings for _w, _s, c in containers(o)}
     assert len(images) == 1, images

@@ -3,7 +3,7 @@
 | service account (namespace)                          | API group             | resources    | verbs                  |
 |------------------------------------------------------|-----------------------|--------------|------------------------|
 | predictor-loop (gpu-capacity-predictor)              | scheduling.volcano.sh | queues       | get, list, watch, patch|
-| predictor-loop (gpu-capacity-predictor)              | "" (core)             | nodes, pods  | get, list, watch       |
+| predictor-loop (gpu-capacity-predictor)              | "" (core)             | nodes        | get, list, watch       |
 | predictor-train (gpu-capacity-predictor)             | —                     | —            | — (token not mounted)  |
 | predictor-node-agent (gpu-capacity-predictor-node)   | —                     | —            | — (token not mounted)  |
 """
@@ -20,7 +20,6 @@ EXPECTED = {
     ("gpu-capacity-predictor", "predictor-loop"): {
         ("scheduling.volcano.sh", "queues"): {"get", "list", "watch", "patch"},
         ("", "nodes"): {"get", "list", "watch"},
-        ("", "pods"): {"get", "list", "watch"},
     },
 }
 SERVICE_ACCOUNTS = {
@@ -74,3 +73,17 @@ def test_only_the_loop_gets_an_api_token(overlay: str) -> None:
         assert account in SERVICE_ACCOUNTS
         mounted = spec.get("automountServiceAccountToken", accounts[account].get("automountServiceAccountToken", True))
         assert mounted is (account in EXPECTED), f"{obj['kind']}/{obj['metadata']['name']} token mounted={mounted}"
+
+
+def test_the_code_reads_no_more_than_the_loop_role_grants() -> None:
+    """The core-API calls in the runtime are the ones the role covers: nodes only, never pods."""
+    import re
+
+    from tests.k8s.manifests import REPO
+
+    sources = {p: p.read_text(encoding="utf-8") for p in (REPO / "predictor").rglob("*.py")}
+    core_calls = {m for text in sources.values() for m in re.findall(r"CoreV1Api\([^)]*\)\.(\w+)", text)}
+    assert core_calls == {"list_node"}
+    pod_call = re.compile(r"\b\w+_(namespaced_pod|pod_for_all_namespaces)\w*\b")
+    pod_calls = [p.name for p, text in sources.items() if pod_call.search(text)]
+    assert not pod_calls, f"pod API calls in {pod_calls}: grant pods in k8s/base/rbac.yaml first"
