@@ -20,8 +20,8 @@ import pandas as pd
 
 from models.rca import HEALTHY
 from models.rca_eval import evaluate, fit_rca
+from pipelines.rca_data import HELDOUT_SCENARIOS, MIN_TRAIN_STRENGTH, TRAIN_SCENARIOS, build_dataset
 from predictor.diagnose.models import DEFAULT_MODEL_PATH, load_default
-from predictor.diagnose.training import HELDOUT_SCENARIOS, MIN_TRAIN_STRENGTH, TRAIN_SCENARIOS, build_dataset
 from predictor.timeparse import parse_duration
 
 

@@ -16,9 +16,7 @@ import pandas as pd
 
 from models.rca import RootCauseTree
 from models.rca_eval import RcaReport, evaluate, fit_rca
-from predictor.config import Settings
-from predictor.diagnose.models import FAMILY, save_model_file
-from predictor.diagnose.training import (
+from pipelines.rca_data import (
     HELDOUT_SCENARIOS,
     MIN_TRAIN_STRENGTH,
     TRAIN_SCENARIOS,
@@ -27,6 +25,8 @@ from predictor.diagnose.training import (
     incident_windows,
     read_incidents,
 )
+from predictor.config import Settings
+from predictor.diagnose.models import FAMILY, save_model_file
 from predictor.errors import RegistryError
 from predictor.registry import ModelRegistry, beats
 from predictor.sources.files import read_history

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from predictor.errors import PredictorError
 
-__all__ = ["first_problem", "read_structured"]
+__all__ = ["first_problem", "read_as", "read_structured", "validate_as"]
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def read_structured(path: Path, what: str, error: type[PredictorError]) -> Any:
@@ -35,3 +37,17 @@ def first_problem(exc: ValidationError, default: str) -> tuple[str, str]:
     """``(dotted field path, message)`` of the first validation error (``default`` when it has no path)."""
     first = exc.errors()[0]
     return ".".join(str(p) for p in first["loc"]) or default, str(first["msg"])
+
+
+def validate_as(model: type[M], data: Any, what: str, source: object, error: type[PredictorError]) -> M:
+    """``data`` validated as ``model``; a failure is one line: ``invalid <what> <source>: <field>: <problem>``."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        where, problem = first_problem(exc, what)
+        raise error(f"invalid {what} {source}: {where}: {problem}") from exc
+
+
+def read_as(model: type[M], path: Path, what: str, error: type[PredictorError]) -> M:
+    """The file at ``path`` parsed (``read_structured``) and validated as ``model`` (``validate_as``)."""
+    return validate_as(model, read_structured(path, what, error), what, path, error)

@@ -41,9 +41,9 @@ from predictor.actuators.xdp_maps import (
     Table,
 )
 from predictor.actuators.xdp_pins import default_object, ifindex, ifname, require_root_and_bpffs, teardown
-from predictor.actuators.xdp_profiles import Profile
-from predictor.actuators.xdp_slots import moved_fraction, rebalance, total_variation
 from predictor.errors import ActuatorError, EnvironmentUnsupportedError, InputError, TemporaryActuatorError
+from predictor.planner.xdp_slots import moved_fraction, rebalance, total_variation
+from predictor.planner.xdp_types import Profile
 
 __all__ = [
     "MAX_TARGETS",

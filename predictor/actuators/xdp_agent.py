@@ -20,14 +20,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from predictor.actuators import Change
 from predictor.actuators.xdp import XdpActuator
-from predictor.actuators.xdp_profiles import Profile
 from predictor.errors import ConfigError, EnvironmentUnsupportedError, InputError, PredictorError
 from predictor.planner.xdp_profiles import JobMix, TargetLoad, XdpPolicy, choose_profile
-from predictor.userfiles import first_problem, read_structured
+from predictor.planner.xdp_types import Profile
+from predictor.userfiles import read_as
 
 __all__ = [
     "HOLD_REASONS",
@@ -98,21 +98,11 @@ class CycleResult(BaseModel):
 
 
 def load_agent_settings(path: Path) -> AgentSettings:
-    data = read_structured(path, "agent config", ConfigError)
-    try:
-        return AgentSettings.model_validate(data)
-    except ValidationError as exc:
-        where, problem = first_problem(exc, "agent config")
-        raise ConfigError(f"invalid agent config {path}: {where}: {problem}") from exc
+    return read_as(AgentSettings, path, "agent config", ConfigError)
 
 
 def read_inputs(path: Path) -> ForecastInputs:
-    data = read_structured(path, "forecast inputs", InputError)
-    try:
-        inputs = ForecastInputs.model_validate(data)
-    except ValidationError as exc:
-        where, problem = first_problem(exc, "forecast inputs")
-        raise InputError(f"invalid forecast inputs {path}: {where}: {problem}") from exc
+    inputs = read_as(ForecastInputs, path, "forecast inputs", InputError)
     if inputs.generated_at.tzinfo is None:
         raise InputError(f"forecast inputs {path}: generated_at needs a timezone")
     return inputs

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from predictor.actuators.xdp_slots import LUT_SIZE
+from predictor.planner.xdp_slots import LUT_SIZE
 
 __all__ = [
     "COUNTER",

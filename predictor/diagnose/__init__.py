@@ -1,9 +1,9 @@
 """Root-cause diagnosis at runtime: window features from sources, the model to use, findings, band gauges.
 
 The estimator and the feature definitions are pure and live in ``models.rca`` / ``models.rca_features``;
-this package wires them to Prometheus, history files, the simulator (training data), the bundled default
-model and the loop's ``/metrics`` (forecast-band gauges for dynamic-threshold alerts). Feature table:
-``FEATURES.md`` beside this file.
+this package wires them to Prometheus, history files, the bundled default model and the loop's
+``/metrics`` (forecast-band gauges for dynamic-threshold alerts). Feature table: ``FEATURES.md`` beside
+this file. Training data from the simulator are ``pipelines.rca_data``: nothing here imports the simulator.
 """
 
 from __future__ import annotations

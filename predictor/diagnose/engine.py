@@ -17,11 +17,32 @@ import pandas as pd
 from models.frames import TIME
 from models.rca import HEALTHY, RootCauseTree
 from models.rca_features import FEATURE_NAMES, SCOPE_COLUMNS, WindowData, window_features
-from predictor.diagnose.training import NEEDED_METRICS
 from predictor.errors import InputError
 from predictor.sources import MetricSource, Selector
 
-__all__ = ["GPU_COLUMN", "diagnose", "fetch_window", "format_window", "history_window", "parse_scope"]
+__all__ = [
+    "GPU_COLUMN",
+    "NEEDED_METRICS",
+    "diagnose",
+    "fetch_window",
+    "format_window",
+    "history_window",
+    "parse_scope",
+]
+
+# The series the symptom features read (``models.rca_features``): what diagnosis fetches, and what the
+# training data (``pipelines.rca_data``) keep of a simulator run, so both see the same inputs.
+NEEDED_METRICS = (
+    "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "node_network_receive_bytes_total", "node_network_receive_drop_total",
+    "node_netstat_Tcp_RetransSegs", "node_cpu_seconds_total", "node_load1", "volcano_queue_allocated_scalar_resources",
+    "volcano_queue_request_scalar_resources", "volcano_queue_deserved_scalar_resources",
+    "volcano_queue_capacity_scalar_resources", "volcano_queue_pod_group_pending_count", "kube_node_status_capacity",
+    "kube_node_status_allocatable", "kube_node_status_condition", "kube_pod_labels",
+    "kube_pod_container_status_restarts_total", "kube_pod_container_status_last_terminated_reason", "ALERTS",
+)
 
 # Which GPU a finding names, by cause: the argmax of the symptom that points at one GPU.
 GPU_COLUMN = {"gpu_thermal": "gpu_hot", "gpu_power_cap": "gpu_slow", "gpu_hardware": "gpu_xid",

@@ -1,7 +1,7 @@
 """Where the root-cause model comes from: the bundled default, a file the user names, or the registry.
 
 The bundled default is a JSON description of a tree (``data/rca-default.json``), produced by
-``python -m predictor.diagnose.build_default`` (deterministic: fixed simulator scenarios and seeds) and
+``python -m pipelines.rca_default`` (deterministic: fixed simulator scenarios and seeds) and
 committed, so ``predictor diagnose`` works out of the box and loading it executes no code (a pickle would;
 training at first use would take minutes on two cores). ``--model
 PATH`` reads the same JSON format, only from the path given. ``--registry`` loads ``gpu-rca@champion``
@@ -50,7 +50,7 @@ def load_default() -> RootCauseTree:
     """The bundled default model, trained on simulator scenarios."""
     if not DEFAULT_MODEL_PATH.is_file():
         raise ModelError(f"the bundled root-cause model {DEFAULT_MODEL_PATH} is missing; reinstall the package "
-                         "or run `python -m predictor.diagnose.build_default`")
+                         "or run `python -m pipelines.rca_default`")
     try:
         return load_model_file(DEFAULT_MODEL_PATH)
     except InputError as exc:

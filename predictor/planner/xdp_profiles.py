@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from predictor.actuators.xdp_profiles import NAME_MAX, Profile
-from predictor.actuators.xdp_slots import apportion, total_variation
 from predictor.errors import InputError
+from predictor.planner.xdp_slots import apportion, total_variation
+from predictor.planner.xdp_types import NAME_MAX, Profile
 
 __all__ = ["JobMix", "TargetLoad", "XdpPolicy", "choose_profile"]
 

@@ -8,9 +8,9 @@ the model itself never touches a live service and is pinned by a hand-computed f
 
 from __future__ import annotations
 
+from predictor.reports.columns import fmt
 from predictor.reports.model import DEFAULT_RESOURCE, ChartData, QueueRow, Report, Summary, WorkloadRow, build_report
 from predictor.reports.render import (
-    fmt,
     render_csv,
     render_json,
     render_markdown,
@@ -19,6 +19,7 @@ from predictor.reports.render import (
     write_text,
 )
 
+# The one list of public names: the private modules behind it do not repeat it.
 __all__ = [
     "DEFAULT_RESOURCE",
     "ChartData",

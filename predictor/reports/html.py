@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from predictor.reports.columns import QUEUE_COLUMNS, fmt
 from predictor.reports.model import Report
-from predictor.reports.render import QUEUE_COLUMNS, fmt
 
 __all__ = ["CSP", "render_html"]
 

@@ -33,16 +33,6 @@ import pandas as pd
 from models.frames import ID, TIME, VALUE
 from predictor.errors import InputError
 
-__all__ = [
-    "DEFAULT_RESOURCE",
-    "ChartData",
-    "QueueRow",
-    "Report",
-    "Summary",
-    "WorkloadRow",
-    "build_report",
-]
-
 DEFAULT_RESOURCE = "nvidia.com/gpu"
 _ROUND = 3  # every stored number is rounded once here, so all renderers print the same digits
 

@@ -1,8 +1,8 @@
 """Markdown, CSV and JSON renderings of one ``Report``, plus ``write_report`` that writes all four formats.
 
-Every format reads the same rounded fields of the model, and the text formats share one number
-formatter, so a number cannot differ between the HTML a manager opens and the CSV a script reads.
-Files are written atomically: a report directory never holds a half-written file.
+Every format reads the same rounded fields of the model, and Markdown and HTML share one column list and
+number formatter (``columns``), so a number cannot differ between the HTML a manager opens and the CSV a
+script reads. Files are written atomically: a report directory never holds a half-written file.
 """
 
 from __future__ import annotations
@@ -13,52 +13,8 @@ import json
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from predictor.reports.columns import QUEUE_COLUMNS, fmt
 from predictor.reports.model import QueueRow, Report
-
-__all__ = [
-    "QUEUE_COLUMNS",
-    "fmt",
-    "render_csv",
-    "render_json",
-    "render_markdown",
-    "render_summary_csv",
-    "write_report",
-    "write_text",
-]
-
-# (field, heading, kind): the one column list Markdown and HTML tables use.
-QUEUE_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("queue", "queue", "text"),
-    ("resource", "GPU type", "text"),
-    ("guarantee", "guarantee", "gpu"),
-    ("deserved", "deserved", "gpu"),
-    ("capability", "capability", "gpu"),
-    ("allocated_mean", "allocated mean", "gpu"),
-    ("allocated_p95", "allocated p95", "gpu"),
-    ("used_mean", "used mean", "gpu"),
-    ("used_p95", "used p95", "gpu"),
-    ("forecast_p50", "forecast p50", "gpu"),
-    ("forecast_p90", "forecast p90", "gpu"),
-    ("recommended_deserved", "recommended deserved", "gpu"),
-    ("recommended_capability", "recommended capability", "gpu"),
-    ("quota_utilisation", "quota utilisation now", "pct"),
-    ("expected_utilisation", "expected utilisation", "pct"),
-    ("idle_quota_gpu_h", "idle quota GPU-h", "gpu"),
-    ("status", "status", "text"),
-    ("confidence", "confidence", "text"),
-    ("coverage", "coverage", "pct"),
-)
-
-
-def fmt(value: object, kind: str = "gpu") -> str:
-    """One formatter for every human-facing format: GPUs with one decimal, ratios as whole percents."""
-    if value is None:
-        return "n/a"
-    if isinstance(value, float | int) and not isinstance(value, bool):
-        if kind == "pct":
-            return f"{100 * float(value):.0f} %"
-        return f"{float(value):,.1f}"
-    return str(value)
 
 
 def _cell(text: str) -> str:

@@ -27,7 +27,7 @@ from predictor.rightsize.features import (
     runs_from_frames,
 )
 from predictor.rightsize.recommend import RightsizeSettings, recommend
-from predictor.sources import MetricSource, Selector
+from predictor.sources import MetricSource, Selector, read_metrics
 from predictor.sources.files import read_history
 
 __all__ = ["RightsizeInput", "from_frame", "from_history", "from_source", "rightsize"]
@@ -121,8 +121,6 @@ def from_frame(frame: pd.DataFrame, where: str) -> RightsizeInput:
 def from_history(path: Path) -> RightsizeInput:
     """A long CSV/Parquet file, or a directory of the simulator's per-metric Parquet files."""
     if path.is_dir():
-        from predictor.sim import read_metrics
-
         wanted = [n for n in (GPU_UTIL, FB_USED, REQUESTS, POD_LABELS) if (path / f"{n}.parquet").is_file()]
         if GPU_UTIL not in wanted:
             raise InputError(f"{path}: no {GPU_UTIL}.parquet in this directory")

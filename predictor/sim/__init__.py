@@ -23,7 +23,7 @@ from predictor.sim.cluster import (
 from predictor.sim.faults import CAUSES
 from predictor.sim.jobs import load_jobs, normalise_jobs, philly_sample, synthetic_jobs
 from predictor.sim.openmetrics import write_openmetrics
-from predictor.sim.parquet import read_metrics, write_parquet
+from predictor.sim.parquet import write_parquet
 from predictor.sim.run import METRIC_SETS, QuotaPolicy, SimResult, SimSettings, simulate
 from predictor.sim.scheduler import Scheduler, SchedulerResult
 from predictor.sim.series import Family, StepGrid
@@ -53,7 +53,6 @@ __all__ = [
     "queue_summary",
     "queues_from_frame",
     "quota_schedule_from_frame",
-    "read_metrics",
     "simulate",
     "summary_totals",
     "synthetic_jobs",

@@ -2,26 +2,24 @@
 
 One file per family keeps each write bounded (a five-week family is tens of millions of rows) and lets a
 reader load only the families it needs; the columns are the history frame's (``series_id, timestamp,
-value``) plus one dictionary-encoded column per label, so ``read_metrics`` returns a frame every model
-accepts.
+value``) plus one dictionary-encoded column per label, so ``predictor.sources.read_metrics`` returns a
+frame every model accepts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from models.frames import ID, TIME, VALUE
 from predictor.atomicio import atomic_path
-from predictor.errors import InputError
 from predictor.sim.series import Family, Series, StepGrid, label_string
 
-__all__ = ["read_metrics", "write_parquet", "write_parquet_family"]
+__all__ = ["write_parquet", "write_parquet_family"]
 
 
 def write_parquet_family(path: Path, family: Family, grid: StepGrid) -> int:
@@ -83,18 +81,3 @@ def _merged(name: str, parts: list[Family]) -> Family:
 
     return Family(name, parts[0].kind, parts[0].help, series, parts[0].decimals)
 
-
-def read_metrics(directory: Path, names: Sequence[str] | None = None) -> pd.DataFrame:
-    """Load metric families written by ``write_parquet`` as one long history frame."""
-    files = sorted(directory.glob("*.parquet")) if names is None else [directory / f"{n}.parquet" for n in names]
-    missing = [f.name for f in files if not f.is_file()]
-    if missing:
-        raise InputError(f"{directory}: no metric file(s) {', '.join(missing)}")
-    if not files:
-        raise InputError(f"{directory}: no metric files")
-    frames: list[pd.DataFrame] = [pq.read_table(f).to_pandas() for f in files]
-    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    for column in frame.columns:
-        if isinstance(frame[column].dtype, pd.CategoricalDtype):
-            frame[column] = frame[column].astype(str)
-    return frame

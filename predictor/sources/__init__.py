@@ -11,6 +11,7 @@ from typing import Protocol, runtime_checkable
 import pandas as pd
 
 from predictor.sources.files import FileSource, read_history, write_frame
+from predictor.sources.parquet_dir import read_metrics
 from predictor.sources.prometheus import PrometheusSource
 from predictor.sources.promql import Matcher, Selector, escape_label_value, series_id
 
@@ -22,6 +23,7 @@ __all__ = [
     "Selector",
     "escape_label_value",
     "read_history",
+    "read_metrics",
     "series_id",
     "write_frame",
 ]

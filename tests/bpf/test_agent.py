@@ -78,7 +78,7 @@ def test_agent_metrics_report_per_target_packets_from_the_kernel(lb: tuple, dumm
 
     from predictor.actuators.xdp_frames import eth, ipv4, udp
     from predictor.actuators.xdp_metrics import XdpStatsCollector
-    from predictor.actuators.xdp_profiles import Profile
+    from predictor.planner.xdp_types import Profile
 
     actuator, prog_fd = lb
     _, targets = dummies

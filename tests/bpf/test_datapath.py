@@ -22,8 +22,8 @@ from predictor.actuators.xdp_frames import (
     udp,
 )
 from predictor.actuators.xdp_libbpf import BpfCallError, Libbpf
-from predictor.actuators.xdp_profiles import Profile
-from predictor.actuators.xdp_slots import flow_hash
+from predictor.planner.xdp_slots import flow_hash
+from predictor.planner.xdp_types import Profile
 
 pytestmark = pytest.mark.root
 

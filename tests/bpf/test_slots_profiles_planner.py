@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 
 from predictor.actuators import Change
 from predictor.actuators.xdp_maps import LEGACY_SEED, LUT, Table
-from predictor.actuators.xdp_profiles import Profile, dump_profile, load_profile
-from predictor.actuators.xdp_slots import (
+from predictor.actuators.xdp_profiles import dump_profile, load_profile
+from predictor.errors import InputError
+from predictor.planner.xdp_profiles import JobMix, TargetLoad, XdpPolicy, choose_profile
+from predictor.planner.xdp_slots import (
     LUT_SIZE,
     apportion,
     build_table,
@@ -21,8 +23,7 @@ from predictor.actuators.xdp_slots import (
     rebalance,
     total_variation,
 )
-from predictor.errors import InputError
-from predictor.planner.xdp_profiles import JobMix, TargetLoad, XdpPolicy, choose_profile
+from predictor.planner.xdp_types import Profile
 
 weights_st = st.lists(st.integers(0, 20), min_size=2, max_size=8).filter(lambda w: sum(w) > 0)
 

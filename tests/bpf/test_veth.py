@@ -17,8 +17,8 @@ import pytest
 
 from predictor.actuators import xdp
 from predictor.actuators.xdp_libbpf import BpfObject, Libbpf
-from predictor.actuators.xdp_profiles import Profile
-from predictor.actuators.xdp_slots import flow_hash, total_variation
+from predictor.planner.xdp_slots import flow_hash, total_variation
+from predictor.planner.xdp_types import Profile
 
 pytestmark = pytest.mark.root
 

@@ -92,8 +92,7 @@ def test_missing_dcgm_pod_labels_are_named(
 
 
 def test_rightsize_from_one_long_file(demand_out: Path, tmp_path: Path) -> None:
-    from predictor.sim import read_metrics
-    from predictor.sources import write_frame
+    from predictor.sources import read_metrics, write_frame
 
     names = ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "kube_pod_container_resource_requests"]
     path = write_frame(read_metrics(demand_out / "metrics", names), tmp_path / "history.parquet")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.rca_data import Scenario, simulate_scenario
 from predictor import sim
 from predictor.config import MlflowSettings, Settings
-from predictor.diagnose.training import Scenario, simulate_scenario
 
 # 6 nodes, 12 hours at 1-minute steps: enough faults of several causes, a few seconds to simulate.
 SMALL = Scenario(seed=21, nodes=6, fault_rate_per_day=40, days=0.5)

@@ -10,9 +10,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from pipelines.rca_data import to_long_frame
 from predictor import sim
 from predictor.cli import main
-from predictor.diagnose.training import to_long_frame
 from predictor.localprom import LocalPrometheus
 from predictor.sources.files import write_frame
 

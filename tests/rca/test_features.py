@@ -8,9 +8,9 @@ import pytest
 
 from models.frames import ID, TIME, VALUE
 from models.rca_features import FEATURE_NAMES, SPECS, WindowData, window_features
+from pipelines.rca_data import label_windows, to_long_frame, to_window_data
+from pipelines.rca_default import FEATURES_MD, features_markdown
 from predictor import sim
-from predictor.diagnose.build_default import FEATURES_MD, features_markdown
-from predictor.diagnose.training import label_windows, to_long_frame, to_window_data
 
 W = pd.Timedelta(minutes=15)
 

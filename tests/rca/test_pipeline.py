@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from pipelines.rca import RcaJob, train_rca
+from pipelines.rca_data import Scenario, incident_windows, read_incidents, simulate_scenario, to_long_frame
 from predictor.cli import main
 from predictor.config import Settings
 from predictor.diagnose.models import FAMILY, load_registry
-from predictor.diagnose.training import Scenario, incident_windows, read_incidents, simulate_scenario, to_long_frame
 from predictor.errors import InputError
 from predictor.registry import CHAMPION, ModelRegistry
 

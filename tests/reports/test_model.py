@@ -117,8 +117,8 @@ def test_every_format_shows_the_same_queue_cells() -> None:
     import html as html_lib
     import re
 
+    from predictor.reports.columns import QUEUE_COLUMNS, fmt
     from predictor.reports.html import render_html
-    from predictor.reports.render import QUEUE_COLUMNS, fmt
 
     report = build_report(**fixture_inputs())
     doc = json.loads(render_json(report))

@@ -4,6 +4,7 @@ import pandas as pd
 
 from predictor import sim
 from predictor.cli import main
+from predictor.sources import read_metrics
 
 START = pd.Timestamp("2026-03-02", tz="UTC")
 
@@ -17,9 +18,9 @@ def test_simulate_command_writes_every_output(tmp_path, capsys):
                  "--step", "10m", "--seed", "5", "--faults", "20", "--jobs-per-hour", "10", "--metrics", "core",
                  "--out", str(out), "--openmetrics"])
     assert code == 0, capsys.readouterr().err
-    util = sim.read_metrics(out / "metrics", ["DCGM_FI_DEV_GPU_UTIL"])
+    util = read_metrics(out / "metrics", ["DCGM_FI_DEV_GPU_UTIL"])
     assert set(util["modelName"]) == {"NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"}
-    cap = sim.read_metrics(out / "metrics", ["volcano_queue_capacity_scalar_resources"])
+    cap = read_metrics(out / "metrics", ["volcano_queue_capacity_scalar_resources"])
     cap = cap[cap["queue_name"] == "6214e9"].set_index("timestamp")["value"]
     assert cap[cap.index >= pd.Timestamp("2026-03-02T06:00Z")].eq(3000).all() and cap.iloc[0] == 32000
     for name in ("jobs_out.parquet", "faults.csv", "summary.parquet", "queues.parquet", "profiles.parquet",
@@ -90,7 +91,7 @@ def test_public_api_is_pinned():
         "CAUSES", "ClusterSpec", "Family", "GPU_TYPES", "GpuType", "METRIC_SETS", "QueueSpec", "QuotaChange",
         "QuotaPolicy", "Scheduler", "SchedulerResult", "SimResult", "SimSettings", "StepGrid", "default_queues",
         "fragmentation", "load_jobs", "normalise_jobs", "parse_gpu_types", "philly_sample", "queue_summary",
-        "queues_from_frame", "quota_schedule_from_frame", "read_metrics", "simulate", "summary_totals",
+        "queues_from_frame", "quota_schedule_from_frame", "simulate", "summary_totals",
         "synthetic_jobs", "write_openmetrics", "write_parquet",
     ]
     assert all(hasattr(sim, name) for name in sim.__all__)

@@ -10,6 +10,7 @@ import pytest
 
 from predictor import sim
 from predictor.sim.openmetrics import format_fixed
+from predictor.sources import read_metrics
 
 STEP = pd.Timedelta(minutes=5)
 
@@ -63,7 +64,7 @@ def test_promtool_accepts_the_file(small_out, tmp_path):
 
 def test_parquet_frames_and_tables(small_run, small_out):
     names = ["DCGM_FI_DEV_GPU_UTIL", "volcano_queue_allocated_scalar_resources"]
-    frame = sim.read_metrics(small_out / "metrics", names)
+    frame = read_metrics(small_out / "metrics", names)
     assert {"series_id", "timestamp", "value", "__name__", "Hostname", "pod", "queue_name"} <= set(frame.columns)
     assert str(frame["timestamp"].dtype) == "datetime64[ns, UTC]"
     util = frame[frame["__name__"] == "DCGM_FI_DEV_GPU_UTIL"]["value"]
@@ -86,7 +87,7 @@ def test_every_fault_is_visible_in_its_series(small_run, small_out, signatures):
 
     def get(metric, labels, start, end):
         if frames.get(metric) is None:
-            frames[metric] = sim.read_metrics(small_out / "metrics", [metric])
+            frames[metric] = read_metrics(small_out / "metrics", [metric])
         frame = frames[metric]
         mask = (frame["timestamp"] >= start) & (frame["timestamp"] <= end)
         for key, value in labels.items():

@@ -1,9 +1,9 @@
-"""Rebuild the bundled default root-cause model (``data/rca-default.json``) and ``FEATURES.md``.
+"""Rebuild the bundled default root-cause model and the feature table, both under ``predictor/diagnose/``.
 
 Deterministic: fixed simulator scenarios and seeds, a seeded tree. Run after changing features or the
 simulator, and commit both files:
 
-    .venv/bin/python -m predictor.diagnose.build_default [--cache DIR]
+    .venv/bin/python -m pipelines.rca_default [--cache DIR]
 """
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ from pathlib import Path
 
 from models.rca_eval import fit_rca
 from models.rca_features import feature_table_markdown
+from pipelines.rca_data import MIN_TRAIN_STRENGTH, TRAIN_SCENARIOS, build_dataset
+from predictor import diagnose
 from predictor.atomicio import write_text
 from predictor.diagnose.models import DEFAULT_MODEL_PATH, save_model_file
-from predictor.diagnose.training import MIN_TRAIN_STRENGTH, TRAIN_SCENARIOS, build_dataset
 
-FEATURES_MD = Path(__file__).with_name("FEATURES.md")
+FEATURES_MD = Path(diagnose.__file__).with_name("FEATURES.md")
 _HEADER = """# Root-cause symptom features
 
-Generated from `models/rca_features.py` (`SPECS`) by `python -m predictor.diagnose.build_default`; do not edit.
+Generated from `models/rca_features.py` (`SPECS`) by `python -m pipelines.rca_default`; do not edit.
 One row per candidate (node or Volcano queue) and window `(at - w, at]`; "preceding window" is
 `(at - 2w, at - w]`. A missing series gives NaN, which the tree routes like a value. Node labels are read
 from `Hostname`, `hostname`, `node`, `kubernetes_node` or `instance` (first present).

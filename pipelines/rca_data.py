@@ -9,6 +9,9 @@ with the XID). Strength is kept per row so evaluation can hold weak faults out o
 Team incidents CSV (``INCIDENTS_FORMAT``): one row per labelled incident, columns ``time`` (ISO 8601, the
 window end), ``scope`` (``node=NAME``, ``queue=NAME`` or ``cluster`` for every candidate) and ``cause``
 (one of ``CLASSES``, ``healthy`` allowed); an optional ``window`` column (``15m``) overrides the default.
+
+Training data, not runtime: this is the only root-cause code that runs the simulator, so it lives with the
+training jobs and runtime diagnosis (``predictor.diagnose``) imports no simulator code.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from models.frames import ID, TIME, VALUE
 from models.rca import CLASSES, HEALTHY
 from models.rca_features import WindowData, window_features
 from predictor import sim
+from predictor.diagnose.engine import NEEDED_METRICS
 from predictor.errors import InputError
 from predictor.sources.files import read_frame
 from predictor.sources.promql import series_id
@@ -33,7 +37,6 @@ __all__ = [
     "HELDOUT_SCENARIOS",
     "INCIDENTS_FORMAT",
     "MIN_TRAIN_STRENGTH",
-    "NEEDED_METRICS",
     "TRAIN_SCENARIOS",
     "Scenario",
     "build_dataset",
@@ -47,17 +50,6 @@ __all__ = [
 ]
 
 INCIDENTS_FORMAT = "time,scope,cause[,window]  e.g. 2026-03-02T10:15:00Z,node=gpu-node-17,gpu_thermal,15m"
-NEEDED_METRICS = (
-    "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_POWER_USAGE",
-    "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
-    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
-    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "node_network_receive_bytes_total", "node_network_receive_drop_total",
-    "node_netstat_Tcp_RetransSegs", "node_cpu_seconds_total", "node_load1", "volcano_queue_allocated_scalar_resources",
-    "volcano_queue_request_scalar_resources", "volcano_queue_deserved_scalar_resources",
-    "volcano_queue_capacity_scalar_resources", "volcano_queue_pod_group_pending_count", "kube_node_status_capacity",
-    "kube_node_status_allocatable", "kube_node_status_condition", "kube_pod_labels",
-    "kube_pod_container_status_restarts_total", "kube_pod_container_status_last_terminated_reason", "ALERTS",
-)
 _SINGLE_GPU = ("gpu_thermal", "gpu_power_cap")
 _START = pd.Timestamp("2026-03-02", tz="UTC")
 WINDOW = pd.Timedelta(minutes=15)

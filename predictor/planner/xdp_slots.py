@@ -5,6 +5,10 @@ flows a profile switch moves: rebuilding from scratch moves most of them, while 
 owner still has quota moves exactly the total-variation distance between the old and new shares
 (Katran's Maglev-delta idea, INFRA_NOTES.md §4.5). ``flow_hash`` mirrors ``bpf/xdp_lb.c`` bit for bit so
 tests and the bench can predict where a flow goes ("KatranSimulator").
+
+Pure arithmetic, so it sits in the planner's layer: the profile policy (``xdp_profiles``) apportions
+weights and measures churn with it, and the actuator builds the kernel tables from it; neither the
+planner nor this module imports an actuator.
 """
 
 from __future__ import annotations

@@ -1,0 +1,34 @@
+"""A directory of per-metric Parquet files (``<family>.parquet``, as ``predictor simulate`` writes them).
+
+Reading is a source's job, not the simulator's: right-sizing and the reports read such a directory at
+runtime, and must not import the simulator to do it. The writer is ``predictor.sim.write_parquet``; the
+files hold the history frame's columns plus one dictionary-encoded column per label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from predictor.errors import InputError
+
+__all__ = ["read_metrics"]
+
+
+def read_metrics(directory: Path, names: Sequence[str] | None = None) -> pd.DataFrame:
+    """Load metric families written by ``write_parquet`` as one long history frame."""
+    files = sorted(directory.glob("*.parquet")) if names is None else [directory / f"{n}.parquet" for n in names]
+    missing = [f.name for f in files if not f.is_file()]
+    if missing:
+        raise InputError(f"{directory}: no metric file(s) {', '.join(missing)}")
+    if not files:
+        raise InputError(f"{directory}: no metric files")
+    frames: list[pd.DataFrame] = [pq.read_table(f).to_pandas() for f in files]
+    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    for column in frame.columns:
+        if isinstance(frame[column].dtype, pd.CategoricalDtype):
+            frame[column] = frame[column].astype(str)
+    return frame
