@@ -35,6 +35,7 @@ from models.frames import ID, TIME, VALUE
 from predictor.config import Settings
 from predictor.errors import InputError, ModelError, RegistryError
 from predictor.registry import ModelRegistry, beats
+from predictor.sources.queries import CLUSTER_DEMAND, QUEUE_DEMAND
 
 __all__ = [
     "DEFAULT_QUERIES",
@@ -55,25 +56,8 @@ FAMILY = "gpu-forecast"
 MODEL_CHOICES = ("auto", "lstm", "ets", "mstl", "seasonal_naive", "naive")
 BASELINES = ("naive", "drift", "seasonal_naive_24", "seasonal_naive_168", "ets", "mstl")
 
-# GPU demand = allocated + pending. Volcano's queue "request" gauge is exactly that (milli-GPUs); where
-# the Volcano metrics are absent, kube-state-metrics GPU requests of Running + Pending pods stand in.
-_KSM_DEMAND = (
-    '(kube_pod_container_resource_requests{resource="nvidia_com_gpu"}'
-    ' * on(namespace, pod) group_left() (kube_pod_status_phase{phase=~"Running|Pending"} == 1))'
-)
-DEFAULT_QUERIES: dict[str, str] = {
-    "cluster": (
-        f'sum(volcano_queue_request_scalar_resources{{resource="nvidia.com/gpu"}}) / 1000 or sum({_KSM_DEMAND})'
-    ),
-    "queue": (
-        # The fallback is summed by queue_name again so both sides carry the same label set: `or` then keeps
-        # the Volcano series and drops the kube-state-metrics one for the same queue (no duplicates).
-        'sum by (queue_name) (volcano_queue_request_scalar_resources{resource="nvidia.com/gpu"}) / 1000'
-        " or sum by (queue_name) (label_replace(sum by (label_volcano_sh_queue_name) ("
-        f"{_KSM_DEMAND} * on(namespace, pod) group_left(label_volcano_sh_queue_name) kube_pod_labels),"
-        ' "queue_name", "$1", "label_volcano_sh_queue_name", "(.*)"))'
-    ),
-}
+# One PromQL per series family, from the catalogue the loop and the reports read too (no train/serve skew).
+DEFAULT_QUERIES: dict[str, str] = {"cluster": CLUSTER_DEMAND, "queue": QUEUE_DEMAND}
 
 
 @dataclass(frozen=True)

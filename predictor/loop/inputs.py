@@ -17,6 +17,7 @@ import pandas as pd
 from models.frames import ID, TIME, VALUE
 from predictor.errors import InputError, ModelError, RegistryError
 from predictor.planner import allocatable_from_nodes
+from predictor.sources.queries import QUEUE_DEMAND
 
 __all__ = [
     "DEMAND_QUERY",
@@ -32,8 +33,8 @@ __all__ = [
     "load_json_or_yaml",
 ]
 
-# Queue demand in GPUs: allocated + pending requests per queue (Volcano reports milli-units).
-DEMAND_QUERY = 'sum by (queue_name) (volcano_queue_request_scalar_resources{resource="nvidia.com/gpu"}) / 1000'
+# Queue demand in GPUs (allocated + pending per queue): the catalogue's text, the one training reads.
+DEMAND_QUERY = QUEUE_DEMAND
 
 
 class HistoryReader(Protocol):

@@ -19,6 +19,7 @@ from models.frames import ID, TIME, VALUE
 from predictor.config import PrometheusSettings
 from predictor.errors import DataSourceError, InputError, redact_url
 from predictor.reports.model import DEFAULT_RESOURCE
+from predictor.sources import queries
 
 __all__ = [
     "ReportInputs",
@@ -29,8 +30,7 @@ __all__ = [
     "rightsize_savings",
 ]
 
-_VOLCANO = "volcano_queue_{}_scalar_resources"
-_GPU_RESOURCE_KSM = "nvidia_com_gpu"
+_GPU_RESOURCE_KSM = queries.KSM_GPU_RESOURCE
 
 
 @dataclass
@@ -105,7 +105,7 @@ def inputs_from_directory(directory: Path) -> ReportInputs:
     metrics = directory / "metrics" if (directory / "metrics").is_dir() else directory
     volcano = {}
     for what in ("allocated", "request", "deserved", "capacity"):
-        frame = _read(metrics, _VOLCANO.format(what), ["queue_name", "resource", TIME, VALUE])
+        frame = _read(metrics, queries.volcano_queue_metric(what), ["queue_name", "resource", TIME, VALUE])
         volcano[what] = frame[frame["resource"] == DEFAULT_RESOURCE]
     util = _read(metrics, "DCGM_FI_DEV_GPU_UTIL", ["namespace", TIME, VALUE])
     util = util[util["namespace"] != ""]
@@ -143,21 +143,14 @@ def inputs_from_directory(directory: Path) -> ReportInputs:
     )
 
 
+# One range query per table, each from the catalogue: "demand" is the very text training and the loop read.
 PROMQL = {
-    "allocated": f'sum by (queue_name) ({_VOLCANO.format("allocated")}{{resource="{DEFAULT_RESOURCE}"}}) / 1000',
-    "demand": f'sum by (queue_name) ({_VOLCANO.format("request")}{{resource="{DEFAULT_RESOURCE}"}}) / 1000',
-    "deserved": f'sum by (queue_name) ({_VOLCANO.format("deserved")}{{resource="{DEFAULT_RESOURCE}"}}) / 1000',
-    "capability": f'sum by (queue_name) ({_VOLCANO.format("capacity")}{{resource="{DEFAULT_RESOURCE}"}}) / 1000',
-    # Both branches end in exactly {queue_name}: ``or`` keeps a right-hand series only when no left-hand one
-    # has the same label set, so any extra label would count a queue's usage twice.
-    "used": (
-        'sum by (queue_name) (label_replace(DCGM_FI_DEV_GPU_UTIL{namespace!=""}'
-        " * on(namespace, pod) group_left(label_volcano_sh_queue_name) kube_pod_labels,"
-        ' "queue_name", "$1", "label_volcano_sh_queue_name", "(.+)")) / 100'
-        ' or sum by (queue_name) (label_replace(DCGM_FI_DEV_GPU_UTIL{namespace!=""},'
-        ' "queue_name", "$1", "namespace", "(.*)")) / 100'
-    ),
-    "total": f'sum(kube_node_status_allocatable{{resource="{_GPU_RESOURCE_KSM}"}})',
+    "allocated": queries.QUEUE_ALLOCATED,
+    "demand": queries.QUEUE_DEMAND,
+    "deserved": queries.QUEUE_DESERVED,
+    "capability": queries.QUEUE_CAPABILITY,
+    "used": queries.QUEUE_USED,
+    "total": queries.CLUSTER_ALLOCATABLE,
 }
 
 
@@ -180,7 +173,7 @@ def inputs_from_prometheus(settings: PrometheusSettings, *, end: pd.Timestamp, d
         if name == "total":
             frames[name] = frame[[ID, TIME, VALUE]]
             continue
-        frame = frame.assign(**{ID: frame["queue_name"].astype(str)})
+        frame = frame.assign(**{ID: frame[queries.QUEUE_LABEL].astype(str)})
         frames[name] = _hourly(frame, ID, how="sum" if name == "used" else "mean")
     deserved, capability = _latest(frames["deserved"], ID), _latest(frames["capability"], ID)
     names = sorted(deserved.index)

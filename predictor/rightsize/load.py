@@ -29,10 +29,9 @@ from predictor.rightsize.features import (
 from predictor.rightsize.recommend import RightsizeSettings, recommend
 from predictor.sources import MetricSource, Selector, read_metrics
 from predictor.sources.files import read_history
+from predictor.sources.queries import KSM_GPU_REQUESTS, fresh_pod_samples, per_pod_max, series_count
 
 __all__ = ["RightsizeInput", "from_frame", "from_history", "from_source", "rightsize"]
-
-_REQUEST_SELECTOR = Selector.of(REQUESTS, resource="nvidia_com_gpu")
 
 
 @dataclass
@@ -55,7 +54,7 @@ def _check(inputs: RightsizeInput, where: str) -> RightsizeInput:
             "(DCGM_EXPORTER_KUBERNETES=true) so GPUs are labelled with namespace/pod/container"
         )
     if inputs.requests.empty:
-        raise DataSourceError(f"{where}: no {_REQUEST_SELECTOR} series (is kube-state-metrics scraped?)")
+        raise DataSourceError(f"{where}: no {KSM_GPU_REQUESTS} series (is kube-state-metrics scraped?)")
     if inputs.fb.empty:
         inputs.notes.append(f"no {FB_USED} series: GPU memory is not recommended")
     if inputs.labels.empty or QUEUE_LABEL not in inputs.labels.columns:
@@ -72,17 +71,13 @@ def from_source(
     source: MetricSource, start: pd.Timestamp, end: pd.Timestamp, step: pd.Timedelta
 ) -> RightsizeInput:
     """Query the four inputs over ``[start, end]``; server-side filters keep idle GPUs out of the answer."""
-    def q(query: str | Selector) -> pd.DataFrame:
-        return source.query_range(str(query), start, end, step)
+    step_s = int(step.total_seconds())
 
-    def fresh(metric: str) -> str:
-        # Prometheus repeats a series' last sample for up to 5 minutes after it ends (the lookback), which
-        # would stretch every run by a step; keeping only samples younger than one step removes the echo.
-        held = Selector(metric).where("pod", "", "!=")
-        return f"{held} and (timestamp({held}) > time() - {int(step.total_seconds())})"
+    def q(query: str) -> pd.DataFrame:
+        return source.query_range(query, start, end, step)
 
-    util = q(fresh(GPU_UTIL))
-    if util.empty and not q(f"count({GPU_UTIL})").empty:
+    util = q(fresh_pod_samples(GPU_UTIL, step_s))
+    if util.empty and not q(series_count(GPU_UTIL)).empty:
         raise DataSourceError(
             f"Prometheus: {GPU_UTIL} exists but no series has a non-empty 'pod' label between {start.isoformat()} "
             f"and {end.isoformat()}: run dcgm-exporter in Kubernetes mode (DCGM_EXPORTER_KUBERNETES=true)"
@@ -90,15 +85,14 @@ def from_source(
     # Requests and pod labels only matter as one value per pod (largest request, latest labels): an
     # hourly max_over_time lets the server do that reduction instead of shipping every pod at every step.
     coarse = max(step, pd.Timedelta(hours=1))
-    window = f"[{int(coarse.total_seconds())}s]"
 
     def per_pod(selector: Selector) -> pd.DataFrame:
-        return source.query_range(f"max_over_time({selector}{window})", start, end + coarse, coarse)
+        return source.query_range(per_pod_max(selector, int(coarse.total_seconds())), start, end + coarse, coarse)
 
     inputs = RightsizeInput(
         util=util,
-        fb=q(fresh(FB_USED)),
-        requests=per_pod(_REQUEST_SELECTOR),
+        fb=q(fresh_pod_samples(FB_USED, step_s)),
+        requests=per_pod(KSM_GPU_REQUESTS),
         labels=per_pod(Selector(POD_LABELS)),
     )
     return _check(inputs, "Prometheus")

@@ -2,6 +2,7 @@
 
 Every source answers ``query_range(query, start, end, step)`` with the one long frame shape
 (``series_id, timestamp, value`` + label columns), so the pipelines and the planner do not care which.
+What they ask is named once in ``predictor.sources.queries``, the PromQL catalogue.
 """
 
 from __future__ import annotations

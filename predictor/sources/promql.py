@@ -14,7 +14,7 @@ from typing import Literal
 
 from predictor.errors import InputError
 
-__all__ = ["Matcher", "Selector", "escape_label_value", "regex_quote", "series_id"]
+__all__ = ["Matcher", "Selector", "escape_label_value", "series_id"]
 
 _METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -34,11 +34,6 @@ def escape_label_value(value: str) -> str:
         else:
             out.append(char)
     return "".join(out)
-
-
-def regex_quote(value: str) -> str:
-    """A regex that matches ``value`` literally (for ``=~`` alternations of exact names)."""
-    return re.escape(value)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,123 @@
+"""The project's named PromQL queries: each family of query is written once, here.
+
+A forecaster fitted on one query's series and then served another's is trained on data it never sees
+in production (issue 13 found three different queue-demand queries: training, the loop and the reports).
+So training (``pipelines.forecast``), the loop (``predictor.loop.SourceHistory``), the reports
+(``predictor.reports.inputs``) and right-sizing import their PromQL from this module instead of writing
+it, and ``tests/sources/test_queries.py`` checks that every consumer resolves a family to the text here.
+
+Selectors are built with ``Selector`` so label values are escaped; every per-queue query ends in exactly
+one ``queue_name`` label, which is what the loop and the planner join Queue objects on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from predictor.sources.promql import Selector
+
+__all__ = [
+    "CATALOGUE",
+    "CLUSTER_ALLOCATABLE",
+    "CLUSTER_DEMAND",
+    "GPU_RESOURCE",
+    "KSM_GPU_REQUESTS",
+    "KSM_GPU_RESOURCE",
+    "QUEUE_ALLOCATED",
+    "QUEUE_CAPABILITY",
+    "QUEUE_DEMAND",
+    "QUEUE_DESERVED",
+    "QUEUE_LABEL",
+    "QUEUE_USED",
+    "fresh_pod_samples",
+    "per_pod_max",
+    "series_count",
+    "volcano_queue_gpus",
+    "volcano_queue_metric",
+]
+
+GPU_RESOURCE = "nvidia.com/gpu"  # Volcano's resource name
+KSM_GPU_RESOURCE = "nvidia_com_gpu"  # the same resource as kube-state-metrics sanitises it
+QUEUE_LABEL = "queue_name"  # Volcano's queue label; the KSM fallbacks are relabelled to it
+
+
+def volcano_queue_metric(field: str) -> str:
+    """``volcano_queue_<field>_scalar_resources`` (field: allocated, request, deserved, capacity, …)."""
+    return f"volcano_queue_{field}_scalar_resources"
+
+
+def _volcano_gpus(field: str) -> Selector:
+    return Selector.of(volcano_queue_metric(field), resource=GPU_RESOURCE)
+
+
+def volcano_queue_gpus(field: str) -> str:
+    """Volcano's per-queue GPU gauge ``field`` in GPUs: Volcano reports milli-units (1 GPU = 1000)."""
+    return f"sum by ({QUEUE_LABEL}) ({_volcano_gpus(field)}) / 1000"
+
+
+# GPU demand = allocated + pending. Volcano's queue "request" gauge is exactly that; where the Volcano
+# metrics are absent, kube-state-metrics GPU requests of Running + Pending pods stand in, so clusters
+# without the Volcano family can still be trained on and served.
+KSM_GPU_REQUESTS = Selector.of("kube_pod_container_resource_requests", resource=KSM_GPU_RESOURCE)
+_ACTIVE_PODS = Selector("kube_pod_status_phase").where("phase", "Running|Pending", "=~")
+_KSM_DEMAND = f"({KSM_GPU_REQUESTS} * on(namespace, pod) group_left() ({_ACTIVE_PODS} == 1))"
+_POD_QUEUE = "label_volcano_sh_queue_name"  # kube_pod_labels' name for the pod label volcano.sh/queue-name
+
+CLUSTER_DEMAND = f"sum({_volcano_gpus('request')}) / 1000 or sum({_KSM_DEMAND})"
+# The fallback is summed by queue_name again so both sides carry the same label set: `or` then keeps the
+# Volcano series and drops the kube-state-metrics one for the same queue (no duplicates).
+QUEUE_DEMAND = (
+    f"{volcano_queue_gpus('request')}"
+    f" or sum by ({QUEUE_LABEL}) (label_replace(sum by ({_POD_QUEUE}) ("
+    f"{_KSM_DEMAND} * on(namespace, pod) group_left({_POD_QUEUE}) kube_pod_labels),"
+    f' "{QUEUE_LABEL}", "$1", "{_POD_QUEUE}", "(.*)"))'
+)
+QUEUE_ALLOCATED = volcano_queue_gpus("allocated")
+QUEUE_DESERVED = volcano_queue_gpus("deserved")
+QUEUE_CAPABILITY = volcano_queue_gpus("capacity")  # Volcano calls the capability "capacity" in its metrics
+
+# "Really used" GPUs: Σ DCGM utilisation / 100 over a queue's GPUs, joined to queues through the pod label
+# where kube-state-metrics has it and the namespace otherwise. Both branches end in exactly {queue_name}:
+# ``or`` keeps a right-hand series only when no left-hand one has the same label set, so any extra label
+# would count a queue's usage twice.
+_BUSY_GPUS = Selector("DCGM_FI_DEV_GPU_UTIL").where("namespace", "", "!=")
+QUEUE_USED = (
+    f"sum by ({QUEUE_LABEL}) (label_replace({_BUSY_GPUS}"
+    f" * on(namespace, pod) group_left({_POD_QUEUE}) kube_pod_labels,"
+    f' "{QUEUE_LABEL}", "$1", "{_POD_QUEUE}", "(.+)")) / 100'
+    f" or sum by ({QUEUE_LABEL}) (label_replace({_BUSY_GPUS},"
+    f' "{QUEUE_LABEL}", "$1", "namespace", "(.*)")) / 100'
+)
+CLUSTER_ALLOCATABLE = f"sum({Selector.of('kube_node_status_allocatable', resource=KSM_GPU_RESOURCE)})"
+
+CATALOGUE: Mapping[str, str] = MappingProxyType({
+    "cluster_demand": CLUSTER_DEMAND,
+    "queue_demand": QUEUE_DEMAND,
+    "queue_allocated": QUEUE_ALLOCATED,
+    "queue_deserved": QUEUE_DESERVED,
+    "queue_capability": QUEUE_CAPABILITY,
+    "queue_used": QUEUE_USED,
+    "cluster_allocatable": CLUSTER_ALLOCATABLE,
+})
+
+
+# Right-sizing's queries depend on the step and the metric, so they are builders rather than constants.
+def fresh_pod_samples(metric: str, step_s: int) -> str:
+    """Samples of ``metric`` on series with a pod, without the echo of a series that has ended.
+
+    Prometheus repeats a series' last sample for up to 5 minutes after it ends (the lookback), which
+    would stretch every run by a step; keeping only samples younger than one step removes the echo.
+    """
+    held = Selector(metric).where("pod", "", "!=")
+    return f"{held} and (timestamp({held}) > time() - {int(step_s)})"
+
+
+def per_pod_max(selector: Selector, window_s: int) -> str:
+    """The largest value of each series over the trailing ``window_s`` (one value per pod per window)."""
+    return f"max_over_time({selector}[{int(window_s)}s])"
+
+
+def series_count(metric: str) -> str:
+    """How many series of ``metric`` exist (to tell "absent" from "present but filtered out")."""
+    return f"count({Selector(metric)})"
