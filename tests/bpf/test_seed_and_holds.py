@@ -21,8 +21,8 @@ from predictor.actuators.xdp_frames import XDP_REDIRECT, eth, ipv4, udp
 from predictor.actuators.xdp_libbpf import Libbpf
 from predictor.actuators.xdp_maps import LEGACY_SEED, SEED_MAP
 from predictor.actuators.xdp_metrics import XdpStatsCollector
-from predictor.actuators.xdp_profiles import Profile
-from predictor.actuators.xdp_slots import flow_hash
+from predictor.planner.xdp_types import Profile
+from predictor.planner.xdp_slots import flow_hash
 from predictor.cli import main
 
 WEIGHTS = [1, 1, 2, 0]
