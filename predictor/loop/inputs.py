@@ -10,13 +10,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pandas as pd
 
 from models.frames import ID, TIME, VALUE
 from predictor.errors import InputError, ModelError, RegistryError
+from predictor.loop.seams import ChampionRegistry, QueueApi
 from predictor.planner import allocatable_from_nodes
+
+if TYPE_CHECKING:
+    from models.forecast.base import BaseForecaster
+    from predictor.sources import MetricSource
 
 __all__ = [
     "DEMAND_QUERY",
@@ -57,7 +62,8 @@ class ClusterReader(Protocol):
 class SourceHistory:
     """History from any ``MetricSource`` (Prometheus, a file) with a per-queue demand query."""
 
-    def __init__(self, source: Any, *, query: str = DEMAND_QUERY, lookback_h: float = 28 * 24, step_s: float = 3600,
+    def __init__(self, source: MetricSource, *,
+                 query: str = DEMAND_QUERY, lookback_h: float = 28 * 24, step_s: float = 3600,
                  queue_label: str = "queue_name") -> None:
         self.source, self.query, self.queue_label = source, query, queue_label
         self.lookback, self.step = pd.Timedelta(hours=lookback_h), pd.Timedelta(seconds=step_s)
@@ -86,7 +92,7 @@ class FileHistory:
 class EstimatorForecaster:
     """Refit a forecaster (the ``fit``/``predict`` contract of ``models.forecast``) on each cycle's history."""
 
-    def __init__(self, estimator: Any, *, version: str = "local", family: str = "gpu-forecast") -> None:
+    def __init__(self, estimator: BaseForecaster, *, version: str = "local", family: str = "gpu-forecast") -> None:
         self.estimator, self.version, self.family = estimator, version, family
 
     def forecast(self, history: pd.DataFrame, *, horizon: int) -> tuple[pd.DataFrame, dict[str, str]]:
@@ -103,7 +109,7 @@ class EstimatorForecaster:
 class RegistryForecaster:
     """The champion of ``family`` from the model registry, refitted on the newest history each cycle."""
 
-    def __init__(self, registry: Any, family: str = "gpu-forecast") -> None:
+    def __init__(self, registry: ChampionRegistry, family: str = "gpu-forecast") -> None:
         self.registry, self.family = registry, family
 
     def forecast(self, history: pd.DataFrame, *, horizon: int) -> tuple[pd.DataFrame, dict[str, str]]:
@@ -118,7 +124,7 @@ class RegistryForecaster:
 class KubeCluster:
     """Queues through the Volcano actuator's reads, allocatable GPUs from the Node list."""
 
-    def __init__(self, actuator: Any) -> None:
+    def __init__(self, actuator: QueueApi) -> None:
         self.actuator = actuator
 
     def queue_objects(self) -> list[dict[str, Any]]:
