@@ -16,11 +16,11 @@ import pandas as pd
 
 from models.frames import ID, TIME, VALUE
 from predictor.errors import InputError, ModelError, RegistryError
-from predictor.loop.seams import ChampionRegistry, QueueApi
 from predictor.planner import allocatable_from_nodes
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the seams' Protocols, for annotations only
     from models.forecast.base import BaseForecaster
+    from predictor.loop.seams import ChampionRegistry, QueueApi
     from predictor.sources import MetricSource
 
 __all__ = [
