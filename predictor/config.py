@@ -3,11 +3,15 @@
 Precedence (highest first): environment variables, the YAML file given with ``--config``, defaults.
 Nested fields use ``__`` in variable names: ``PREDICTOR_PROMETHEUS__URL``. Secrets are never taken from
 argv: a bearer token comes from ``PREDICTOR_PROMETHEUS__BEARER_TOKEN`` or a file named by
-``bearer_token_file`` (as a Kubernetes service-account token is mounted).
+``bearer_token_file`` (as a Kubernetes service-account token is mounted). One concept, one key: a key
+that moved (``loop.stale_after_s`` → ``planner.stale_after_s``) still loads under its old name, with a
+``DeprecatedSettingWarning`` that the CLI prints as one line.
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +24,7 @@ from predictor.userfiles import first_problem, read_structured
 
 __all__ = [
     "ActuatorSettings",
+    "DeprecatedSettingWarning",
     "LoopSettings",
     "MlflowSettings",
     "PlannerSettings",
@@ -110,20 +115,51 @@ class ActuatorSettings(BaseModel):
 
 
 class LoopSettings(BaseModel):
-    """The scheduling loop's cadence and safety knobs."""
+    """The scheduling loop's cadence and endpoint (its staleness threshold is ``planner.stale_after_s``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     interval_s: float = Field(3600.0, gt=0, description="Seconds between loop cycles.")
-    stale_after_s: float = Field(
-        7200.0, gt=0, description="Hold all changes when the newest sample is older than this."
-    )
     metrics_port: int = Field(9108, ge=0, le=65535, description="Port of the loop's /metrics endpoint.")
     metrics_address: str = Field(
         "0.0.0.0",  # noqa: S104 - the loop pod's own network namespace; k8s/ NetworkPolicies limit who scrapes
         min_length=1,
         description="Address the loop's /metrics, /ready and /healthz listen on (127.0.0.1: this host only).",
     )
+
+    @property
+    def ready_within_s(self) -> float:
+        """``/ready`` holds while the last successful cycle is younger than this: three intervals, so one
+        failed or slow cycle does not take the loop out of service."""
+        return 3 * self.interval_s
+
+
+class DeprecatedSettingWarning(FutureWarning):
+    """A settings key that still works under its old name; the message names the new one."""
+
+
+# Old (section, key) → new (section, key). Old names keep working so existing settings files and
+# PREDICTOR_… variables still load; the new key wins when both are given.
+_MOVED_KEYS = {("loop", "stale_after_s"): ("planner", "stale_after_s")}
+
+
+def _move_deprecated_keys(data: dict[str, Any]) -> dict[str, Any]:
+    data = dict(data)
+    for (old_section, old_key), (new_section, new_key) in _MOVED_KEYS.items():
+        section = data.get(old_section)
+        if not isinstance(section, Mapping) or old_key not in section:
+            continue
+        section = dict(section)
+        value = section.pop(old_key)
+        data[old_section] = section
+        target = data.get(new_section) or {}
+        if isinstance(target, BaseModel):
+            target = target.model_dump(exclude_unset=True)
+        if isinstance(target, Mapping):
+            data[new_section] = {new_key: value, **target}
+        warnings.warn(f"settings key {old_section}.{old_key} is deprecated: use {new_section}.{new_key}",
+                      DeprecatedSettingWarning, stacklevel=2)
+    return data
 
 
 class Settings(BaseSettings):
@@ -138,6 +174,11 @@ class Settings(BaseSettings):
     actuators: ActuatorSettings = Field(default_factory=ActuatorSettings)  # type: ignore[arg-type]
     loop: LoopSettings = Field(default_factory=LoopSettings)  # type: ignore[arg-type]
     planner: PlannerSettings = Field(default_factory=PlannerSettings)  # type: ignore[arg-type]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_keys(cls, data: Any) -> Any:
+        return _move_deprecated_keys(data) if isinstance(data, dict) else data
 
     @classmethod
     def settings_customise_sources(

@@ -64,7 +64,7 @@ class ForecastInputs(BaseModel):
 
 
 class AgentSettings(BaseModel):
-    """``predictor xdp agent --config FILE``."""
+    """``predictor xdp agent --agent-config FILE``."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from predictor.config import Settings, load_settings
+from predictor.config import DeprecatedSettingWarning, Settings, load_settings
 
 __all__ = ["CliState", "console", "err_console", "settings_from"]
 
@@ -25,11 +26,23 @@ class CliState:
     debug: bool = False
 
 
-def settings_from(ctx: typer.Context, **overrides: Any) -> Settings:
-    """Settings from ``--config``, the environment and explicit flags (``None`` values are dropped)."""
+def settings_from(ctx: typer.Context, *, config: Path | None = None, **overrides: Any) -> Settings:
+    """Settings from ``--config``, the environment and explicit flags (``None`` values are dropped).
+
+    ``config`` is a command's own ``--config`` (``plan``, ``loop``): the same settings file as the global
+    option, which it replaces when both are given. A deprecated settings key is reported as one line.
+    """
     state: CliState = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     cleaned = {
         section: {k: v for k, v in values.items() if v is not None}
         for section, values in overrides.items()
     }
-    return load_settings(state.config, **{k: v for k, v in cleaned.items() if v})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DeprecatedSettingWarning)
+        settings = load_settings(config or state.config, **{k: v for k, v in cleaned.items() if v})
+    for warning in caught:
+        if issubclass(warning.category, DeprecatedSettingWarning):
+            err_console.print(f"warning: {warning.message}", markup=False, highlight=False, soft_wrap=True)
+        else:  # not ours to reword: hand it back to the normal warning machinery
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return settings

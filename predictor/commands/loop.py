@@ -10,25 +10,21 @@ import signal
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import pandas as pd
 import typer
 from rich.table import Table
 
 from models.frames import TIME
-from predictor.commands._common import CliState, console
-from predictor.config import Settings, load_settings
+from predictor.commands._common import console, settings_from
 from predictor.errors import ConfigError, InputError
 from predictor.timeparse import parse_duration, parse_time
 
 __all__ = ["register"]
 
-
-def _settings(ctx: typer.Context, config: Path | None, **overrides: Any) -> Settings:
-    state: CliState = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
-    cleaned = {k: {n: v for n, v in values.items() if v is not None} for k, values in overrides.items()}
-    return load_settings(config or state.config, **{k: v for k, v in cleaned.items() if v})
+# The settings file of ``predictor --config``, given after the command instead (it wins over the global one).
+ConfigOption = typer.Option("--config", help="Settings file, the same as `predictor --config` (replaces it).")
 
 
 def _summary(title: str, changes: int, held: Counter[str]) -> Table:
@@ -52,24 +48,17 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         out: Annotated[Path, typer.Option("--out", help="Directory for plan.json and queues/<name>.yaml.")],
         demand: Annotated[Path | None, typer.Option("--demand", help="Demand peaks: queue, peak[, resource].")] = None,
         nodes: Annotated[Path | None, typer.Option("--nodes", help="kubectl get nodes -o json (allocatable).")] = None,
-        config: Annotated[Path | None, typer.Option("--config", help="YAML settings (planner: section).")] = None,
+        config: Annotated[Path | None, ConfigOption] = None,
         now: Annotated[str | None, typer.Option("--now", help="Planning time (default: the forecast's "
                                                              "first timestamp).")] = None,
     ) -> None:
         """Plan Volcano queue quotas offline: writes the plan and the desired Queue objects, touches nothing."""
         from predictor.actuators.volcano import write_plan_dir
         from predictor.loop.inputs import load_json_or_yaml
-        from predictor.planner import (
-            allocatable_from_nodes,
-            check_invariants,
-            forecast_resources,
-            forecast_targets,
-            plan_queues,
-            queues_from_list,
-        )
+        from predictor.planner import allocatable_from_nodes, forecast_resources, plan_cycle, queues_from_list
         from predictor.sources.files import read_frame
 
-        settings = _settings(ctx, config)
+        settings = settings_from(ctx, config=config)
         p = settings.planner
         doc = load_json_or_yaml(queues, "--queues")
         live = queues_from_list(doc, source=str(queues), allocated_milli=p.allocated_milli_units)
@@ -81,17 +70,8 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         demand_frame = read_frame(demand) if demand else None
         allocatable = allocatable_from_nodes(load_json_or_yaml(nodes, "--nodes"), forecast_resources(frame, p),
                                              source=str(nodes)) if nodes else None
-        hold = None
-        if frame[TIME].max() < at:
-            hold = ("stale_data", f"forecast ends {frame[TIME].max().isoformat()}, before {at.isoformat()}")
-        elif (at - frame[TIME].min()).total_seconds() > p.stale_after_s:
-            hold = ("stale_data", f"forecast starts {frame[TIME].min().isoformat()}, older than "
-                                  f"{p.stale_after_s:g} s at {at.isoformat()}")
-        targets = forecast_targets(frame, p, now=at, demand=demand_frame) if hold is None else None
-        plan = plan_queues(live, targets, p, now=at, allocatable=allocatable, hold_all=hold)
-        problems = check_invariants(live, dict(plan.desired), allocatable)
-        if problems:
-            plan = plan_queues(live, None, p, now=at, hold_all=("invalid_state", problems[0]))
+        # The loop's own cycle (stale hold, targets, policy, invariant gate): the same plan from the same inputs.
+        plan = plan_cycle(live, frame, p, now=at, allocatable=allocatable, demand=demand_frame).plan
         items = doc.get("items") if isinstance(doc, dict) else doc
         write_plan_dir(plan, list(items or []), out)
         console.print(_summary(f"plan at {at.isoformat()} → {out}", len(plan.changes),
@@ -102,7 +82,7 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         ctx: typer.Context,
         once: Annotated[bool, typer.Option("--once", help="Run one cycle and exit.")] = False,
         interval: Annotated[str | None, typer.Option("--interval", help="Cycle interval, e.g. 5m, 1h.")] = None,
-        config: Annotated[Path | None, typer.Option("--config", help="YAML settings file.")] = None,
+        config: Annotated[Path | None, ConfigOption] = None,
         history: Annotated[Path | None, typer.Option("--history", help="Per-queue history file instead of "
                                                                         "Prometheus.")] = None,
         queues: Annotated[Path | None, typer.Option("--queues", help="Queues JSON instead of the API server "
@@ -115,12 +95,14 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
     ) -> None:
         """Forecast, plan and resize Volcano queues every interval (mode from actuators.mode; plan by default)."""
         from predictor.loop import (
+            ClusterReader,
             EstimatorForecaster,
             FileCluster,
             FileHistory,
+            Forecaster,
+            HistoryReader,
             KubeCluster,
             Loop,
-            LoopMetrics,
             MetricsServer,
             RegistryForecaster,
             SourceHistory,
@@ -128,35 +110,36 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         )
 
         interval_s = parse_duration(interval, name="--interval").total_seconds() if interval else None
-        settings = _settings(ctx, config, loop={"interval_s": interval_s})
+        settings = settings_from(ctx, config=config, loop={"interval_s": interval_s})
         actuator = None
+        cluster: ClusterReader
         if queues is not None:
             if settings.actuators.mode != "plan":
                 raise InputError("--queues works in actuators.mode plan only (a file cannot be patched)")
-            cluster: Any = FileCluster(load_json_or_yaml(queues, "--queues"))
+            cluster = FileCluster(load_json_or_yaml(queues, "--queues"))
         else:
             from predictor.actuators.volcano import VolcanoActuator, connect
 
             api = connect(kubeconfig)
             actuator = VolcanoActuator(api)
             cluster = KubeCluster(actuator)
+        reader: HistoryReader
         if history is not None:
-            reader: Any = FileHistory(history)
+            reader = FileHistory(history)
         else:
             from predictor.sources.prometheus import PrometheusSource
 
             reader = SourceHistory(PrometheusSource(settings.prometheus))
+        forecaster: Forecaster
         if model is not None:
             from models.forecast import forecasters
 
-            forecaster: Any = EstimatorForecaster(forecasters.create(model), version=f"{model} (unregistered)")
+            forecaster = EstimatorForecaster(forecasters.create(model), version=f"{model} (unregistered)")
         else:
             from predictor.registry import ModelRegistry
 
             forecaster = RegistryForecaster(ModelRegistry(settings.mlflow))
-        metrics = LoopMetrics()
-        loop = Loop(settings, cluster=cluster, history=reader, forecaster=forecaster, actuator=actuator,
-                    metrics=metrics)
+        loop = Loop(settings, cluster=cluster, history=reader, forecaster=forecaster, actuator=actuator)
         if once:
             report = loop.run_once(force=force)
             if report.skipped:
@@ -171,7 +154,7 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
             return
         where = f"{settings.loop.metrics_address}:{settings.loop.metrics_port}"
         try:
-            server = MetricsServer(metrics, settings.loop.metrics_port, settings.loop.metrics_address)
+            server = MetricsServer(loop.metrics, settings.loop.metrics_port, settings.loop.metrics_address)
         except OSError as exc:
             raise ConfigError(f"cannot serve /metrics on {where}: {exc.strerror or exc}") from exc
         stop = threading.Event()

@@ -15,7 +15,7 @@ import typer
 from predictor.actuators import xdp as xdp_actuator
 from predictor.actuators.xdp_agent import AgentState, load_agent_settings, log_lines, run_agent
 from predictor.actuators.xdp_profiles import load_profile
-from predictor.commands._common import console
+from predictor.commands._common import console, err_console
 from predictor.errors import InputError
 
 __all__ = ["register", "xdp_app"]
@@ -107,12 +107,29 @@ def unload_cmd(pin_dir: PinDir) -> None:
     console.print(f"unloaded {pin_dir}")
 
 
+def _agent_config_path(agent_config: Path | None, config: Path | None) -> Path:
+    # ``--config`` names the global settings file everywhere else, so the agent's own file got its own flag;
+    # the old spelling keeps working (DaemonSets in the field pass it) with a one-line note.
+    if config is not None:
+        err_console.print("note: `xdp agent --config` is deprecated, use --agent-config (--config names the "
+                          "global settings file elsewhere)", markup=False, highlight=False, soft_wrap=True)
+        if agent_config is not None and agent_config != config:
+            raise typer.BadParameter("give --agent-config only (--config is its deprecated alias)",
+                                     param_hint="--agent-config")
+    path = agent_config or config
+    if path is None:
+        raise typer.BadParameter("the agent settings file is required", param_hint="--agent-config")
+    return path
+
+
 @xdp_app.command("agent")
 def agent_cmd(
-    config: Annotated[Path, typer.Option("--config", help="Agent settings YAML (node, pin_dir, inputs, ...).")],
+    agent_config: Annotated[Path | None, typer.Option(
+        "--agent-config", help="Agent settings YAML (node, pin_dir, inputs, ...).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="Deprecated alias of --agent-config.")] = None,
 ) -> None:
     """Choose and apply this node's profile from the loop's forecasts, every interval."""
-    settings = load_agent_settings(config)
+    settings = load_agent_settings(_agent_config_path(agent_config, config))
     actuator = xdp_actuator.XdpActuator(settings.pin_dir)
     state = AgentState()
     if settings.metrics_port:

@@ -1,10 +1,13 @@
 """Forecast bands as Prometheus gauges, so alert rules can use dynamic thresholds.
 
 The loop owns ``/metrics`` and its ``CollectorRegistry``; it calls ``export_forecast_bands(registry,
-forecast)`` after each forecast. The gauges ``predictor_forecast_upper{series=...}`` and
-``predictor_forecast_lower{series=...}`` hold the band of the forecast step that covers *now*, so a rule
+forecast, at=now)`` after each forecast, with its own clock. The gauges ``predictor_forecast_upper{series=...}``
+and ``predictor_forecast_lower{series=...}`` hold the band of the forecast step that covers ``at``, so a rule
 compares the live series with them (``examples/alerts/forecast-bands.yaml``). Series that vanish from a
 newer forecast are removed, not left at a stale value.
+
+``step_at`` is the one definition of "the forecast step that covers a time": the loop's per-queue
+``predictor_loop_forecast_gpus{band}`` gauges use it too, so both families always show the same step.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from models.frames import ID, TIME
 from predictor.errors import InputError
 
-__all__ = ["LOWER", "UPPER", "export_forecast_bands"]
+__all__ = ["LOWER", "UPPER", "export_forecast_bands", "step_at"]
 
 UPPER = "predictor_forecast_upper"
 LOWER = "predictor_forecast_lower"
@@ -35,22 +38,30 @@ def _gauges(registry: CollectorRegistry) -> tuple[Gauge, Gauge]:
     return _GAUGES[registry]
 
 
+def step_at(forecast: pd.DataFrame, at: pd.Timestamp) -> pd.DataFrame:
+    """One row per series: the forecast step that covers ``at``.
+
+    That is the last step with ``timestamp <= at``, or the first step when the whole forecast lies after
+    ``at`` (a forecast made at ``at`` starts one step later: its first step is the one in force).
+    """
+    when = pd.Timestamp(at)
+    frame = forecast.assign(**{TIME: pd.to_datetime(forecast[TIME], utc=True)}).sort_values([ID, TIME])
+    past = frame[frame[TIME] <= when].groupby(ID).tail(1)
+    future = frame[~frame[ID].isin(past[ID])].groupby(ID).head(1)
+    return pd.concat([past, future])
+
+
 def export_forecast_bands(registry: CollectorRegistry, forecast: pd.DataFrame, *, level: int = 80,
-                          at: pd.Timestamp | None = None) -> int:
+                          at: pd.Timestamp) -> int:
     """Register (once) and set the band gauges from a forecast frame; returns the series exported.
 
-    For each series the row used is the last one with ``timestamp <= at`` (default: now), or the first
-    row when the whole forecast lies in the future.
+    For each series the row used is ``step_at(forecast, at)``: the caller's clock, never the wall clock.
     """
     lo, hi = f"lo-{level}", f"hi-{level}"
     missing = [c for c in (ID, TIME, lo, hi) if c not in forecast.columns]
     if missing:
         raise InputError(f"forecast frame lacks column(s) {', '.join(missing)} for level {level}")
-    when = pd.Timestamp.now(tz="UTC") if at is None else pd.Timestamp(at)
-    frame = forecast.assign(**{TIME: pd.to_datetime(forecast[TIME], utc=True)}).sort_values([ID, TIME])
-    past = frame[frame[TIME] <= when].groupby(ID).tail(1)
-    future = frame[~frame[ID].isin(past[ID])].groupby(ID).head(1)
-    current = pd.concat([past, future])
+    current = step_at(forecast, at)
     upper, lower = _gauges(registry)
     upper.clear()
     lower.clear()

@@ -2,41 +2,19 @@
 
 ``Loop(settings, cluster=…, history=…, forecaster=…, actuator=…)`` is wired by the CLI (production) or by
 tests and the replay benchmark (files, a fitted estimator, the simulator); ``run_once`` is one cycle.
+The public names are the submodules' own ``__all__`` lists (one list per name, no copy here).
 """
 
 from __future__ import annotations
 
-from predictor.loop.cycle import CycleReport, Loop, cycle_slot
-from predictor.loop.inputs import (
-    DEMAND_QUERY,
-    ClusterReader,
-    EstimatorForecaster,
-    FileCluster,
-    FileHistory,
-    Forecaster,
-    HistoryReader,
-    KubeCluster,
-    RegistryForecaster,
-    SourceHistory,
-    load_json_or_yaml,
-)
-from predictor.loop.metrics import LoopMetrics, MetricsServer
+from predictor.loop import cycle, inputs, metrics, seams
+from predictor.loop.cycle import *  # noqa: F403
+from predictor.loop.inputs import *  # noqa: F403
+from predictor.loop.metrics import *  # noqa: F403
+from predictor.loop.seams import *  # noqa: F403
 
-__all__ = [
-    "DEMAND_QUERY",
-    "ClusterReader",
-    "CycleReport",
-    "EstimatorForecaster",
-    "FileCluster",
-    "FileHistory",
-    "Forecaster",
-    "HistoryReader",
-    "KubeCluster",
-    "Loop",
-    "LoopMetrics",
-    "MetricsServer",
-    "RegistryForecaster",
-    "SourceHistory",
-    "cycle_slot",
-    "load_json_or_yaml",
-]
+__all__: list[str] = []
+__all__ += cycle.__all__
+__all__ += inputs.__all__
+__all__ += metrics.__all__
+__all__ += seams.__all__

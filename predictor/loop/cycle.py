@@ -1,11 +1,13 @@
 """One scheduling-loop cycle: read → forecast → plan → check → (apply) → audit, and nothing half-done.
 
 Everything that can fail before a write (queues, history, model, invariants) is done first; a failure
-there holds every queue with the reason and writes nothing to the cluster. Every decision is appended to
-the audit log — ``intent`` before a patch, the outcome after — so a loop killed mid-apply finds, on
-restart, exactly which patches were in flight and checks them against the live queues instead of
-guessing (each queue is one merge patch, so none can be half-patched). Cooldowns, done cycle slots and
-the stabilisation memory all survive a restart.
+there holds every queue with the reason and writes nothing to the cluster. Planning itself (stale hold,
+targets, safety policy, invariant gate) is ``predictor.planner.plan_cycle``, the call ``predictor plan``
+makes offline. Every decision is appended to the audit log — ``intent`` before a patch, the outcome
+after — so a loop killed mid-apply finds, on restart, exactly which patches were in flight and checks
+them against the live queues instead of guessing (each queue is one merge patch, so none can be
+half-patched). Cooldowns, done cycle slots and the stabilisation memory all survive a restart. Every
+time the cycle uses (audit records, holds, band gauges, last success) is the injected clock's ``now``.
 """
 
 from __future__ import annotations
@@ -20,21 +22,20 @@ import pandas as pd
 from models.frames import ID, TIME
 from predictor.actuators import Change
 from predictor.actuators.audit import AuditLog, AuditRecord, read_state, write_state
-from predictor.actuators.volcano import Outcome, VolcanoActuator, write_plan_dir
+from predictor.actuators.volcano import Outcome, write_plan_dir
 from predictor.config import Settings
-from predictor.diagnose.bands import export_forecast_bands
+from predictor.diagnose.bands import export_forecast_bands, step_at
 from predictor.errors import DataSourceError, InputError, ModelError, PredictorError, RegistryError
 from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader
 from predictor.loop.metrics import LoopMetrics
+from predictor.loop.seams import QueueActuator
 from predictor.planner import (
     FieldChange,
     Memory,
     QueuePlan,
-    check_invariants,
     forecast_resources,
-    forecast_targets,
     parse_quantity,
-    plan_queues,
+    plan_cycle,
     queues_from_list,
 )
 
@@ -64,7 +65,7 @@ class Loop:
     """The scheduling loop, wired from injected readers, forecaster and actuator."""
 
     def __init__(self, settings: Settings, *, cluster: ClusterReader, history: HistoryReader, forecaster: Forecaster,
-                 actuator: VolcanoActuator | None = None, metrics: LoopMetrics | None = None,
+                 actuator: QueueActuator | None = None, metrics: LoopMetrics | None = None,
                  clock: Callable[[], pd.Timestamp] | None = None) -> None:
         self.settings, self.cluster, self.history, self.forecaster = settings, cluster, history, forecaster
         self.actuator = actuator
@@ -73,8 +74,7 @@ class Loop:
             raise InputError(f"actuators.mode {self.mode} needs a Kubernetes connection")
         self.audit = AuditLog(settings.actuators.audit_log)
         self.state_path = settings.actuators.audit_log.with_name(settings.actuators.audit_log.name + ".state.json")
-        self.metrics = metrics or LoopMetrics()
-        self.metrics.stale_after_s = 3 * settings.loop.interval_s
+        self.metrics = metrics or LoopMetrics(ready_within_s=settings.loop.ready_within_s)
         self.clock = clock or (lambda: pd.Timestamp.now(tz="UTC"))
 
     # -- audit helpers -------------------------------------------------------------------------------
@@ -138,7 +138,7 @@ class Loop:
             return None, {}, ("stale_data", "no history in the lookback window")
         newest = pd.to_datetime(history[TIME], utc=True).max()
         age = (now - newest).total_seconds()
-        if age > self.settings.loop.stale_after_s:
+        if age > self.settings.planner.stale_after_s:
             return None, {}, ("stale_data", f"newest sample is {age / 3600:.1f} h old")
         try:
             frame, versions = self.forecaster.forecast(history, horizon=math.ceil(self.settings.planner.horizon_h) + 1)
@@ -160,13 +160,8 @@ class Loop:
             self.metrics.cycles.labels(result="held").inc()
             return
         memory = Memory.from_json(read_state(self.state_path).get("memory", {}))
-        targets = forecast_targets(forecast, psettings, now=now) if forecast is not None else None
-        plan = plan_queues(queues, targets, psettings, now=now, allocatable=allocatable, memory=memory,
-                           last_changed=self.audit.last_changed(self.mode), hold_all=hold)
-        problems = check_invariants(queues, dict(plan.desired), allocatable)
-        if problems:  # belt and braces: the policy should make this impossible
-            hold = ("invalid_state", f"plan breaks an invariant, nothing applied: {problems[0]}")
-            plan = plan_queues(queues, None, psettings, now=now, memory=memory, hold_all=hold)
+        plan, hold = plan_cycle(queues, forecast, psettings, now=now, allocatable=allocatable, memory=memory,
+                                last_changed=self.audit.last_changed(self.mode), hold=hold)
         report.plan, report.hold = plan, hold
         write_plan_dir(plan, objects, self.settings.actuators.plan_dir)
         records = [self._record(now, cycle, h.queue, "held", h.reason, code=h.code) for h in plan.held]
@@ -178,7 +173,7 @@ class Loop:
             self.audit.append(records)
             report.outcomes = self._apply(now, cycle, plan)
         write_state(self.state_path, {"memory": plan.memory.to_json()})
-        self._observe(plan, forecast, versions, hold)
+        self._observe(now, plan, forecast, versions, hold)
         self.audit.append([self._record(now, cycle, "*", "cycle-done", hold[1] if hold else "ok",
                                         code=hold[0] if hold else "")])
 
@@ -203,7 +198,7 @@ class Loop:
         self.audit.append(records)
         return outcomes
 
-    def _observe(self, plan: QueuePlan, forecast: pd.DataFrame | None, versions: dict[str, str],
+    def _observe(self, now: pd.Timestamp, plan: QueuePlan, forecast: pd.DataFrame | None, versions: dict[str, str],
                  hold: tuple[str, str] | None) -> None:
         m = self.metrics
         for h in plan.held:
@@ -212,14 +207,15 @@ class Loop:
             if c.code != "forecast":
                 m.held.labels(reason=c.code).inc()  # clipped: counted by the rule that clipped it
         if forecast is not None and not forecast.empty:
-            first = forecast.sort_values(TIME).groupby(ID, sort=False).head(1)
-            for column in [c for c in ("mean", "lo-80", "hi-80", "lo-95", "hi-95") if c in first.columns]:
-                for queue, value in zip(first[ID], first[column], strict=True):
+            # Both band families show the step that covers now (for a fresh forecast: its first step).
+            current = step_at(forecast, now)
+            for column in [c for c in ("mean", "lo-80", "hi-80", "lo-95", "hi-95") if c in current.columns]:
+                for queue, value in zip(current[ID], current[column], strict=True):
                     m.band.labels(queue=str(queue), band=column).set(float(value))
             if {"lo-80", "hi-80"} <= set(forecast.columns):
                 # predictor_forecast_upper/lower{series,level}: the dynamic thresholds alert rules compare
                 # live demand against (examples/alerts/forecast-bands.yaml, k8s PrometheusRule).
-                export_forecast_bands(m.registry, forecast, level=80)
+                export_forecast_bands(m.registry, forecast, level=80, at=now)
         for name, state in plan.desired.items():
             for f in ("deserved", "capability", "guarantee"):
                 value = state.get(f).get(self.settings.planner.resource)
@@ -229,7 +225,7 @@ class Loop:
             m.models(versions)
         m.cycles.labels(result="held" if hold else "ok").inc()
         if hold is None:
-            m.succeeded()
+            m.succeeded(now.timestamp())
 
     def run_forever(self, stop: Callable[[], bool], sleep: Callable[[float], object] = time.sleep) -> None:
         """Cycle every ``loop.interval_s`` until ``stop()``; an error in one cycle never ends the loop."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pandas as pd
 
@@ -18,6 +18,11 @@ from models.frames import ID, TIME, VALUE
 from predictor.errors import InputError, ModelError, RegistryError
 from predictor.planner import allocatable_from_nodes
 from predictor.sources.queries import QUEUE_DEMAND
+
+if TYPE_CHECKING:  # the seams' Protocols, for annotations only
+    from models.forecast.base import BaseForecaster
+    from predictor.loop.seams import ChampionRegistry, QueueApi
+    from predictor.sources import MetricSource
 
 __all__ = [
     "DEMAND_QUERY",
@@ -58,7 +63,8 @@ class ClusterReader(Protocol):
 class SourceHistory:
     """History from any ``MetricSource`` (Prometheus, a file) with a per-queue demand query."""
 
-    def __init__(self, source: Any, *, query: str = DEMAND_QUERY, lookback_h: float = 28 * 24, step_s: float = 3600,
+    def __init__(self, source: MetricSource, *,
+                 query: str = DEMAND_QUERY, lookback_h: float = 28 * 24, step_s: float = 3600,
                  queue_label: str = "queue_name") -> None:
         self.source, self.query, self.queue_label = source, query, queue_label
         self.lookback, self.step = pd.Timedelta(hours=lookback_h), pd.Timedelta(seconds=step_s)
@@ -87,7 +93,7 @@ class FileHistory:
 class EstimatorForecaster:
     """Refit a forecaster (the ``fit``/``predict`` contract of ``models.forecast``) on each cycle's history."""
 
-    def __init__(self, estimator: Any, *, version: str = "local", family: str = "gpu-forecast") -> None:
+    def __init__(self, estimator: BaseForecaster, *, version: str = "local", family: str = "gpu-forecast") -> None:
         self.estimator, self.version, self.family = estimator, version, family
 
     def forecast(self, history: pd.DataFrame, *, horizon: int) -> tuple[pd.DataFrame, dict[str, str]]:
@@ -104,7 +110,7 @@ class EstimatorForecaster:
 class RegistryForecaster:
     """The champion of ``family`` from the model registry, refitted on the newest history each cycle."""
 
-    def __init__(self, registry: Any, family: str = "gpu-forecast") -> None:
+    def __init__(self, registry: ChampionRegistry, family: str = "gpu-forecast") -> None:
         self.registry, self.family = registry, family
 
     def forecast(self, history: pd.DataFrame, *, horizon: int) -> tuple[pd.DataFrame, dict[str, str]]:
@@ -119,7 +125,7 @@ class RegistryForecaster:
 class KubeCluster:
     """Queues through the Volcano actuator's reads, allocatable GPUs from the Node list."""
 
-    def __init__(self, actuator: Any) -> None:
+    def __init__(self, actuator: QueueApi) -> None:
         self.actuator = actuator
 
     def queue_objects(self) -> list[dict[str, Any]]:

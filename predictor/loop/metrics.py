@@ -2,17 +2,21 @@
 
 An injected ``CollectorRegistry`` (not the global one) keeps tests and several loops in one process apart.
 Labels are low-cardinality on purpose: reasons are codes (``dead_band``, ``cooldown``…), not free text.
+Times come from the loop's clock (``succeeded(now)``); only readiness measures real elapsed time, since
+the probe asks whether this process still completes cycles, whatever clock the loop plans with.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+
+from predictor.config import LoopSettings
 
 __all__ = ["LoopMetrics", "MetricsServer"]
 
@@ -20,7 +24,9 @@ __all__ = ["LoopMetrics", "MetricsServer"]
 class LoopMetrics:
     """Counters and gauges of the scheduling loop."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, *, ready_within_s: float | None = None,
+                 elapsed: Callable[[], float] = time.monotonic) -> None:
+        """``ready_within_s`` defaults to ``LoopSettings.ready_within_s`` of the default interval."""
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.cycles = Counter("predictor_loop_cycles", "Loop cycles by result.", ["result"], registry=r)
@@ -38,11 +44,15 @@ class LoopMetrics:
         self.model = Gauge("predictor_loop_model_info", "Model versions used by the last cycle (value 1).",
                            ["family", "version"], registry=r)
         self.last_success_unix = 0.0
-        self.stale_after_s = 3 * 3600.0  # the loop sets it from its interval
+        self.ready_within_s = LoopSettings().ready_within_s if ready_within_s is None else ready_within_s
+        self.elapsed = elapsed
+        self._succeeded_at: float | None = None  # on the ``elapsed`` clock
 
-    def succeeded(self) -> None:
-        self.last_success_unix = time.time()
-        self.last_success.set(self.last_success_unix)
+    def succeeded(self, now_unix: float) -> None:
+        """A cycle planned (and applied) without error at ``now_unix`` (the loop's clock)."""
+        self.last_success_unix = now_unix
+        self.last_success.set(now_unix)
+        self._succeeded_at = self.elapsed()
 
     def models(self, versions: Mapping[str, str]) -> None:
         self.model.clear()
@@ -51,10 +61,10 @@ class LoopMetrics:
 
     def ready(self) -> tuple[bool, str]:
         """Ready once a cycle succeeded, and while the last success is fresh enough."""
-        if not self.last_success_unix:
+        if self._succeeded_at is None:
             return False, "no successful cycle yet"
-        age = time.time() - self.last_success_unix
-        if age > self.stale_after_s:
+        age = self.elapsed() - self._succeeded_at
+        if age > self.ready_within_s:
             return False, f"last successful cycle {age:.0f} s ago"
         return True, "ok"
 

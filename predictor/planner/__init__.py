@@ -3,11 +3,13 @@
 Queue quotas: ``forecast_targets`` turns a forecast frame (and demand peaks) into raw targets,
 ``plan_queues`` runs the safety policy over the live queues and returns a ``QueuePlan`` (desired queues,
 changes and holds with reasons, stabilisation memory), and ``check_invariants`` re-checks any desired
-state independently. Nothing here reads a clock, a file or the network.
+state independently. ``plan_cycle`` is those steps in order with the stale-data hold, as the loop and
+``predictor plan`` both run them. Nothing here reads a clock, a file or the network.
 """
 
 from __future__ import annotations
 
+from predictor.planner.cycle import CyclePlan, plan_cycle, stale_forecast
 from predictor.planner.decisions import REASON_CODES, FieldChange, Hold, Memory, QueuePlan
 from predictor.planner.invariants import check_invariants
 from predictor.planner.plan import plan_queues
@@ -27,6 +29,7 @@ __all__ = [
     "MANAGED_ANNOTATION",
     "PROTECTED_QUEUES",
     "REASON_CODES",
+    "CyclePlan",
     "FieldChange",
     "Hold",
     "Memory",
@@ -45,9 +48,11 @@ __all__ = [
     "from_milli",
     "merge_patch",
     "parse_quantity",
+    "plan_cycle",
     "plan_queues",
     "queue_from_object",
     "queues_from_list",
+    "stale_forecast",
     "targets_from_mapping",
     "touched_resources",
 ]

@@ -66,7 +66,14 @@ class PlannerSettings(BaseModel):
     shrink_window_s: float = Field(
         6 * 3600.0, ge=0, description="Shrinking uses the highest recommendation in this window (slower)."
     )
-    stale_after_s: float = Field(7200.0, gt=0, description="Hold everything when the forecast is older.")
+    stale_after_s: float = Field(
+        7200.0,
+        gt=0,
+        description="Hold everything when the data is older than this many seconds at planning time: the "
+        "loop's newest history sample, or the forecast's first step (a forecast that ends before now is "
+        "stale too). The one staleness threshold of queue planning; loop.stale_after_s is its deprecated "
+        "old name. The XDP agent's policy has its own (agent.policy.stale_after_s).",
+    )
     allocated_milli_units: bool = Field(
         False, description="status.allocated holds milli-units (Volcano builds that write 8k for 8 GPUs)."
     )

@@ -60,7 +60,13 @@ class XdpPolicy(BaseModel):
     sticky_above: float = Field(
         0.5, ge=0, le=1, description="Distributed share above which the profile keeps flows sticky."
     )
-    stale_after_s: float = Field(900.0, gt=0, description="Forecasts older than this are not acted on.")
+    stale_after_s: float = Field(
+        900.0,
+        gt=0,
+        description="Network forecasts older than this (by their generated_at) are not acted on: the node "
+        "observes only. The XDP agent's own threshold, not planner.stale_after_s: link load moves within "
+        "minutes and the agent re-reads its inputs every agent interval, while queue quotas follow hours.",
+    )
     dead_band: float = Field(
         0.05, ge=0, lt=1, description="Keep the current profile when the change is smaller than this."
     )

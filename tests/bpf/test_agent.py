@@ -42,22 +42,22 @@ def test_agent_applies_the_planned_profile_then_converges(
         config.write_text(f"node: node-a\npin_dir: {pin}\ninputs: {inputs}\ndry_run: false\nmax_cycles: 1\n")
 
         write_inputs(inputs, targets[:2], 30, [10e9, 50e9])
-        assert main(["xdp", "agent", "--config", str(config)]) == 0
+        assert main(["xdp", "agent", "--agent-config", str(config)]) == 0
         cycle = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert cycle["applied"] and cycle["profile"] == "node-a-spare"
         status = act.status()
         assert status.weights[targets[0]] > status.weights[targets[1]] > 0 and not status.observe
 
-        assert main(["xdp", "agent", "--config", str(config)]) == 0  # same inputs: nothing to do
+        assert main(["xdp", "agent", "--agent-config", str(config)]) == 0  # same inputs: nothing to do
         assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["changes"] == []
 
         write_inputs(inputs, targets[:2], 7200, [10e9, 50e9])  # stale forecasts: observe only
-        assert main(["xdp", "agent", "--config", str(config)]) == 0
+        assert main(["xdp", "agent", "--agent-config", str(config)]) == 0
         capsys.readouterr()
         assert act.status().observe
 
         inputs.unlink()  # unreadable inputs hold the current profile and report why
-        assert main(["xdp", "agent", "--config", str(config)]) == 0
+        assert main(["xdp", "agent", "--agent-config", str(config)]) == 0
         cycle = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert cycle["changes"] == [] and "cannot read forecast inputs" in cycle["error"]
     finally:
@@ -67,7 +67,7 @@ def test_agent_applies_the_planned_profile_then_converges(
 def test_agent_bad_config_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     config = tmp_path / "agent.yaml"
     config.write_text("node: n\npin_dir: /x\ninputs: /y\ninterval_s: -1\n")
-    assert main(["xdp", "agent", "--config", str(config)]) == 1
+    assert main(["xdp", "agent", "--agent-config", str(config)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: invalid agent config") and "interval_s" in err and "\n" not in err
 
@@ -106,3 +106,19 @@ def test_agent_metrics_say_down_when_nothing_is_loaded(bpffs: Path) -> None:
     registry = CollectorRegistry()
     registry.register(XdpStatsCollector(xdp.XdpActuator(bpffs / "none"), "node-a"))
     assert 'predictor_xdp_up{node="node-a"} 0.0' in generate_latest(registry).decode()
+
+
+def test_agent_config_alias_still_reads_the_file_with_a_one_line_note(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "agent.yaml"
+    config.write_text("node: n\npin_dir: /x\ninputs: /y\ninterval_s: -1\n")
+    assert main(["xdp", "agent", "--config", str(config)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "deprecated" in err[0] and "--agent-config" in err[0]
+    assert err[1].startswith("error: invalid agent config") and "interval_s" in err[1]  # the same file was read
+    assert main(["xdp", "agent", "--agent-config", str(config)]) == 1
+    assert "deprecated" not in capsys.readouterr().err
+    other = tmp_path / "other.yaml"
+    assert main(["xdp", "agent", "--agent-config", str(config), "--config", str(other)]) == 2  # which one?
+    assert main(["xdp", "agent"]) == 2  # still required

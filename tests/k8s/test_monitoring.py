@@ -174,7 +174,7 @@ def test_band_metric_names_match_the_diagnose_code() -> None:
     registry = CollectorRegistry()
     forecast = pd.DataFrame({"series_id": ["cluster"], "timestamp": [pd.Timestamp("2026-03-02", tz="UTC")],
                              "lo-80": [1.0], "hi-80": [2.0]})
-    bands.export_forecast_bands(registry, forecast, level=80)
+    bands.export_forecast_bands(registry, forecast, level=80, at=pd.Timestamp("2026-03-02", tz="UTC"))
     exported = {(m.name, frozenset(s.labels)) for m in registry.collect() for s in m.samples}
     assert exported == {(bands.UPPER, frozenset({"series", "level"})), (bands.LOWER, frozenset({"series", "level"}))}
     history = SimHistory({"q": [(0, 1.0), (300, 2.0)]}, ["node-000"])

@@ -74,3 +74,44 @@ def test_bad_config_is_one_clear_error(tmp_path: Path, text: str, message: str) 
 def test_missing_config_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config file"):
         load_settings(tmp_path / "absent.yaml")
+
+
+def test_loop_stale_after_s_still_loads_into_the_planner_setting(tmp_path: Path) -> None:
+    from predictor.config import DeprecatedSettingWarning
+
+    config = tmp_path / "c.yaml"
+    config.write_text("loop:\n  interval_s: 600\n  stale_after_s: 1800\n")
+    with pytest.warns(DeprecatedSettingWarning, match=r"loop\.stale_after_s .* planner\.stale_after_s"):
+        settings = load_settings(config)
+    assert settings.planner.stale_after_s == 1800 and settings.loop.interval_s == 600
+    assert not hasattr(settings.loop, "stale_after_s")  # one setting for the concept
+    config.write_text("loop:\n  stale_after_s: 1800\nplanner:\n  stale_after_s: 900\n")
+    with pytest.warns(DeprecatedSettingWarning):
+        assert load_settings(config).planner.stale_after_s == 900  # the new key wins
+
+
+def test_loop_stale_after_s_from_the_environment_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    from predictor.config import DeprecatedSettingWarning
+
+    monkeypatch.setenv("PREDICTOR_LOOP__STALE_AFTER_S", "600")
+    with pytest.warns(DeprecatedSettingWarning):
+        assert load_settings().planner.stale_after_s == 600
+
+
+def test_the_cli_reports_a_deprecated_key_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from predictor.cli import main
+
+    config = tmp_path / "c.yaml"
+    config.write_text("loop:\n  stale_after_s: 1800\n")
+    queues = tmp_path / "queues.json"
+    queues.write_text('{"items": []}')
+    forecast = tmp_path / "f.csv"
+    forecast.write_text("series_id,timestamp,mean,lo-80,hi-80,lo-95,hi-95\nq,2026-11-02T00:00:00Z,1,1,1,1,1\n")
+    assert main(["--config", str(config), "plan", "--queues", str(queues), "--forecast", str(forecast),
+                 "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["warning: settings key loop.stale_after_s is deprecated: use planner.stale_after_s"]
+
+
+def test_readiness_window_is_three_loop_intervals() -> None:
+    assert load_settings(None, loop={"interval_s": 300}).loop.ready_within_s == 900

@@ -65,7 +65,7 @@ def test_band_gauges_follow_the_current_step_and_drop_vanished_series() -> None:
     text = generate_latest(registry).decode()
     assert "queue_name" not in text and 'series="cluster"' in text
     with pytest.raises(InputError, match="lo-50"):
-        export_forecast_bands(registry, forecast, level=50)
+        export_forecast_bands(registry, forecast, level=50, at=T[0])
 
 
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
