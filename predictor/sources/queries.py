@@ -61,8 +61,15 @@ def volcano_queue_gpus(field: str) -> str:
 # without the Volcano family can still be trained on and served.
 KSM_GPU_REQUESTS = Selector.of("kube_pod_container_resource_requests", resource=KSM_GPU_RESOURCE)
 _ACTIVE_PODS = Selector("kube_pod_status_phase").where("phase", "Running|Pending", "=~")
-_KSM_DEMAND = f"({KSM_GPU_REQUESTS} * on(namespace, pod) group_left() ({_ACTIVE_PODS} == 1))"
+# `max by (namespace, pod)`: one right-hand series per pod even while an old phase series is still inside
+# Prometheus' lookback (backfilled or federated data carry no staleness markers), else the join is
+# many-to-many and Prometheus answers 422.
+_KSM_DEMAND = (
+    f"({KSM_GPU_REQUESTS} * on(namespace, pod) group_left() max by (namespace, pod) ({_ACTIVE_PODS} == 1))"
+)
 _POD_QUEUE = "label_volcano_sh_queue_name"  # kube_pod_labels' name for the pod label volcano.sh/queue-name
+# Only pods that name a queue: a GPU pod without the label would otherwise become a series with no queue.
+_QUEUED_PODS = Selector("kube_pod_labels").where(_POD_QUEUE, "", "!=")
 
 CLUSTER_DEMAND = f"sum({_volcano_gpus('request')}) / 1000 or sum({_KSM_DEMAND})"
 # The fallback is summed by queue_name again so both sides carry the same label set: `or` then keeps the
@@ -70,7 +77,7 @@ CLUSTER_DEMAND = f"sum({_volcano_gpus('request')}) / 1000 or sum({_KSM_DEMAND})"
 QUEUE_DEMAND = (
     f"{volcano_queue_gpus('request')}"
     f" or sum by ({QUEUE_LABEL}) (label_replace(sum by ({_POD_QUEUE}) ("
-    f"{_KSM_DEMAND} * on(namespace, pod) group_left({_POD_QUEUE}) kube_pod_labels),"
+    f"{_KSM_DEMAND} * on(namespace, pod) group_left({_POD_QUEUE}) {_QUEUED_PODS}),"
     f' "{QUEUE_LABEL}", "$1", "{_POD_QUEUE}", "(.*)"))'
 )
 QUEUE_ALLOCATED = volcano_queue_gpus("allocated")

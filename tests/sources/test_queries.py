@@ -179,3 +179,49 @@ def test_training_and_the_loop_read_the_same_queue_history(histories: Histories,
     b = served[cols].sort_values(cols[:2]).reset_index(drop=True)
     assert set(a["series_id"]) <= set(histories.queues)
     pd.testing.assert_frame_equal(a, b, check_dtype=False)
+
+
+def _openmetrics(families: dict[str, list[tuple[str, list[tuple[int, float]]]]]) -> str:
+    lines = []
+    for name, series in families.items():
+        lines.append(f"# TYPE {name} gauge")
+        for labels, samples in series:
+            lines += [f"{name}{{{labels}}} {value} {ts}" for ts, value in samples]
+    return "\n".join([*lines, "# EOF", ""])
+
+
+@pytest.mark.slow
+def test_ksm_fallback_survives_overlapping_phases_and_ignores_pods_without_a_queue(
+    prometheus_from_openmetrics: Callable[[Path], LocalPrometheus], tmp_path: Path
+) -> None:
+    """Pod `a` (queue q1) was Pending and is Running within the 5 min lookback (no staleness markers in
+    backfilled data): one series per pod on the phase side, not a many-to-many 422. Pod `b` has a GPU
+    request but no queue label: it belongs to no queue, so it makes no series (not one named "nan")."""
+    t0 = int(START.timestamp())
+    minutes = [t0 + 60 * i for i in range(30)]
+    pod_a, pod_b = 'namespace="ns",pod="a"', 'namespace="ns",pod="b"'
+    text = _openmetrics({
+        "kube_pod_container_resource_requests": [
+            (f'{pod_a},resource="nvidia_com_gpu"', [(t, 4.0) for t in minutes]),
+            (f'{pod_b},resource="nvidia_com_gpu"', [(t, 2.0) for t in minutes]),
+        ],
+        "kube_pod_status_phase": [
+            (f'{pod_a},phase="Pending"', [(t, 1.0) for t in minutes[:10]]),
+            (f'{pod_a},phase="Running"', [(t, 1.0) for t in minutes[10:]]),
+            (f'{pod_b},phase="Running"', [(t, 1.0) for t in minutes]),
+        ],
+        "kube_pod_labels": [
+            (f'{pod_a},label_volcano_sh_queue_name="q1"', [(t, 1.0) for t in minutes]),
+            (pod_b, [(t, 1.0) for t in minutes]),
+        ],
+    })
+    path = tmp_path / "ksm.om"
+    path.write_text(text, encoding="utf-8")
+    prom = prometheus_from_openmetrics(path)
+    source = PrometheusSource(PrometheusSettings(url=prom.url))  # type: ignore[call-arg]
+    frame = source.query_range(queries.QUEUE_DEMAND, START, START + pd.Timedelta(minutes=29), pd.Timedelta("1min"))
+    assert sorted(frame["queue_name"].unique()) == ["q1"]
+    assert (frame["value"] == 4.0).all() and len(frame) == 30
+    cluster = source.query_range(queries.CLUSTER_DEMAND, START, START + pd.Timedelta(minutes=29),
+                                 pd.Timedelta("1min"))
+    assert (cluster["value"] == 6.0).all()
