@@ -204,7 +204,7 @@ def test_agent_without_bpffs_holds_as_unsupported_and_logs_once(
     config = tmp_path / "agent.yaml"
     config.write_text(f"node: node-a\npin_dir: {tmp_path / 'lb'}\ninputs: {tmp_path / 'in.json'}\n"
                       "max_cycles: 3\ninterval_s: 0.01\n")
-    assert main(["xdp", "agent", "--config", str(config)]) == 0
+    assert main(["xdp", "agent", "--agent-config", str(config)]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1, out  # three cycles, one state: one line
     assert json.loads(out[0])["hold"] == "unsupported"
@@ -215,6 +215,6 @@ def test_agent_metrics_listen_where_configured(capsys: pytest.CaptureFixture[str
     config = tmp_path / "agent.yaml"
     config.write_text(f"node: n\npin_dir: {tmp_path / 'lb'}\ninputs: {tmp_path / 'in.json'}\n"
                       "metrics_port: 9402\nmetrics_address: 203.0.113.9\n")  # TEST-NET-3: no local address
-    assert main(["xdp", "agent", "--config", str(config)]) == 1
+    assert main(["xdp", "agent", "--agent-config", str(config)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: cannot serve /metrics on 203.0.113.9:9402") and "\n" not in err
