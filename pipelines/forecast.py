@@ -30,18 +30,11 @@ from models.forecast import (
     score_records,
     summarize,
 )
-from models.frames import ID, TIME, VALUE
+from models.frames import ID, TIME
+from pipelines.forecast_plots import forecast_plots
 from predictor.config import Settings
 from predictor.errors import InputError, ModelError
-from predictor.registry import (
-    FORECAST_FAMILY,
-    ModelRegistry,
-    ModelVersionInfo,
-    Verdict,
-    git_revision,
-    judge,
-    settle,
-)
+from predictor.registry import FORECAST_FAMILY, ModelRegistry, ModelVersionInfo, Verdict, git_revision, judge, settle
 
 __all__ = [
     "DEFAULT_QUERIES",
@@ -261,45 +254,12 @@ def load_prometheus_history(
     return frame
 
 
-def _plots(history: pd.DataFrame, forecast: pd.DataFrame, per_series: pd.DataFrame, directory: Path) -> list[Path]:
-    """A fan chart of the largest series and the per-series MASE bars (PNG files to log)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # headless: training runs in CronJobs
-    import matplotlib.pyplot as plt
-
-    paths = []
-    top = history.groupby(ID)[VALUE].mean().sort_values(ascending=False).index[:4]
-    fig, axes = plt.subplots(len(top), 1, figsize=(10, 2.6 * len(top)), squeeze=False)
-    for ax, sid in zip(axes[:, 0], top, strict=False):
-        past = history[history[ID] == sid].tail(24 * 21)
-        fut = forecast[forecast[ID] == sid]
-        ax.plot(past[TIME], past[VALUE], color="black", lw=0.8, label="history")
-        ax.plot(fut[TIME], fut["mean"], color="tab:blue", lw=1.0, label="forecast")
-        for lvl, alpha in ((95, 0.15), (80, 0.3)):
-            if f"lo-{lvl}" in fut:
-                ax.fill_between(fut[TIME], fut[f"lo-{lvl}"], fut[f"hi-{lvl}"], color="tab:blue", alpha=alpha, lw=0)
-        ax.set_title(str(sid), fontsize=9)
-        ax.set_ylabel("GPUs")
-    fig.tight_layout()
-    paths.append(directory / "forecast_fan.png")
-    fig.savefig(paths[-1], dpi=80)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(8, 0.3 * len(per_series) + 1.5))
-    ax.barh(per_series[ID].astype(str), per_series["mase"])
-    ax.axvline(1.0, color="grey", lw=0.8)
-    ax.set_xlabel("backtest MASE (1 = in-sample weekly seasonal naive)")
-    fig.tight_layout()
-    paths.append(directory / "backtest_mase.png")
-    fig.savefig(paths[-1], dpi=80)
-    plt.close(fig)
-    return paths
-
-
-def _backtest(estimator: BaseForecaster, history: pd.DataFrame, job: ForecastJob) -> tuple[pd.DataFrame, float]:
-    """The challenger's per-window metrics over the job's rolling origins, and its promotion score."""
+def _backtest(
+    estimator: BaseForecaster, history: pd.DataFrame, job: ForecastJob, name: str | None = None
+) -> tuple[pd.DataFrame, float]:
+    """Per-window metrics over the job's rolling origins, and the promotion score they give."""
     per_window = evaluate(
-        estimator, history, horizon=job.horizon, windows=job.windows, step=job.origin_step, name=job.model
+        estimator, history, horizon=job.horizon, windows=job.windows, step=job.origin_step, name=name or job.model
     )
     return per_window, _score(per_window)
 
@@ -319,25 +279,11 @@ def _compare_with_champion(
     """The shared promotion policy, the champion's configuration refitted and backtested on this very history."""
 
     def rescore(champion: BaseForecaster) -> float:
-        return _score(
-            evaluate(
-                clone(champion),
-                history,
-                horizon=job.horizon,
-                windows=job.windows,
-                step=job.origin_step,
-                name="champion",
-            )
-        )
+        return _backtest(clone(champion), history, job, name="champion")[1]
 
+    margin = settings.mlflow.promotion_margin
     return judge(
-        registry,
-        FORECAST_FAMILY,
-        score,
-        rescore,
-        margin=settings.mlflow.promotion_margin,
-        metric="backtest MASE",
-        data="the same window",
+        registry, FORECAST_FAMILY, score, rescore, margin=margin, metric="backtest MASE", data="the same window"
     )
 
 
@@ -389,14 +335,13 @@ def _log_version(
     per_series: pd.DataFrame,
     *,
     job: ForecastJob,
-    score: float,
     metrics: dict[str, float],
     verdict: Verdict,
     plots: bool,
 ) -> ModelVersionInfo:
     """One MLflow run (params, metrics, plots, per-series table, model card), registered as ``challenger``."""
     with tempfile.TemporaryDirectory(prefix=f"{FORECAST_FAMILY}-") as tmp:
-        artifacts = _plots(history, forecast, per_series, Path(tmp)) if plots else []
+        artifacts = forecast_plots(history, forecast, per_series, Path(tmp)) if plots else []
         metrics_csv = Path(tmp) / "backtest_per_series.csv"
         per_series.to_csv(metrics_csv, index=False)
         return registry.log_model(
@@ -406,7 +351,7 @@ def _log_version(
             metrics=metrics,
             tags={"git_revision": git_revision(), "promotion": verdict.reason},
             artifacts=[*artifacts, metrics_csv],
-            texts={"model_card.md": _model_card(job, history, score, per_series, verdict.reason)},
+            texts={"model_card.md": _model_card(job, history, metrics["backtest_mase"], per_series, verdict.reason)},
         )
 
 
@@ -427,16 +372,7 @@ def train_forecast(
     verdict = _compare_with_champion(settings, registry, history, job, score)
     metrics = _run_metrics(per_window, score, verdict)
     info = _log_version(
-        registry,
-        estimator,
-        history,
-        forecast,
-        per_series,
-        job=job,
-        score=score,
-        metrics=metrics,
-        verdict=verdict,
-        plots=plots,
+        registry, estimator, history, forecast, per_series, job=job, metrics=metrics, verdict=verdict, plots=plots
     )
     return TrainOutcome(
         estimator=estimator,
