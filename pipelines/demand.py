@@ -1,32 +1,29 @@
 """The demand training job: run table → fit → backtest on later runs → MLflow run → promote if better.
 
-Mirrors ``pipelines.forecast``: the registered ``gpu-demand`` version gets ``challenger``; it becomes
-``champion`` only if its backtest pinball loss (the loss a quantile regressor is fitted on, so lower is
-better and comparable across versions) beats the champion's on the *same* held-out runs by the
-configured margin. The slack/under-provisioning table against the request, VPA and KRR rules is logged
-with it, so a reviewer sees the trade-off, not only the loss.
+Promotion follows the one policy of ``predictor.registry.promotion``: the registered ``gpu-demand``
+version gets ``challenger``; it becomes ``champion`` only if its backtest pinball loss (the loss a quantile
+regressor is fitted on, so lower is better and comparable across versions) beats the champion's, refitted
+on the *same* training runs and scored on the same held-out runs, by the configured margin. The
+slack/under-provisioning table against the request, VPA and KRR rules is logged with it, so a reviewer
+sees the trade-off, not only the loss.
 """
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 from sklearn.base import clone
 
 from models.demand_eval import RunDemandModel, evaluate_runs, pinball_score
 from models.demand_features import run_features
 from predictor.config import Settings
-from predictor.errors import InputError, ModelError, RegistryError
-from predictor.registry import ModelRegistry, beats
+from predictor.errors import InputError, ModelError
+from predictor.registry import DEMAND_FAMILY, ModelRegistry, git_revision, judge, settle
 
-__all__ = ["FAMILY", "DemandJob", "DemandOutcome", "split_time", "train_demand"]
-
-FAMILY = "gpu-demand"
+__all__ = ["DemandJob", "DemandOutcome", "split_time", "train_demand"]
 
 
 @dataclass(frozen=True)
@@ -58,15 +55,6 @@ def split_time(runs: pd.DataFrame, test_fraction: float) -> pd.Timestamp:
     return pd.Timestamp(runs["start"].quantile(1 - test_fraction))  # type: ignore[arg-type]
 
 
-def _git_revision() -> str:
-    try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False,
-                              cwd=Path(__file__).resolve().parent)
-    except OSError:
-        return "unknown"
-    return done.stdout.strip() or "unknown"
-
-
 def train_demand(
     settings: Settings, runs: pd.DataFrame, job: DemandJob = DemandJob(), *, registry: ModelRegistry | None = None
 ) -> DemandOutcome:
@@ -76,53 +64,41 @@ def train_demand(
     try:
         table, _ = evaluate_runs(runs, split, quantile=job.quantile, max_iter=job.max_iter, target=job.target)
     except ValueError as exc:
-        raise ModelError(f"cannot backtest gpu-demand on {len(runs)} runs: {exc}") from exc
+        raise ModelError(f"cannot backtest {DEMAND_FAMILY} on {len(runs)} runs: {exc}") from exc
     feats = run_features(runs, job.target)
     train = (runs["end"] < split).to_numpy()
     test = (runs["start"] >= split).to_numpy()
     estimator = RunDemandModel(quantile=job.quantile, with_early=job.with_early, max_iter=job.max_iter)
     score = pinball_score(estimator.fit(feats[train]), feats[test])
-    champion = registry.get(FAMILY)
-    champion_score: float | None = None
-    reason = "no champion yet"
-    if champion is not None:
-        try:
-            rival = clone(registry.load_estimator(FAMILY)).fit(feats[train])
-            champion_score = pinball_score(rival, feats[test])
-            reason = (f"backtest pinball {score:.5f} vs champion v{champion.version} {champion_score:.5f} "
-                      "on the same runs")
-        except (RegistryError, ModelError, InputError, ValueError, KeyError) as exc:
-            reason = f"champion v{champion.version} could not be re-evaluated ({exc}); keeping it"
-            champion_score = float("nan")
+    verdict = judge(
+        registry, DEMAND_FAMILY, score,
+        lambda champion: pinball_score(clone(champion).fit(feats[train]), feats[test]),  # the same runs
+        margin=settings.mlflow.promotion_margin, metric="backtest pinball", data="the same runs", fmt=".5f",
+    )
     estimator.fit(feats)  # the served model sees every run
     chosen = table[table["method"].str.startswith("gbr history+early" if job.with_early else "gbr history q")]
     metrics = {"backtest_pinball": score}
     for column in ("gpu_slack", "gpu_under", "gpu_hours_freed", "mem_slack", "mem_under"):
         metrics[f"backtest_{column}"] = float(chosen[column].iloc[0])
-    if champion_score is not None and np.isfinite(champion_score):
-        metrics["champion_backtest_pinball"] = champion_score
+    if verdict.rescored_score is not None:
+        metrics["champion_backtest_pinball"] = verdict.rescored_score
     params = {
         "quantile": job.quantile, "with_early": job.with_early, "target": job.target, "max_iter": job.max_iter,
         "split": split.isoformat(), "runs": len(runs), "train_runs": int(train.sum()), "test_runs": int(test.sum()),
         "data_start": runs["start"].min().isoformat(), "data_end": runs["end"].max().isoformat(),
     }
     card = (
-        f"# gpu-demand\n\nPer-run busy-GPU and peak-memory fractions at quantile {job.quantile}.\n"
+        f"# {DEMAND_FAMILY}\n\nPer-run busy-GPU and peak-memory fractions at quantile {job.quantile}.\n"
         f"Backtest: trained on runs ended before {split}, tested on {int(test.sum())} later runs.\n"
-        f"Promotion: {reason}.\n\n```\n{table.to_string(index=False)}\n```\n"
+        f"Promotion: {verdict.reason}.\n\n```\n{table.to_string(index=False)}\n```\n"
     )
     with tempfile.TemporaryDirectory(prefix="gpu-demand-") as tmp:
         table_csv = Path(tmp) / "backtest_methods.csv"
         table.to_csv(table_csv, index=False)
         info = registry.log_model(
-            FAMILY, estimator, kind="tabular", params=params, metrics=metrics,
-            tags={"git_revision": _git_revision(), "promotion": reason}, artifacts=[table_csv],
+            DEMAND_FAMILY, estimator, kind="tabular", params=params, metrics=metrics,
+            tags={"git_revision": git_revision(), "promotion": verdict.reason}, artifacts=[table_csv],
             texts={"model_card.md": card}, pip_requirements=("pandas", "numpy", "scikit-learn"),
         )
-    promoted = champion is None or (
-        champion_score is not None and bool(np.isfinite(champion_score))
-        and beats(score, champion_score, settings.mlflow.promotion_margin)
-    )
-    if promoted:
-        registry.promote(FAMILY, info.version)
-    return DemandOutcome(info.version, promoted, score, champion_score, reason, table, metrics)
+    promoted = settle(registry, DEMAND_FAMILY, info.version, verdict)
+    return DemandOutcome(info.version, promoted, score, verdict.champion_score, verdict.reason, table, metrics)

@@ -9,7 +9,6 @@ champion's configuration is refitted and backtested on exactly the history the c
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,16 +30,15 @@ from models.forecast import (
     score_records,
     summarize,
 )
-from models.frames import ID, TIME, VALUE
+from models.frames import ID, TIME
+from pipelines.forecast_plots import forecast_plots
 from predictor.config import Settings
-from predictor.errors import InputError, ModelError, RegistryError
-from predictor.registry import ModelRegistry, beats
+from predictor.errors import InputError, ModelError
+from predictor.registry import FORECAST_FAMILY, ModelRegistry, ModelVersionInfo, Verdict, git_revision, judge, settle
 from predictor.sources.queries import CLUSTER_DEMAND, QUEUE_DEMAND
 
 __all__ = [
     "DEFAULT_QUERIES",
-    "FAMILY",
-    "MODEL_CHOICES",
     "ForecastJob",
     "ForecastOutcome",
     "TrainOutcome",
@@ -51,10 +49,6 @@ __all__ = [
     "run_forecast",
     "train_forecast",
 ]
-
-FAMILY = "gpu-forecast"
-MODEL_CHOICES = ("auto", "lstm", "ets", "mstl", "seasonal_naive", "naive")
-BASELINES = ("naive", "drift", "seasonal_naive_24", "seasonal_naive_168", "ets", "mstl")
 
 # One PromQL per series family, from the catalogue the loop and the reports read too (no train/serve skew).
 DEFAULT_QUERIES: dict[str, str] = {"cluster": CLUSTER_DEMAND, "queue": QUEUE_DEMAND}
@@ -95,18 +89,30 @@ class TrainOutcome:
     reason: str
 
 
-def make_model(name: str, *, horizon: int, freq: str = "1h", params: Mapping[str, Any] | None = None) -> BaseForecaster:
-    """A forecaster by CLI name; horizon-aware models are told the horizon they will serve."""
-    extra = dict(params or {})
-    if name in ("lstm", "auto"):
-        extra.setdefault("horizon", horizon)
-    if name == "auto":
-        extra.setdefault("step", horizon)
+def _serving_params(name: str, horizon: int, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Constructor parameters that make forecaster ``name`` serve ``horizon`` steps; ``params`` win.
+
+    Read from the constructors, not from a list of names, so a newly registered forecaster needs nothing
+    here: a ``horizon`` parameter gets the horizon, a ``step`` (between inner backtest origins) one horizon,
+    and a model that chooses among candidates (``candidate_params``) tells each horizon-aware candidate.
+    """
+    extra = dict(params)
+    for key in ("horizon", "step"):
+        if forecasters.takes(name, key):
+            extra.setdefault(key, horizon)
+    if forecasters.takes(name, "candidate_params"):
         candidate = dict(extra.get("candidate_params") or {})
-        candidate.setdefault("lstm", {"horizon": horizon})
+        for member in forecasters.names(aliases=False):
+            if forecasters.takes(member, "horizon") and not forecasters.takes(member, "candidate_params"):
+                candidate.setdefault(member, {"horizon": horizon})
         extra["candidate_params"] = candidate
+    return extra
+
+
+def make_model(name: str, *, horizon: int, freq: str = "1h", params: Mapping[str, Any] | None = None) -> BaseForecaster:
+    """A forecaster by registered name, told the horizon it will serve."""
     try:
-        model: BaseForecaster = forecasters.create(name, freq=freq, **extra)
+        model: BaseForecaster = forecasters.create(name, freq=freq, **_serving_params(name, horizon, params or {}))
     except UnknownForecasterError as exc:
         raise InputError(str(exc)) from exc
     except TypeError as exc:
@@ -176,16 +182,19 @@ def evaluate(
 def backtest_table(
     history: pd.DataFrame,
     *,
-    models: Sequence[str] = (*BASELINES, "lstm", "auto"),
+    models: Sequence[str] | None = None,
     horizon: int = 168,
     windows: int = 4,
     step: int | None = None,
     freq: str = "1h",
 ) -> pd.DataFrame:
-    """Metrics per series and model, averaged over the backtest windows (the ``backtest`` command)."""
+    """Metrics per series and model, averaged over the backtest windows (the ``backtest`` command).
+
+    ``models`` defaults to every registered forecaster, each once (aliases such as ``seasonal_naive`` skipped).
+    """
     step = step or horizon
     parts = []
-    for name in models:
+    for name in forecasters.names(aliases=False) if models is None else models:
         model = make_model(name, horizon=horizon, freq=freq)
         parts.append(evaluate(model, history, horizon=horizon, windows=windows, step=step, name=name))
     return summarize(pd.concat(parts, ignore_index=True))
@@ -229,49 +238,105 @@ def load_prometheus_history(
     return frame
 
 
-def _git_revision() -> str:
+def _backtest(
+    estimator: BaseForecaster, history: pd.DataFrame, job: ForecastJob, name: str | None = None
+) -> tuple[pd.DataFrame, float]:
+    """Per-window metrics over the job's rolling origins, and the promotion score they give."""
+    per_window = evaluate(
+        estimator, history, horizon=job.horizon, windows=job.windows, step=job.origin_step, name=name or job.model
+    )
+    return per_window, _score(per_window)
+
+
+def _fit_final(estimator: BaseForecaster, history: pd.DataFrame, job: ForecastJob) -> pd.DataFrame:
+    """Fit the version to register on all of the history; its forecast is what the fan chart shows."""
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+        forecast: pd.DataFrame = estimator.fit(history).predict(job.horizon, level=job.levels)
+    except ValueError as exc:
+        raise _model_error(exc) from exc
+    return forecast
+
+
+def _compare_with_champion(
+    settings: Settings, registry: ModelRegistry, history: pd.DataFrame, job: ForecastJob, score: float
+) -> Verdict:
+    """The shared promotion policy, the champion's configuration refitted and backtested on this very history."""
+
+    def rescore(champion: BaseForecaster) -> float:
+        return _backtest(clone(champion), history, job, name="champion")[1]
+
+    margin = settings.mlflow.promotion_margin
+    return judge(
+        registry, FORECAST_FAMILY, score, rescore, margin=margin, metric="backtest MASE", data="the same window"
+    )
+
+
+def _run_metrics(per_window: pd.DataFrame, score: float, verdict: Verdict) -> dict[str, float]:
+    """Window-averaged backtest metrics, plus the champion's score when it was re-scored on the same window."""
+    metrics: dict[str, float] = {"backtest_mase": score}
+    for column in ("mae", "smape", "pinball_p50", "pinball_p90", "coverage_80", "coverage_95"):
+        if column in per_window:
+            values = per_window[column].to_numpy(float)
+            if np.isfinite(values).any():
+                metrics[f"backtest_{column}"] = float(np.nanmean(values))
+    if verdict.rescored_score is not None:
+        metrics["champion_backtest_mase"] = verdict.rescored_score
+    return metrics
+
+
+def _run_params(job: ForecastJob, history: pd.DataFrame, estimator: BaseForecaster) -> dict[str, Any]:
+    """The job, the data window and the estimator's scalar parameters (dicts stay in the model itself)."""
+    return {
+        "model": job.model,
+        "horizon": job.horizon,
+        "windows": job.windows,
+        "step": job.origin_step,
+        "levels": ",".join(map(str, job.levels)),
+        "freq": job.freq,
+        "data_start": history[TIME].min().isoformat(),
+        "data_end": history[TIME].max().isoformat(),
+        "n_series": history[ID].nunique(),
+        "n_points": len(history),
+        **{f"model.{k}": v for k, v in estimator.get_params().items() if not isinstance(v, dict)},
+    }
+
+
+def _model_card(job: ForecastJob, history: pd.DataFrame, score: float, per_series: pd.DataFrame, reason: str) -> str:
+    return (
+        f"# {FORECAST_FAMILY} ({job.model})\n\n"
+        f"Hourly GPU demand, {job.horizon} steps ahead, intervals {job.levels} %.\n"
+        f"Data: {history[ID].nunique()} series, {history[TIME].min()} to {history[TIME].max()}.\n"
+        f"Backtest: {job.windows} origins, step {job.origin_step}; mean MASE {score:.4f}.\n"
+        f"Promotion: {reason}.\n\n```\n{per_series.to_string(index=False)}\n```\n"
+    )
+
+
+def _log_version(
+    registry: ModelRegistry,
+    estimator: BaseForecaster,
+    history: pd.DataFrame,
+    forecast: pd.DataFrame,
+    per_series: pd.DataFrame,
+    *,
+    job: ForecastJob,
+    metrics: dict[str, float],
+    verdict: Verdict,
+    plots: bool,
+) -> ModelVersionInfo:
+    """One MLflow run (params, metrics, plots, per-series table, model card), registered as ``challenger``."""
+    with tempfile.TemporaryDirectory(prefix=f"{FORECAST_FAMILY}-") as tmp:
+        artifacts = forecast_plots(history, forecast, per_series, Path(tmp)) if plots else []
+        metrics_csv = Path(tmp) / "backtest_per_series.csv"
+        per_series.to_csv(metrics_csv, index=False)
+        return registry.log_model(
+            FORECAST_FAMILY,
+            estimator,
+            params=_run_params(job, history, estimator),
+            metrics=metrics,
+            tags={"git_revision": git_revision(), "promotion": verdict.reason},
+            artifacts=[*artifacts, metrics_csv],
+            texts={"model_card.md": _model_card(job, history, metrics["backtest_mase"], per_series, verdict.reason)},
         )
-    except OSError:
-        return "unknown"
-    return out.stdout.strip() or "unknown"
-
-
-def _plots(history: pd.DataFrame, forecast: pd.DataFrame, per_series: pd.DataFrame, directory: Path) -> list[Path]:
-    """A fan chart of the largest series and the per-series MASE bars (PNG files to log)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # headless: training runs in CronJobs
-    import matplotlib.pyplot as plt
-
-    paths = []
-    top = history.groupby(ID)[VALUE].mean().sort_values(ascending=False).index[:4]
-    fig, axes = plt.subplots(len(top), 1, figsize=(10, 2.6 * len(top)), squeeze=False)
-    for ax, sid in zip(axes[:, 0], top, strict=False):
-        past = history[history[ID] == sid].tail(24 * 21)
-        fut = forecast[forecast[ID] == sid]
-        ax.plot(past[TIME], past[VALUE], color="black", lw=0.8, label="history")
-        ax.plot(fut[TIME], fut["mean"], color="tab:blue", lw=1.0, label="forecast")
-        for lvl, alpha in ((95, 0.15), (80, 0.3)):
-            if f"lo-{lvl}" in fut:
-                ax.fill_between(fut[TIME], fut[f"lo-{lvl}"], fut[f"hi-{lvl}"], color="tab:blue", alpha=alpha, lw=0)
-        ax.set_title(str(sid), fontsize=9)
-        ax.set_ylabel("GPUs")
-    fig.tight_layout()
-    paths.append(directory / "forecast_fan.png")
-    fig.savefig(paths[-1], dpi=80)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(8, 0.3 * len(per_series) + 1.5))
-    ax.barh(per_series[ID].astype(str), per_series["mase"])
-    ax.axvline(1.0, color="grey", lw=0.8)
-    ax.set_xlabel("backtest MASE (1 = in-sample weekly seasonal naive)")
-    fig.tight_layout()
-    paths.append(directory / "backtest_mase.png")
-    fig.savefig(paths[-1], dpi=80)
-    plt.close(fig)
-    return paths
 
 
 def train_forecast(
@@ -282,91 +347,24 @@ def train_forecast(
     registry: ModelRegistry | None = None,
     plots: bool = True,
 ) -> TrainOutcome:
-    """Fit, backtest, log and register one ``gpu-forecast`` version; promote it if it beats the champion."""
+    """Backtest, fit, compare with the champion, log and register one ``gpu-forecast`` version; promote if better."""
     registry = registry or ModelRegistry(settings.mlflow)
-    step = job.origin_step
     estimator = make_model(job.model, horizon=job.horizon, freq=job.freq, params=job.model_params)
-    per_window = evaluate(estimator, history, horizon=job.horizon, windows=job.windows, step=step, name=job.model)
-    score = _score(per_window)
+    per_window, score = _backtest(estimator, history, job)
     per_series = summarize(per_window)
-    try:
-        estimator.fit(history)
-        forecast = estimator.predict(job.horizon, level=job.levels)
-    except ValueError as exc:
-        raise _model_error(exc) from exc
-
-    champion = registry.get(FAMILY)
-    champion_score: float | None = None
-    reason = "no champion yet"
-    if champion is not None:
-        try:
-            champion_estimator = clone(registry.load_estimator(FAMILY))
-            champion_window = evaluate(
-                champion_estimator, history, horizon=job.horizon, windows=job.windows, step=step, name="champion"
-            )
-            champion_score = _score(champion_window)
-            reason = (
-                f"backtest MASE {score:.4f} vs champion v{champion.version} {champion_score:.4f} on the same window"
-            )
-        except (RegistryError, ModelError, InputError) as exc:
-            reason = f"champion v{champion.version} could not be re-evaluated ({exc}); keeping it"
-            champion_score = float("nan")
-
-    window_start, window_end = history[TIME].min(), history[TIME].max()
-    metrics: dict[str, float] = {"backtest_mase": score}
-    for column in ("mae", "smape", "pinball_p50", "pinball_p90", "coverage_80", "coverage_95"):
-        if column in per_window:
-            values = per_window[column].to_numpy(float)
-            if np.isfinite(values).any():
-                metrics[f"backtest_{column}"] = float(np.nanmean(values))
-    if champion_score is not None and np.isfinite(champion_score):
-        metrics["champion_backtest_mase"] = champion_score
-    params = {
-        "model": job.model,
-        "horizon": job.horizon,
-        "windows": job.windows,
-        "step": step,
-        "levels": ",".join(map(str, job.levels)),
-        "freq": job.freq,
-        "data_start": window_start.isoformat(),
-        "data_end": window_end.isoformat(),
-        "n_series": history[ID].nunique(),
-        "n_points": len(history),
-        **{f"model.{k}": v for k, v in estimator.get_params().items() if not isinstance(v, dict)},
-    }
-    card = (
-        f"# gpu-forecast ({job.model})\n\nHourly GPU demand, {job.horizon} steps ahead, intervals {job.levels} %.\n"
-        f"Data: {history[ID].nunique()} series, {window_start} to {window_end}.\n"
-        f"Backtest: {job.windows} origins, step {step}; mean MASE {score:.4f}.\n"
-        f"Promotion: {reason}.\n\n```\n{per_series.to_string(index=False)}\n```\n"
+    forecast = _fit_final(estimator, history, job)
+    verdict = _compare_with_champion(settings, registry, history, job, score)
+    metrics = _run_metrics(per_window, score, verdict)
+    info = _log_version(
+        registry, estimator, history, forecast, per_series, job=job, metrics=metrics, verdict=verdict, plots=plots
     )
-    with tempfile.TemporaryDirectory(prefix="gpu-forecast-") as tmp:
-        artifacts = _plots(history, forecast, per_series, Path(tmp)) if plots else []
-        metrics_csv = Path(tmp) / "backtest_per_series.csv"
-        per_series.to_csv(metrics_csv, index=False)
-        info = registry.log_model(
-            FAMILY,
-            estimator,
-            params=params,
-            metrics=metrics,
-            tags={"git_revision": _git_revision(), "promotion": reason},
-            artifacts=[*artifacts, metrics_csv],
-            texts={"model_card.md": card},
-        )
-    promoted = champion is None or (
-        champion_score is not None
-        and np.isfinite(champion_score)
-        and beats(score, champion_score, settings.mlflow.promotion_margin)
-    )
-    if promoted:
-        registry.promote(FAMILY, info.version)
     return TrainOutcome(
         estimator=estimator,
         version=info.version,
-        promoted=promoted,
+        promoted=settle(registry, FORECAST_FAMILY, info.version, verdict),
         score=score,
-        champion_score=champion_score,
+        champion_score=verdict.champion_score,
         metrics=metrics,
         per_series=per_series,
-        reason=reason,
+        reason=verdict.reason,
     )

@@ -3,7 +3,8 @@
 Training data are the simulator's scenarios (``TRAIN_SCENARIOS``) plus, when given, a team's own
 incidents over their history; evaluation is always on ``HELDOUT_SCENARIOS`` (other seeds, sizes, rates and
 all fault strengths), so a champion and a challenger are compared on the same rows. ``champion`` moves
-only when the challenger's macro-F1 beats the champion's re-scored macro-F1 by the configured margin.
+by the one policy of ``predictor.registry.promotion``: only when the challenger's error (1 - macro-F1) beats
+the champion's, re-scored on those rows, by the configured margin; a champion that cannot be re-scored is kept.
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ from pipelines.rca_data import (
     read_incidents,
 )
 from predictor.config import Settings
-from predictor.diagnose.models import FAMILY, save_model_file
-from predictor.errors import RegistryError
-from predictor.registry import ModelRegistry, beats
+from predictor.diagnose.models import save_model_file
+from predictor.registry import RCA_FAMILY, ModelRegistry, git_revision, judge, settle
 from predictor.sources.files import read_history
 
 __all__ = ["QUICK_HELDOUT", "QUICK_TRAIN", "RcaJob", "RcaOutcome", "default_cache_dir", "train_rca"]
@@ -68,7 +68,7 @@ class RcaOutcome:
         text = (f"macro-F1 {self.report.macro_f1:.3f}, top-1 {self.report.top1:.3f}, top-3 {self.report.top3:.3f}, "
                 f"healthy false alarms {self.report.false_alarm_rows:.3f} on {self.report.n_rows} held-out rows")
         if self.version is not None:
-            text += f"; registered {FAMILY} v{self.version} as challenger"
+            text += f"; registered {RCA_FAMILY} v{self.version} as challenger"
             text += ", promoted to champion" if self.promoted else ", champion kept"
         return "; ".join([text, *self.notes])
 
@@ -94,25 +94,25 @@ def train_rca(settings: Settings, job: RcaJob, registry: ModelRegistry | None = 
     if not job.register:
         return outcome
     registry = registry or ModelRegistry(settings.mlflow)
-    champion = registry.get(FAMILY)
-    if champion is not None:
-        try:
-            outcome.champion_macro_f1 = evaluate(registry.load_estimator(FAMILY), test).macro_f1
-        except (RegistryError, KeyError, ValueError) as exc:
-            notes.append(f"champion v{champion.version} could not be re-scored ({exc}); it is replaced")
+    # The policy is lower-is-better: the challenger and the champion are compared on the error 1 - macro-F1.
+    verdict = judge(
+        registry, RCA_FAMILY, 1 - report.macro_f1, lambda champion: 1 - evaluate(champion, test).macro_f1,
+        margin=settings.mlflow.promotion_margin, metric="held-out 1 - macro-F1", data="the same held-out scenarios",
+    )
+    if verdict.rescored_score is not None:
+        outcome.champion_macro_f1 = 1 - verdict.rescored_score
+    elif verdict.champion_score is not None:  # a champion that could not be re-scored is kept: say why
+        notes.append(verdict.reason)
     params = {"window": str(job.window), "train_scenarios": ",".join(s.name for s in train_s),
               "heldout_scenarios": ",".join(s.name for s in test_s), "min_train_strength": MIN_TRAIN_STRENGTH,
               "ccp_alpha": model.ccp_alpha_, "depth": model.tree_.get_depth(), **model.get_params()}
-    card = (f"# gpu-rca\nDecision tree over symptom windows ({job.window}).\n\n{outcome.summary()}\n\n"
+    card = (f"# {RCA_FAMILY}\nDecision tree over symptom windows ({job.window}).\n\n{outcome.summary()}\n"
+            f"Promotion: {verdict.reason}.\n\n"
             f"## Per class (held out)\n\n```\n{report.per_class.round(3).to_string()}\n```\n")
-    info = registry.log_model(FAMILY, model, kind="tabular", params=params, metrics=report.metrics(),
+    info = registry.log_model(RCA_FAMILY, model, kind="tabular", params=params, metrics=report.metrics(),
+                              tags={"git_revision": git_revision(), "promotion": verdict.reason},
                               texts={"model_card.md": card, "confusion.csv": report.confusion.to_csv()},
                               pip_requirements=("pandas", "numpy", "scikit-learn", "gpu-capacity-predictor"))
     outcome.version = info.version
-    old = outcome.champion_macro_f1
-    # beats() is lower-is-better: compare the error 1 - macro-F1.
-    if old is None or beats(1 - report.macro_f1, 1 - old, settings.mlflow.promotion_margin):
-        registry.promote(FAMILY, info.version)
-        outcome.promoted = True
+    outcome.promoted = settle(registry, RCA_FAMILY, info.version, verdict)
     return outcome
-

@@ -19,6 +19,7 @@ from rich.table import Table
 from predictor.commands._common import console, settings_from
 from predictor.demo import DemoContext, Stage, StageResult, run_stages
 from predictor.demo.stages import history_stage, plan_stage, report_stage, rightsize_stage, xdp_stage
+from predictor.registry import DEMAND_FAMILY, FORECAST_FAMILY, RCA_FAMILY
 
 if TYPE_CHECKING:
     from predictor.registry import ModelRegistry
@@ -52,8 +53,8 @@ def train_forecast_stage(ctx: DemoContext) -> StageResult:
     outcome = train_forecast(ctx.settings, ctx.state["inputs"].demand, job, registry=registry)
     ctx.state["forecaster"] = RegistryForecaster(registry)
     verdict = "champion" if outcome.promoted else "challenger (champion kept)"
-    ctx.headline["gpu-forecast"] = f"v{outcome.version} {verdict}, backtest MASE {outcome.score:.3f}"
-    return StageResult("done", f"gpu-forecast v{outcome.version} → {verdict}; {outcome.reason}", _store(ctx))
+    ctx.headline[FORECAST_FAMILY] = f"v{outcome.version} {verdict}, backtest MASE {outcome.score:.3f}"
+    return StageResult("done", f"{FORECAST_FAMILY} v{outcome.version} → {verdict}; {outcome.reason}", _store(ctx))
 
 
 def train_demand_stage(ctx: DemoContext) -> StageResult:
@@ -63,8 +64,8 @@ def train_demand_stage(ctx: DemoContext) -> StageResult:
     ctx.progress("train demand regressors")
     outcome = train_demand(ctx.settings, ctx.state["runs"], DemandJob(), registry=_registry(ctx))
     verdict = "champion" if outcome.promoted else "challenger (champion kept)"
-    ctx.headline["gpu-demand"] = f"v{outcome.version} {verdict}"
-    return StageResult("done", f"gpu-demand v{outcome.version} → {verdict}; {outcome.reason}", _store(ctx))
+    ctx.headline[DEMAND_FAMILY] = f"v{outcome.version} {verdict}"
+    return StageResult("done", f"{DEMAND_FAMILY} v{outcome.version} → {verdict}; {outcome.reason}", _store(ctx))
 
 
 def train_rca_stage(ctx: DemoContext) -> StageResult:
@@ -73,7 +74,7 @@ def train_rca_stage(ctx: DemoContext) -> StageResult:
 
     ctx.progress("train root-cause tree (quick scenarios)")
     outcome = train_rca(ctx.settings, RcaJob(quick=True, cache_dir=ctx.out / "cache" / "rca"), registry=_registry(ctx))
-    ctx.headline["gpu-rca"] = f"v{outcome.version} macro-F1 {outcome.report.macro_f1:.2f}"
+    ctx.headline[RCA_FAMILY] = f"v{outcome.version} macro-F1 {outcome.report.macro_f1:.2f}"
     return StageResult("done", outcome.summary(), _store(ctx))
 
 

@@ -26,12 +26,20 @@ from rich.table import Table
 from predictor.commands._common import CliState, console, err_console, settings_from
 from predictor.config import MlflowSettings
 from predictor.errors import PredictorError
-from predictor.registry import CHALLENGER, CHAMPION, ModelRegistry, ModelVersionInfo
+from predictor.registry import (
+    CHALLENGER,
+    CHAMPION,
+    DEMAND_FAMILY,
+    FORECAST_FAMILY,
+    RCA_FAMILY,
+    ModelRegistry,
+    ModelVersionInfo,
+)
 
 __all__ = ["FAMILIES", "FamilyResult", "RegistryReader", "register", "retrain"]
 
 # `predictor train <command>` -> registered model name (DESIGN.md: one registered model per family).
-FAMILIES: dict[str, str] = {"forecast": "gpu-forecast", "demand": "gpu-demand", "rca": "gpu-rca"}
+FAMILIES: dict[str, str] = {"forecast": FORECAST_FAMILY, "demand": DEMAND_FAMILY, "rca": RCA_FAMILY}
 
 PROMOTED = "promoted"
 REJECTED = "rejected"

@@ -17,10 +17,11 @@ from models.rca import RootCauseTree
 from predictor.atomicio import write_text
 from predictor.config import MlflowSettings
 from predictor.errors import InputError, ModelError, RegistryError
+from predictor.registry import RCA_FAMILY
 
 __all__ = ["DEFAULT_MODEL_PATH", "FAMILY", "load_default", "load_model_file", "load_registry", "save_model_file"]
 
-FAMILY = "gpu-rca"
+FAMILY = RCA_FAMILY
 DEFAULT_MODEL_PATH = Path(__file__).with_name("data") / "rca-default.json"
 
 

@@ -17,6 +17,7 @@ import pandas as pd
 from models.frames import ID, TIME, VALUE
 from predictor.errors import InputError, ModelError, RegistryError
 from predictor.planner import allocatable_from_nodes
+from predictor.registry import FORECAST_FAMILY
 from predictor.sources.queries import QUEUE_DEMAND
 
 if TYPE_CHECKING:  # the seams' Protocols, for annotations only
@@ -93,7 +94,7 @@ class FileHistory:
 class EstimatorForecaster:
     """Refit a forecaster (the ``fit``/``predict`` contract of ``models.forecast``) on each cycle's history."""
 
-    def __init__(self, estimator: BaseForecaster, *, version: str = "local", family: str = "gpu-forecast") -> None:
+    def __init__(self, estimator: BaseForecaster, *, version: str = "local", family: str = FORECAST_FAMILY) -> None:
         self.estimator, self.version, self.family = estimator, version, family
 
     def forecast(self, history: pd.DataFrame, *, horizon: int) -> tuple[pd.DataFrame, dict[str, str]]:
@@ -110,7 +111,7 @@ class EstimatorForecaster:
 class RegistryForecaster:
     """The champion of ``family`` from the model registry, refitted on the newest history each cycle."""
 
-    def __init__(self, registry: ChampionRegistry, family: str = "gpu-forecast") -> None:
+    def __init__(self, registry: ChampionRegistry, family: str = FORECAST_FAMILY) -> None:
         self.registry, self.family = registry, family
 
     def forecast(self, history: pd.DataFrame, *, horizon: int) -> tuple[pd.DataFrame, dict[str, str]]:

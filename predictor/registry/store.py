@@ -2,7 +2,8 @@
 
 Every model family (``gpu-forecast``, ``gpu-demand``, ``gpu-rca``) goes through the same four steps: log a
 run (params, metrics, data window, artifacts, model card) with the model as a pyfunc, register it, give
-the new version the ``challenger`` alias, and move ``champion`` only when the caller's comparison says so.
+the new version the ``challenger`` alias, and move ``champion`` only when the one promotion policy
+(``promotion``) says so.
 Serving loads ``models:/<family>@<alias>`` from the configured URIs only, and keeps the last model that
 loaded when a later load fails (a registry outage must not take forecasts down with it).
 
@@ -23,11 +24,10 @@ from typing import Any
 from predictor.config import MlflowSettings
 from predictor.errors import RegistryError
 
-__all__ = ["CHALLENGER", "CHAMPION", "FAMILIES", "ModelRegistry", "ModelVersionInfo", "beats"]
+__all__ = ["CHALLENGER", "CHAMPION", "ModelRegistry", "ModelVersionInfo", "beats"]
 
 log = logging.getLogger(__name__)
 
-FAMILIES = ("gpu-forecast", "gpu-demand", "gpu-rca")
 CHAMPION = "champion"
 CHALLENGER = "challenger"
 DEFAULT_REQUIREMENTS = ("pandas", "numpy", "scikit-learn", "statsmodels", "torch", "gpu-capacity-predictor")

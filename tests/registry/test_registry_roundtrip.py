@@ -8,10 +8,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipelines.forecast import FAMILY, ForecastJob, train_forecast
+from pipelines.forecast import ForecastJob, train_forecast
 from predictor.config import Settings
 from predictor.errors import RegistryError
 from predictor.registry import CHALLENGER, CHAMPION, ModelRegistry, beats
+from predictor.registry import FORECAST_FAMILY as FAMILY
 
 H = 24
 AUTO = {"candidates": ("naive", "seasonal_naive_24", "ets"), "windows": 2}

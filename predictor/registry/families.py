@@ -1,0 +1,15 @@
+"""The registered model names, one per model family (DESIGN.md: "one registered model per family").
+
+Training registers under these names, serving loads ``models:/<name>@champion`` by them and the demo and
+``retrain`` print them, so they are written here once and imported everywhere else: a typo becomes an
+import error instead of a model that trains into one name and is served from another.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DEMAND_FAMILY", "FAMILIES", "FORECAST_FAMILY", "RCA_FAMILY"]
+
+FORECAST_FAMILY = "gpu-forecast"
+DEMAND_FAMILY = "gpu-demand"
+RCA_FAMILY = "gpu-rca"
+FAMILIES = (FORECAST_FAMILY, DEMAND_FAMILY, RCA_FAMILY)

@@ -1,0 +1,110 @@
+"""The one promotion policy (``predictor.registry.promotion``) against a real sqlite MLflow store."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from models.forecast import NaiveForecaster
+from pipelines.forecast import ForecastJob, train_forecast
+from predictor.config import Settings
+from predictor.registry import (
+    CHALLENGER,
+    CHAMPION,
+    FORECAST_FAMILY,
+    ModelRegistry,
+    Verdict,
+    judge,
+    settle,
+)
+
+FAMILY = "policy-test"
+
+
+def _register(registry: ModelRegistry, verdict: Verdict) -> tuple[str, bool]:
+    """Log a (tiny) new version as the pipelines do, then let the verdict move ``champion``."""
+    info = registry.log_model(FAMILY, NaiveForecaster(), pip_requirements=("pandas",))
+    return info.version, settle(registry, FAMILY, info.version, verdict)
+
+
+def _champion(registry: ModelRegistry) -> str | None:
+    info = registry.get(FAMILY, CHAMPION)
+    return None if info is None else info.version
+
+
+def test_first_better_worse_and_unscorable(mlflow_tracking: Settings, tmp_path: Path) -> None:
+    registry = ModelRegistry(mlflow_tracking.mlflow)
+    seen: list[Any] = []
+
+    def rescore(champion: Any) -> float:
+        seen.append(champion)
+        return 1.0
+
+    # no champion yet: the first version is promoted, whatever its score
+    first = judge(registry, FAMILY, 5.0, rescore, margin=0.1)
+    assert first == Verdict(promote=True, reason="no champion yet")
+    assert _register(registry, first) == ("1", True) and _champion(registry) == "1"
+    assert not seen  # nothing to re-score
+
+    # better by more than the margin: promoted; the champion was re-scored from the registry's estimator
+    better = judge(registry, FAMILY, 0.8, rescore, margin=0.1, metric="backtest MASE", data="the same window")
+    assert better.promote and better.champion_version == "1" and better.champion_score == 1.0
+    assert better.reason == "backtest MASE 0.8000 vs champion v1 1.0000 on the same window"
+    assert isinstance(seen[-1], NaiveForecaster)
+    assert _register(registry, better) == ("2", True) and _champion(registry) == "2"
+
+    # the margin is relative to the champion's score
+    assert judge(registry, FAMILY, 0.89, rescore, margin=0.1).promote
+    assert not judge(registry, FAMILY, 0.9, rescore, margin=0.1).promote
+
+    # better, but inside the margin: kept; the new version stays challenger
+    worse = judge(registry, FAMILY, 0.95, rescore, margin=0.1)
+    assert not worse.promote and worse.rescored_score == 1.0
+    assert _register(registry, worse) == ("3", False)
+    assert _champion(registry) == "2" and registry.get(FAMILY, CHALLENGER).version == "3"  # type: ignore[union-attr]
+
+
+def _unscorable(champion: Any) -> float:
+    raise ValueError("the champion expects a column the new data lacks")
+
+
+def test_a_champion_that_cannot_be_rescored_is_kept(mlflow_tracking: Settings, tmp_path: Path) -> None:
+    registry = ModelRegistry(mlflow_tracking.mlflow)
+    _register(registry, judge(registry, FAMILY, 1.0, _unscorable, margin=0.0))
+
+    # the re-scoring fails on the new data
+    kept = judge(registry, FAMILY, 0.01, _unscorable, margin=0.0)
+    assert not kept.promote and kept.champion_version == "1"
+    assert kept.champion_score is not None and math.isnan(kept.champion_score) and kept.rescored_score is None
+    assert kept.reason == ("champion v1 could not be re-evaluated (the champion expects a column the new data "
+                           "lacks); keeping it")
+    assert _register(registry, kept) == ("2", False) and _champion(registry) == "1"
+
+    # the champion's artifacts are gone (lost volume): a fresh registry cannot load it, so it is kept
+    shutil.rmtree(tmp_path / "mlruns")
+    lost = judge(ModelRegistry(mlflow_tracking.mlflow), FAMILY, 0.01, lambda champion: 1.0, margin=0.0)
+    assert not lost.promote and "could not be re-evaluated (cannot load models:/policy-test@champion" in lost.reason
+
+    # a champion scored NaN cannot be beaten either
+    assert not judge(registry, FAMILY, 0.01, lambda champion: float("nan"), margin=0.0).promote
+
+
+def test_the_forecast_pipeline_keeps_an_unloadable_champion(
+    mlflow_tracking: Settings, daily_history: pd.DataFrame, tmp_path: Path
+) -> None:
+    job = ForecastJob(model="naive", horizon=24, windows=1)
+    first = train_forecast(mlflow_tracking, daily_history, job, registry=ModelRegistry(mlflow_tracking.mlflow),
+                           plots=False)
+    assert first.promoted
+    shutil.rmtree(tmp_path / "mlruns")
+    registry = ModelRegistry(mlflow_tracking.mlflow)
+    again = train_forecast(mlflow_tracking, daily_history, job, registry=registry, plots=False)
+    assert not again.promoted and again.reason.endswith("; keeping it")
+    assert math.isnan(again.champion_score)  # type: ignore[arg-type]
+    assert "champion_backtest_mase" not in again.metrics
+    assert registry.get(FORECAST_FAMILY, CHAMPION).version == first.version  # type: ignore[union-attr]
+    assert registry.get(FORECAST_FAMILY, CHAMPION).params["model"] == "naive"  # type: ignore[union-attr]
