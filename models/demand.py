@@ -3,7 +3,7 @@
 A request is a guess made once; right-sizing replaces it with what similar runs really used, at a chosen
 quantile so that the rare big run is still covered. The estimator is a gradient-boosted quantile
 regressor that looks like any scikit-learn regressor (``parametrize_with_checks`` passes), so ``clone``,
-grid search and MLflow pickling need no special cases; the features that make it useful are built in
+grid search and the registry's state format need no special cases; the features that make it useful are built in
 ``models.demand_features``. The baselines are the rules platform teams already run (the request itself,
 VPA's p90 + 15 %, KRR's max + 15 %, "max of the last 24 h" for queues), computed on the same rows, and
 every method is judged by one function so the comparison cannot drift.

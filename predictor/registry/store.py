@@ -1,11 +1,12 @@
 """A small, family-agnostic wrapper over the MLflow tracking store and model registry.
 
 Every model family (``gpu-forecast``, ``gpu-demand``, ``gpu-rca``) goes through the same four steps: log a
-run (params, metrics, data window, artifacts, model card) with the model as a pyfunc, register it, give
-the new version the ``challenger`` alias, and move ``champion`` only when the one promotion policy
-(``promotion``) says so.
-Serving loads ``models:/<family>@<alias>`` from the configured URIs only, and keeps the last model that
-loaded when a later load fails (a registry outage must not take forecasts down with it).
+run (params, metrics, data window, artifacts, model card) with the model stored as data (``modeldir``:
+state files plus a digest, never a pickle), register it, give the new version the ``challenger`` alias,
+and move ``champion`` only when the one promotion policy (``promotion``) says so. Serving loads
+``models:/<family>@<alias>`` from the configured URIs only, refuses a version that is not in our format or
+whose files do not match its recorded digest, and keeps the last model that loaded when a later load fails
+(a registry outage, or a refused model, must not take forecasts down with it).
 
 mlflow is imported inside the methods: importing it costs seconds, and most commands never touch it.
 Foreign errors are wrapped into ``RegistryError`` here, at the boundary.
@@ -14,6 +15,7 @@ Foreign errors are wrapped into ``RegistryError`` here, at the boundary.
 from __future__ import annotations
 
 import logging
+import tempfile
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -23,6 +25,8 @@ from typing import Any
 
 from predictor.config import MlflowSettings
 from predictor.errors import RegistryError
+from predictor.registry.modeldir import DIGEST_TAG, LOADER_MODULE, STATE_DIR, read_model_dir, write_state_dir
+from predictor.registry.served import ServedModel
 
 __all__ = ["CHALLENGER", "CHAMPION", "ModelRegistry", "ModelVersionInfo", "beats"]
 
@@ -30,6 +34,7 @@ log = logging.getLogger(__name__)
 
 CHAMPION = "champion"
 CHALLENGER = "challenger"
+PROJECT = "gpu-capacity-predictor"
 DEFAULT_REQUIREMENTS = ("pandas", "numpy", "scikit-learn", "statsmodels", "torch", "gpu-capacity-predictor")
 
 
@@ -59,7 +64,7 @@ class ModelRegistry:
 
     def __init__(self, settings: MlflowSettings) -> None:
         self.settings = settings
-        self._last_good: dict[tuple[str, str], Any] = {}
+        self._last_good: dict[tuple[str, str], ServedModel] = {}
 
     @contextmanager
     def _mlflow(self) -> Iterator[Any]:
@@ -118,51 +123,62 @@ class ModelRegistry:
         pip_requirements: Sequence[str] = DEFAULT_REQUIREMENTS,
         input_example: Any = None,
     ) -> ModelVersionInfo:
-        """Log one training run with ``estimator`` as a pyfunc, register it and alias it ``challenger``."""
-        with self._mlflow() as mlflow:
-            from mlflow.exceptions import MlflowException
-            from mlflow.models import ModelSignature
-            from mlflow.types import ColSpec, Schema
+        """Log one training run with ``estimator`` stored as data, register it and alias it ``challenger``.
 
-            from predictor.registry._pyfunc import EstimatorModel
+        The state files are written (and an estimator the state code cannot store is refused) before
+        anything reaches MLflow; their digest is recorded on the run and, atomically, on the new version.
+        """
+        with tempfile.TemporaryDirectory(prefix="gpu-model-") as tmp:
+            state_dir = Path(tmp) / STATE_DIR
+            digest = write_state_dir(estimator, kind, state_dir)
+            requirements = list(pip_requirements)
+            if PROJECT not in requirements:  # the loader module lives in this package
+                requirements.append(PROJECT)
+            with self._mlflow() as mlflow:
+                from mlflow.exceptions import MlflowException
+                from mlflow.models import ModelSignature
+                from mlflow.types import ColSpec, Schema
 
-            signature = None
-            if kind == "forecast":
-                signature = ModelSignature(
-                    inputs=Schema([ColSpec("long", "horizon"), ColSpec("string", "levels", required=False)])
-                )
-
-            try:
-                with mlflow.start_run(experiment_id=self._experiment_id(mlflow)) as run:
-                    if params:
-                        mlflow.log_params({k: str(v)[:500] for k, v in params.items()})
-                    if metrics:
-                        mlflow.log_metrics({k: float(v) for k, v in metrics.items()})
-                    mlflow.set_tags({"family": family, **(tags or {})})
-                    for path in artifacts:
-                        mlflow.log_artifact(str(path))
-                    for name, text in (texts or {}).items():
-                        mlflow.log_text(text, name)
-                    info = mlflow.pyfunc.log_model(
-                        name="model",
-                        python_model=EstimatorModel(estimator, kind=kind),
-                        pip_requirements=list(pip_requirements),  # skips slow requirement inference
-                        signature=signature,
-                        input_example=input_example,
-                        registered_model_name=family,
+                signature = None
+                if kind == "forecast":
+                    signature = ModelSignature(
+                        inputs=Schema([ColSpec("long", "horizon"), ColSpec("string", "levels", required=False)])
                     )
-                version = str(info.registered_model_version)
-                self._client(mlflow).set_registered_model_alias(family, CHALLENGER, version)
-            except (MlflowException, OSError) as exc:
-                raise RegistryError(f"cannot log {family} to {self.settings.tracking_uri}: {_reason(exc)}") from exc
-            return ModelVersionInfo(
-                family=family,
-                version=version,
-                run_id=run.info.run_id,
-                aliases=(CHALLENGER,),
-                metrics={k: float(v) for k, v in (metrics or {}).items()},
-                params={k: str(v) for k, v in (params or {}).items()},
-            )
+                try:
+                    with mlflow.start_run(experiment_id=self._experiment_id(mlflow)) as run:
+                        if params:
+                            mlflow.log_params({k: str(v)[:500] for k, v in params.items()})
+                        if metrics:
+                            mlflow.log_metrics({k: float(v) for k, v in metrics.items()})
+                        mlflow.set_tags({"family": family, **(tags or {}), DIGEST_TAG: digest})
+                        for path in artifacts:
+                            mlflow.log_artifact(str(path))
+                        for name, text in (texts or {}).items():
+                            mlflow.log_text(text, name)
+                        # a loader-module pyfunc: MLflow copies the state directory and pickles nothing
+                        info = mlflow.pyfunc.log_model(
+                            name="model",
+                            loader_module=LOADER_MODULE,
+                            data_path=str(state_dir),
+                            pip_requirements=requirements,  # skips slow requirement inference
+                            signature=signature,
+                            input_example=input_example,
+                        )
+                    registered = mlflow.register_model(info.model_uri, family, tags={DIGEST_TAG: digest})
+                    version = str(registered.version)
+                    self._client(mlflow).set_registered_model_alias(family, CHALLENGER, version)
+                except (MlflowException, OSError) as exc:
+                    raise RegistryError(
+                        f"cannot log {family} to {self.settings.tracking_uri}: {_reason(exc)}"
+                    ) from exc
+        return ModelVersionInfo(
+            family=family,
+            version=version,
+            run_id=run.info.run_id,
+            aliases=(CHALLENGER,),
+            metrics={k: float(v) for k, v in (metrics or {}).items()},
+            params={k: str(v) for k, v in (params or {}).items()},
+        )
 
     def get(self, family: str, alias: str = CHAMPION) -> ModelVersionInfo | None:
         """The version holding ``alias`` with its run's params and metrics, or None if none does."""
@@ -202,25 +218,35 @@ class ModelRegistry:
         """Make ``version`` the champion (the caller has already compared backtests)."""
         self.set_alias(family, CHAMPION, version)
 
-    def load(self, family: str, alias: str = CHAMPION) -> Any:
-        """The pyfunc at ``models:/<family>@<alias>``; on failure the last one that loaded, if any."""
+    def load(self, family: str, alias: str = CHAMPION) -> ServedModel:
+        """The model at ``models:/<family>@<alias>``, rebuilt from its state files after the format and
+        digest checks; on any failure (outage, refusal) the last one that loaded, if any."""
         key = (family, alias)
         uri = f"models:/{family}@{alias}"
-        with self._mlflow() as mlflow:
-            try:
-                model = mlflow.pyfunc.load_model(uri)
-            except Exception as exc:  # foreign boundary: MlflowException, OSError, unpickling errors
-                if key in self._last_good:
-                    log.warning("loading %s failed (%s); keeping the last good model", uri, _reason(exc))
-                    return self._last_good[key]
-                raise RegistryError(f"cannot load {uri} from {self.settings.tracking_uri}: {_reason(exc)}") from exc
+        try:
+            model = self._fetch(family, alias, uri)
+        except RegistryError as exc:
+            if key in self._last_good:
+                log.warning("loading %s failed (%s); keeping the last good model", uri, exc)
+                return self._last_good[key]
+            raise
         self._last_good[key] = model
         return model
 
+    def _fetch(self, family: str, alias: str, uri: str) -> ServedModel:
+        where = f"cannot load {uri} from {self.settings.tracking_uri}"
+        with self._mlflow() as mlflow, tempfile.TemporaryDirectory(prefix="gpu-model-") as tmp:
+            try:
+                mv = self._client(mlflow).get_model_version_by_alias(family, alias)
+                # by version, not alias: the files checked are those of the version whose digest was read
+                local = mlflow.artifacts.download_artifacts(artifact_uri=f"models:/{family}/{mv.version}",
+                                                            dst_path=tmp)
+            except Exception as exc:  # foreign boundary: MlflowException, OSError, HTTP errors
+                raise RegistryError(f"{where}: {_reason(exc)}") from exc
+            what = f"{where}: v{mv.version}"
+            estimator, kind = read_model_dir(Path(local), (mv.tags or {}).get(DIGEST_TAG), what)
+            return ServedModel(estimator, kind)
+
     def load_estimator(self, family: str, alias: str = CHAMPION) -> Any:
-        """The estimator object inside the pyfunc at ``alias`` (to refit it, e.g. on a new window)."""
-        model = self.load(family, alias)
-        try:
-            return model.unwrap_python_model().estimator
-        except AttributeError as exc:
-            raise RegistryError(f"{family}@{alias} was not logged by this project: {_reason(exc)}") from exc
+        """The estimator of the model at ``alias`` (to refit it, e.g. on a new window)."""
+        return self.load(family, alias).estimator
