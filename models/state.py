@@ -28,6 +28,8 @@ from typing import Any, Literal, cast
 import numpy as np
 import pandas as pd
 
+from models.state_base import StateError
+
 __all__ = ["STATE_FORMAT", "StateError", "from_state", "to_state", "type_name"]
 
 STATE_FORMAT = "gpu-capacity-predictor/state/1"
@@ -37,10 +39,6 @@ _NUMERIC = "biuf"
 _TIMES = "Mm"
 _UNITS = ("s", "ms", "us", "ns")  # pandas' datetime resolutions
 Unit = Literal["s", "ms", "us", "ns"]
-
-
-class StateError(ValueError):
-    """An object that cannot be stored as state, or a state that does not describe a known object."""
 
 
 def to_state(obj: Any, root: str = "estimator") -> tuple[dict[str, Any], dict[str, np.ndarray]]:

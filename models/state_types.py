@@ -25,14 +25,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from models.state import StateError
-
-if TYPE_CHECKING:
-    from models.state import Decoder, Encoder
+from models.state_base import StateDecoder as Decoder
+from models.state_base import StateEncoder as Encoder
+from models.state_base import StateError
 
 __all__ = ["TYPES", "StateType"]
 
