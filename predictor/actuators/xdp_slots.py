@@ -21,7 +21,6 @@ __all__ = [
     "moved_fraction",
     "rebalance",
     "shares",
-    "table_target",
     "total_variation",
 ]
 
@@ -146,7 +145,3 @@ def flow_hash(src: str, dst: str, proto: int, sport: int = 0, dport: int = 0) ->
     h = _mix(h, (family << 8) | proto)
     return _fmix(h)
 
-
-def table_target(table: Sequence[int], src: str, dst: str, proto: int, sport: int = 0, dport: int = 0) -> int:
-    """Target index the datapath picks for this flow with ``table`` active."""
-    return table[flow_hash(src, dst, proto, sport, dport) % len(table)]
