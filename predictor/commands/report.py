@@ -37,13 +37,12 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         window_days: Annotated[int, typer.Option("--window-days", min=1, max=28, help="Days the report "
                                                  "summarises and forecasts.")] = 7,
         rightsize: Annotated[bool, typer.Option("--rightsize/--no-rightsize", help="Add right-sizing savings "
-                                                 "(from --history, when predictor.rightsize is installed).")] = True,
+                                                 "(from the same history).")] = True,
     ) -> None:
         """Write the quota recommendation report (HTML with plots, Markdown, CSV, JSON) for every queue."""
         import pandas as pd
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-        from predictor.demo import module_exists
         from predictor.reports.assemble import make_report
         from predictor.reports.inputs import (
             inputs_from_directory,
@@ -71,7 +70,7 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
             else:
                 until = parse_time(end, name="--end") if end else pd.Timestamp.now(tz="UTC").floor("h")
                 inputs = inputs_from_prometheus(settings.prometheus, end=until, days=days)
-            if rightsize and module_exists("predictor.rightsize"):
+            if rightsize:
                 say("right-sizing workloads")
                 try:
                     found = rightsize_from_directory(history) if history is not None else \
