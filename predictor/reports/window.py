@@ -37,6 +37,7 @@ DEFAULT_RESOURCE = "nvidia.com/gpu"
 
 
 def require_columns(frame: pd.DataFrame, columns: tuple[str, ...], what: str) -> None:
+    """Raise one ``InputError`` naming the first missing column of ``what`` and the columns it has."""
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise InputError(f"{what}: missing column {missing[0]!r} (columns: {', '.join(map(str, frame.columns))})")
@@ -52,6 +53,7 @@ def keyed(frame: pd.DataFrame, what: str, id_col: str = ID) -> pd.DataFrame:
 
 
 def history_frame(frame: pd.DataFrame, what: str) -> pd.DataFrame:
+    """A history frame as ``queue, resource, timestamp, value`` (UTC times, float values, NaN if unparsable)."""
     require_columns(frame, (ID, TIME, VALUE), what)
     out = keyed(frame, what)
     out[TIME] = pd.to_datetime(out[TIME], utc=True)
@@ -60,11 +62,13 @@ def history_frame(frame: pd.DataFrame, what: str) -> pd.DataFrame:
 
 
 def sample_step(times: pd.Series) -> pd.Timedelta:
+    """The median spacing of ``times`` (one hour when there are fewer than two)."""
     diffs = times.sort_values().diff().dropna()
     return pd.Timedelta(diffs.median()) if len(diffs) else pd.Timedelta(hours=1)
 
 
 def mean_and_p95(values: np.ndarray) -> tuple[float | None, float | None]:
+    """Mean and linear 95th percentile of the finite values; ``None`` for both when there are none."""
     values = values[np.isfinite(values)]
     if len(values) == 0:
         return None, None
@@ -72,6 +76,7 @@ def mean_and_p95(values: np.ndarray) -> tuple[float | None, float | None]:
 
 
 def window_slice(frame: pd.DataFrame, key: tuple[str, str], start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:
+    """The rows of one (queue, resource) in ``(start, end]``, oldest first."""
     mine = frame[(frame["queue"] == key[0]) & (frame["resource"] == key[1])]
     return mine[(mine[TIME] > start) & (mine[TIME] <= end)].sort_values(TIME)
 
