@@ -6,37 +6,24 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from predictor.errors import InputError
 from predictor.reports.window import (
-    DEFAULT_RESOURCE,
     forecast_window,
-    history_frame,
     idle_gpu_hours,
     mean_and_p95,
     newest_sample,
-    require_columns,
     sample_coverage,
     window_slice,
 )
 
 T0 = pd.Timestamp("2026-03-02T00:00Z")
-KEY = ("a", DEFAULT_RESOURCE)
+GPU = "nvidia.com/gpu"
+KEY = ("a", GPU)
 
 
 def _history(values: list[float], step_h: int = 1) -> pd.DataFrame:
+    """A keyed history frame of queue ``a``, as ``build_report`` hands it over."""
     times = [T0 + pd.Timedelta(hours=step_h * (i + 1)) for i in range(len(values))]
-    return history_frame(pd.DataFrame({"series_id": "a", "timestamp": times, "value": values}), "history")
-
-
-def test_history_frame_keys_by_queue_and_the_gpu_resource() -> None:
-    frame = _history([1.0, 2.0])
-    assert list(frame.columns) == ["queue", "resource", "timestamp", "value"]
-    assert set(frame["resource"]) == {DEFAULT_RESOURCE} and str(frame["timestamp"].dt.tz) == "UTC"
-
-
-def test_missing_column_is_named() -> None:
-    with pytest.raises(InputError, match="quota table: missing column 'deserved'"):
-        require_columns(pd.DataFrame({"queue": ["a"]}), ("queue", "deserved"), "quota table")
+    return pd.DataFrame({"queue": "a", "resource": GPU, "timestamp": times, "value": values})
 
 
 def test_window_is_open_at_the_start_and_closed_at_the_end() -> None:
@@ -64,11 +51,11 @@ def test_idle_gpu_hours() -> None:
 
 def test_forecast_window_p50_is_the_mean_and_p90_the_largest_hi80() -> None:
     times = [T0 + pd.Timedelta(hours=h) for h in range(4)]
-    fc = pd.DataFrame({"queue": "a", "resource": DEFAULT_RESOURCE, "timestamp": times, "mean": [9.0, 1.0, 2.0, 3.0],
+    fc = pd.DataFrame({"queue": "a", "resource": GPU, "timestamp": times, "mean": [9.0, 1.0, 2.0, 3.0],
                        "hi-80": [99.0, 2.0, 5.0, 4.0]})
     part, p50, p90 = forecast_window(fc, KEY, T0, pd.Timedelta(hours=3))
     assert len(part) == 3 and (p50, p90) == (2.0, 5.0)
-    assert forecast_window(fc, ("b", DEFAULT_RESOURCE), T0, pd.Timedelta(hours=3))[1:] == (None, None)
+    assert forecast_window(fc, ("b", GPU), T0, pd.Timedelta(hours=3))[1:] == (None, None)
 
 
 def test_as_of_is_the_newest_sample_of_either_history() -> None:
