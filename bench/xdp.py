@@ -27,10 +27,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from predictor.actuators import xdp  # noqa: E402
-from predictor.actuators.xdp_frames import arp, eth, ipv4, ipv6, tcp, udp  # noqa: E402
 from predictor.actuators.xdp_libbpf import Libbpf  # noqa: E402
 from predictor.planner.xdp_slots import build_table, moved_fraction, total_variation  # noqa: E402
 from predictor.planner.xdp_types import Profile  # noqa: E402
+from tests.support.xdp_frames import arp, eth, ipv4, ipv6, tcp, udp  # noqa: E402
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from predictor.localprom import LocalPrometheus, backfill, prometheus_available
+from tests.support.localprom import LocalPrometheus, backfill, prometheus_available
 
 # Two shared cores make wall-clock deadlines flaky; properties are about correctness, not speed.
 settings.register_profile("project", deadline=None)

@@ -9,7 +9,7 @@ Estimators follow scikit-learn conventions (STYLE §1) so ``clone`` and pickling
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -26,24 +26,11 @@ from models.forecast.prep import (
 )
 from models.frames import ID, TIME, forecast_columns
 
-__all__ = ["Bands", "BaseForecaster", "LocalForecaster", "PointForecast", "normal_bands"]
+__all__ = ["Bands", "BaseForecaster", "LocalForecaster", "PointForecast"]
 
 # level -> (lower, upper) arrays of length h
 Bands = dict[int, tuple[np.ndarray, np.ndarray]]
 PointForecast = tuple[np.ndarray, Bands]
-
-_Z = {50: 0.674, 80: 1.2816, 90: 1.6449, 95: 1.9600, 99: 2.5758}
-
-
-def normal_bands(mean: np.ndarray, sigma: np.ndarray, levels: Sequence[int]) -> Bands:
-    """Gaussian intervals; used only where a model gives a standard error and nothing better."""
-    from scipy.stats import norm
-
-    bands: Bands = {}
-    for level in levels:
-        z = _Z.get(level, float(norm.ppf(0.5 + level / 200)))
-        bands[level] = (mean - z * sigma, mean + z * sigma)
-    return bands
 
 
 class BaseForecaster(BaseEstimator):  # type: ignore[misc]

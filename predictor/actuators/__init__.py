@@ -7,13 +7,11 @@ Planning is a read; applying is idempotent, so a loop can re-run a cycle after a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
-__all__ = ["Actuator", "Change"]
-
-DesiredT_contra = TypeVar("DesiredT_contra", contravariant=True)
+__all__ = ["Change"]
 
 
 @dataclass(frozen=True)
@@ -34,14 +32,3 @@ class Change:
         data["after"] = dict(self.after)
         return data
 
-
-class Actuator(Protocol[DesiredT_contra]):
-    """What the loop needs from every actuator."""
-
-    def plan(self, desired: DesiredT_contra) -> list[Change]:
-        """Changes that would bring the live state to ``desired``; ``[]`` once converged."""
-        ...
-
-    def apply(self, changes: Sequence[Change], *, dry_run: bool = True) -> list[Change]:
-        """Carry out ``changes`` (nothing when ``dry_run``); returns the changes applied or that would be."""
-        ...

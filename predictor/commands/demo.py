@@ -3,8 +3,7 @@
 simulate 5 weeks → right-size → train the three model families into a local sqlite MLflow
 (``DIR/mlflow.db``, champion aliases) → one loop cycle in plan mode → XDP profile plan → report.
 Stages are listed in ``STAGES``: one function each, taking the shared ``DemoContext`` and returning what it
-wrote (see ``predictor.demo``). A stage whose module has not landed is shown as "not built yet", never
-faked. The training stages live here because only the CLI may import ``pipelines``.
+wrote (see ``predictor.demo``). The training stages live here because only the CLI may import ``pipelines``.
 """
 
 from __future__ import annotations
@@ -79,21 +78,14 @@ def train_rca_stage(ctx: DemoContext) -> StageResult:
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage("history", history_stage, needs=("predictor.sim", "predictor.reports.inputs"), owner="simulator (issue 3)"),
-    Stage("right-size workloads", rightsize_stage, needs=("predictor.rightsize",), requires=("as_of",),
-          owner="right-sizing (issue 5)"),
-    Stage("train forecasts", train_forecast_stage, needs=("pipelines.forecast", "predictor.registry",
-                                                         "predictor.loop"), requires=("inputs",),
-          owner="forecasters (issue 4)"),
-    Stage("train demand regressors", train_demand_stage, needs=("pipelines.demand",), requires=("runs",),
-          owner="demand regressors (issue 5)"),
-    Stage("train root-cause tree", train_rca_stage, needs=("pipelines.rca",), owner="root cause (issue 6)"),
-    Stage("plan queues (one loop cycle)", plan_stage, needs=("predictor.loop",),
-          requires=("inputs", "forecaster"), owner="loop and Volcano actuator (issue 7)"),
-    Stage("plan XDP profiles", xdp_stage, needs=("predictor.planner.xdp_profiles",),
-          requires=("history_dir", "as_of"), owner="XDP planner (issue 8)"),
-    Stage("write report", report_stage, needs=("predictor.reports.assemble",), requires=("inputs", "forecaster"),
-          owner="reports (issue 9)"),
+    Stage("history", history_stage),
+    Stage("right-size workloads", rightsize_stage, requires=("as_of",)),
+    Stage("train forecasts", train_forecast_stage, requires=("inputs",)),
+    Stage("train demand regressors", train_demand_stage, requires=("runs",)),
+    Stage("train root-cause tree", train_rca_stage),
+    Stage("plan queues (one loop cycle)", plan_stage, requires=("inputs", "forecaster")),
+    Stage("plan XDP profiles", xdp_stage, requires=("history_dir", "as_of")),
+    Stage("write report", report_stage, requires=("inputs", "forecaster")),
 )
 
 
@@ -149,8 +141,7 @@ def _print_summary(ctx: DemoContext, results: list[tuple[Stage, StageResult]], s
         table.add_column(column)
     for stage, result in results:
         wrote = ", ".join(_short(p, ctx.out) for p in result.wrote)
-        table.add_row(stage.name, result.status if result.status != "not built yet" else
-                      f"not built yet: {stage.owner}", wrote)
+        table.add_row(stage.name, result.status, wrote)
     console.print(table)
     for key, value in ctx.headline.items():
         console.print(f"{key}: {value}", markup=False, highlight=False)

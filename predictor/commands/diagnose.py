@@ -26,90 +26,92 @@ def _write_json(payload: object, out: Path) -> None:
 
 def register(app: typer.Typer, train: typer.Typer) -> None:
     """Add ``diagnose`` to the root app and ``rca`` to the ``train`` group."""
+    app.command("diagnose")(diagnose_cmd)
+    train.command("rca")(train_rca_cmd)
 
-    @app.command("diagnose")
-    def diagnose_cmd(
-        ctx: typer.Context,
-        at: Annotated[str, typer.Option("--at", help="End of the window, ISO 8601 (naive = UTC).")],
-        out: Annotated[Path, typer.Option("--out", help="Output JSON file.")],
-        prometheus_url: Annotated[
-            str | None, typer.Option("--prometheus-url", help="Prometheus base URL to read the window from.")
-        ] = None,
-        history: Annotated[
-            Path | None, typer.Option("--history", help="Long CSV/Parquet history file instead of Prometheus.")
-        ] = None,
-        window: Annotated[str, typer.Option("--window", help="Window length, e.g. 15m.")] = "15m",
-        scope: Annotated[
-            str | None, typer.Option("--scope", help="Only this scope: node=X, gpu=N, job=J or queue=Q.")
-        ] = None,
-        model: Annotated[
-            Path | None, typer.Option("--model", help="Model JSON file (from `predictor train rca --save`).")
-        ] = None,
-        registry: Annotated[
-            str | None, typer.Option("--registry", help="MLflow tracking URI: use gpu-rca@champion from it.")
-        ] = None,
-        step: Annotated[str, typer.Option("--step", help="Query step against Prometheus.")] = "1m",
-    ) -> None:
-        """Name the likely cause of a slowdown in a window: cause, probability, scope, explanation."""
-        from predictor.diagnose.engine import diagnose, fetch_window, history_window, parse_scope
-        from predictor.diagnose.models import load_default, load_model_file, load_registry
-        from predictor.sources.files import read_frame
-        from predictor.sources.prometheus import PrometheusSource
-        from predictor.timeparse import parse_duration, parse_time
 
-        if (prometheus_url is None) == (history is None):
-            raise InputError("give exactly one of --prometheus-url URL or --history FILE")
-        if model is not None and registry is not None:
-            raise InputError("give at most one of --model PATH or --registry URI")
-        at_ts = parse_time(at, name="--at")
-        window_td = parse_duration(window, name="--window")
-        scope_filter = parse_scope(scope)
-        settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow={"tracking_uri": registry})
-        if model is not None:
-            tree = load_model_file(model)
-        elif registry is not None:
-            tree = load_registry(settings.mlflow)
-        else:
-            tree = load_default()
-        if history is not None:
-            frame = history_window(read_frame(history), at_ts, window_td)
-        else:
-            source = PrometheusSource(settings.prometheus)
-            frame = fetch_window(source, at_ts, window_td, parse_duration(step, name="--step"))
-        result = diagnose(frame, tree, at_ts, window_td, scope_filter)
-        _write_json(result, out)
-        top = result["findings"][0]
-        where = ", ".join(f"{k}={v}" for k, v in top["scope"].items() if v) or "cluster"
-        console.print(f"{top['cause']} ({top['probability']:.2f}) at {where}; "
-                      f"{len(result['findings'])} finding(s) written to {out}", highlight=False, markup=False)
+def diagnose_cmd(
+    ctx: typer.Context,
+    at: Annotated[str, typer.Option("--at", help="End of the window, ISO 8601 (naive = UTC).")],
+    out: Annotated[Path, typer.Option("--out", help="Output JSON file.")],
+    prometheus_url: Annotated[
+        str | None, typer.Option("--prometheus-url", help="Prometheus base URL to read the window from.")
+    ] = None,
+    history: Annotated[
+        Path | None, typer.Option("--history", help="Long CSV/Parquet history file instead of Prometheus.")
+    ] = None,
+    window: Annotated[str, typer.Option("--window", help="Window length, e.g. 15m.")] = "15m",
+    scope: Annotated[
+        str | None, typer.Option("--scope", help="Only this scope: node=X, gpu=N, job=J or queue=Q.")
+    ] = None,
+    model: Annotated[
+        Path | None, typer.Option("--model", help="Model JSON file (from `predictor train rca --save`).")
+    ] = None,
+    registry: Annotated[
+        str | None, typer.Option("--registry", help="MLflow tracking URI: use gpu-rca@champion from it.")
+    ] = None,
+    step: Annotated[str, typer.Option("--step", help="Query step against Prometheus.")] = "1m",
+) -> None:
+    """Name the likely cause of a slowdown in a window: cause, probability, scope, explanation."""
+    from predictor.diagnose.engine import diagnose, fetch_window, history_window, parse_scope
+    from predictor.diagnose.models import load_default, load_model_file, load_registry
+    from predictor.sources.files import read_frame
+    from predictor.sources.prometheus import PrometheusSource
+    from predictor.timeparse import parse_duration, parse_time
 
-    @train.command("rca")
-    def train_rca_cmd(
-        ctx: typer.Context,
-        save: Annotated[
-            Path | None, typer.Option("--save", help="Also write the fitted model as JSON to this file.")
-        ] = None,
-        incidents: Annotated[
-            Path | None, typer.Option("--incidents", help="Your labelled incidents CSV (time,scope,cause[,window]).")
-        ] = None,
-        history: Annotated[
-            Path | None, typer.Option("--history", help="History file the incidents refer to.")
-        ] = None,
-        window: Annotated[str, typer.Option("--window", help="Window length, e.g. 15m.")] = "15m",
-        cache: Annotated[
-            Path | None, typer.Option("--cache", help="Directory caching simulated labelled windows.")
-        ] = None,
-        quick: Annotated[bool, typer.Option("--quick", help="One small scenario each (smoke runs).")] = False,
-        no_register: Annotated[bool, typer.Option("--no-register", help="Skip MLflow.")] = False,
-    ) -> None:
-        """Train the root-cause tree (simulator scenarios + your incidents), log to MLflow `gpu-rca`."""
-        from pipelines.rca import RcaJob, train_rca
-        from predictor.timeparse import parse_duration
+    if (prometheus_url is None) == (history is None):
+        raise InputError("give exactly one of --prometheus-url URL or --history FILE")
+    if model is not None and registry is not None:
+        raise InputError("give at most one of --model PATH or --registry URI")
+    at_ts = parse_time(at, name="--at")
+    window_td = parse_duration(window, name="--window")
+    scope_filter = parse_scope(scope)
+    settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow={"tracking_uri": registry})
+    if model is not None:
+        tree = load_model_file(model)
+    elif registry is not None:
+        tree = load_registry(settings.mlflow)
+    else:
+        tree = load_default()
+    if history is not None:
+        frame = history_window(read_frame(history), at_ts, window_td)
+    else:
+        source = PrometheusSource(settings.prometheus)
+        frame = fetch_window(source, at_ts, window_td, parse_duration(step, name="--step"))
+    result = diagnose(frame, tree, at_ts, window_td, scope_filter)
+    _write_json(result, out)
+    top = result["findings"][0]
+    where = ", ".join(f"{k}={v}" for k, v in top["scope"].items() if v) or "cluster"
+    console.print(f"{top['cause']} ({top['probability']:.2f}) at {where}; "
+                  f"{len(result['findings'])} finding(s) written to {out}", highlight=False, markup=False)
 
-        if (incidents is None) != (history is None):
-            raise InputError("--incidents and --history go together")
-        settings = settings_from(ctx)
-        job = RcaJob(window=parse_duration(window, name="--window"), incidents=incidents, history=history,
-                     cache_dir=cache, quick=quick, register=not no_register, save=save)
-        outcome = train_rca(settings, job)
-        console.print(outcome.summary(), highlight=False, markup=False)
+
+def train_rca_cmd(
+    ctx: typer.Context,
+    save: Annotated[
+        Path | None, typer.Option("--save", help="Also write the fitted model as JSON to this file.")
+    ] = None,
+    incidents: Annotated[
+        Path | None, typer.Option("--incidents", help="Your labelled incidents CSV (time,scope,cause[,window]).")
+    ] = None,
+    history: Annotated[
+        Path | None, typer.Option("--history", help="History file the incidents refer to.")
+    ] = None,
+    window: Annotated[str, typer.Option("--window", help="Window length, e.g. 15m.")] = "15m",
+    cache: Annotated[
+        Path | None, typer.Option("--cache", help="Directory caching simulated labelled windows.")
+    ] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="One small scenario each (smoke runs).")] = False,
+    no_register: Annotated[bool, typer.Option("--no-register", help="Skip MLflow.")] = False,
+) -> None:
+    """Train the root-cause tree (simulator scenarios + your incidents), log to MLflow `gpu-rca`."""
+    from pipelines.rca import RcaJob, train_rca
+    from predictor.timeparse import parse_duration
+
+    if (incidents is None) != (history is None):
+        raise InputError("--incidents and --history go together")
+    settings = settings_from(ctx)
+    job = RcaJob(window=parse_duration(window, name="--window"), incidents=incidents, history=history,
+                 cache_dir=cache, quick=quick, register=not no_register, save=save)
+    outcome = train_rca(settings, job)
+    console.print(outcome.summary(), highlight=False, markup=False)

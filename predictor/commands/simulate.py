@@ -6,8 +6,9 @@ with rich. Known errors surface as one line through the CLI's error handling.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import pandas as pd
 import typer
@@ -18,96 +19,115 @@ from predictor.commands._common import console
 from predictor.errors import InputError
 from predictor.timeparse import parse_duration, parse_time
 
+if TYPE_CHECKING:
+    from predictor.sim import SimResult, SimSettings
+
 __all__ = ["register"]
 
 
 def register(app: typer.Typer, train: typer.Typer) -> None:
     """Add ``simulate`` and ``collect`` to the root app."""
+    app.command("simulate")(simulate)
+    app.command("collect")(collect)
 
-    @app.command()
-    def simulate(
-        jobs: Annotated[Path | None, typer.Option("--jobs", help="Job table (CSV/Parquet): submit_time, "
-                                                   "queue or vc, num_gpus, duration_s.")] = None,
-        synthetic: Annotated[bool, typer.Option("--synthetic", help="Generate synthetic jobs.")] = False,
-        philly_sample: Annotated[bool, typer.Option("--philly-sample", help="Use the bundled Philly sample.")] = False,
-        start: Annotated[str | None, typer.Option("--start", help="First sample time, ISO 8601.")] = None,
-        weeks: Annotated[float, typer.Option("--weeks", help="Weeks of history to emit.")] = 1.0,
-        nodes: Annotated[int, typer.Option("--nodes", help="Number of 8-GPU nodes.")] = 64,
-        gpu_types: Annotated[str, typer.Option("--gpu-types", help="H100, or pools like H100:48,A100:16.")] = "H100",
-        step: Annotated[str, typer.Option("--step", help="Sample step (1m, 5m, 30s …).")] = "1m",
-        seed: Annotated[int, typer.Option("--seed", help="Random seed (runs are deterministic for a seed).")] = 0,
-        faults: Annotated[float, typer.Option("--faults", help="Injected faults per day, cluster-wide.")] = 0.0,
-        queues: Annotated[Path | None, typer.Option("--queues", help="Queue table: queue, deserved[, weight, "
-                                                     "capability, guarantee].")] = None,
-        quota_schedule: Annotated[Path | None, typer.Option("--quota-schedule", help="Quota changes: timestamp, "
-                                                             "queue, deserved and/or capability.")] = None,
-        metrics: Annotated[str, typer.Option("--metrics", help="Metric families: all, core, or globs.")] = "all",
-        jobs_per_hour: Annotated[float, typer.Option("--jobs-per-hour", help="Synthetic arrival rate.")] = 60.0,
-        out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("sim-out"),
-        openmetrics: Annotated[bool, typer.Option("--openmetrics", help="Also write metrics.om for promtool.")] = False,
-        parquet: Annotated[bool, typer.Option("--parquet/--no-parquet", help="Write Parquet long frames.")] = True,
-    ) -> None:
-        """Simulate a Volcano GPU cluster from a job table and write its Prometheus history."""
-        from predictor import sim
-        from predictor.sim.jobs import read_table
 
-        if sum([jobs is not None, synthetic, philly_sample]) != 1:
-            raise InputError("give exactly one of --jobs FILE, --synthetic or --philly-sample")
-        if nodes < 1:
-            raise InputError(f"--nodes must be >= 1, got {nodes}")
-        step_td = parse_duration(step, name="--step")
-        start_ts = parse_time(start, name="--start") if start else None
-        settings = sim.SimSettings(start=start_ts, weeks=weeks, step_s=int(step_td.total_seconds()), seed=seed,
-                                   fault_rate_per_day=faults, metrics=metrics)
-        cluster = sim.parse_gpu_types(gpu_types, nodes)
-        if jobs is not None:
-            table = sim.load_jobs(jobs)
-        elif philly_sample:
-            table = sim.philly_sample()
-        else:
-            begin = start_ts if start_ts is not None else pd.Timestamp("2026-01-05", tz="UTC")
-            table = sim.synthetic_jobs(begin - pd.Timedelta(days=settings.warmup_days),
-                                       begin + pd.Timedelta(weeks=weeks), seed=seed, jobs_per_hour=jobs_per_hour)
-            settings = settings.model_copy(update={"start": begin})
-        queue_specs = sim.queues_from_frame(read_table(queues), str(queues)) if queues else None
-        changes = sim.quota_schedule_from_frame(read_table(quota_schedule), str(quota_schedule)) \
-            if quota_schedule else ()
-        with Progress(TextColumn("{task.description:<48}"), BarColumn(), TimeElapsedColumn(),
-                      console=console, transient=True) as bar:
-            task = bar.add_task("schedule", total=1.0)
+def simulate(
+    jobs: Annotated[Path | None, typer.Option("--jobs", help="Job table (CSV/Parquet): submit_time, "
+                                               "queue or vc, num_gpus, duration_s.")] = None,
+    synthetic: Annotated[bool, typer.Option("--synthetic", help="Generate synthetic jobs.")] = False,
+    philly_sample: Annotated[bool, typer.Option("--philly-sample", help="Use the bundled Philly sample.")] = False,
+    start: Annotated[str | None, typer.Option("--start", help="First sample time, ISO 8601.")] = None,
+    weeks: Annotated[float, typer.Option("--weeks", help="Weeks of history to emit.")] = 1.0,
+    nodes: Annotated[int, typer.Option("--nodes", help="Number of 8-GPU nodes.")] = 64,
+    gpu_types: Annotated[str, typer.Option("--gpu-types", help="H100, or pools like H100:48,A100:16.")] = "H100",
+    step: Annotated[str, typer.Option("--step", help="Sample step (1m, 5m, 30s …).")] = "1m",
+    seed: Annotated[int, typer.Option("--seed", help="Random seed (runs are deterministic for a seed).")] = 0,
+    faults: Annotated[float, typer.Option("--faults", help="Injected faults per day, cluster-wide.")] = 0.0,
+    queues: Annotated[Path | None, typer.Option("--queues", help="Queue table: queue, deserved[, weight, "
+                                                 "capability, guarantee].")] = None,
+    quota_schedule: Annotated[Path | None, typer.Option("--quota-schedule", help="Quota changes: timestamp, "
+                                                         "queue, deserved and/or capability.")] = None,
+    metrics: Annotated[str, typer.Option("--metrics", help="Metric families: all, core, or globs.")] = "all",
+    jobs_per_hour: Annotated[float, typer.Option("--jobs-per-hour", help="Synthetic arrival rate.")] = 60.0,
+    out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("sim-out"),
+    openmetrics: Annotated[bool, typer.Option("--openmetrics", help="Also write metrics.om for promtool.")] = False,
+    parquet: Annotated[bool, typer.Option("--parquet/--no-parquet", help="Write Parquet long frames.")] = True,
+) -> None:
+    """Simulate a Volcano GPU cluster from a job table and write its Prometheus history."""
+    from predictor import sim
+    from predictor.sim.jobs import read_table
 
-            def progress(stage: str, fraction: float) -> None:
-                bar.update(task, description=stage, completed=min(max(fraction, 0.0), 1.0))
+    if sum([jobs is not None, synthetic, philly_sample]) != 1:
+        raise InputError("give exactly one of --jobs FILE, --synthetic or --philly-sample")
+    if nodes < 1:
+        raise InputError(f"--nodes must be >= 1, got {nodes}")
+    step_td = parse_duration(step, name="--step")
+    start_ts = parse_time(start, name="--start") if start else None
+    settings = sim.SimSettings(start=start_ts, weeks=weeks, step_s=int(step_td.total_seconds()), seed=seed,
+                               fault_rate_per_day=faults, metrics=metrics)
+    cluster = sim.parse_gpu_types(gpu_types, nodes)
+    table, settings = _job_table(jobs, philly_sample, settings, jobs_per_hour)
+    queue_specs = sim.queues_from_frame(read_table(queues), str(queues)) if queues else None
+    changes = sim.quota_schedule_from_frame(read_table(quota_schedule), str(quota_schedule)) \
+        if quota_schedule else ()
+    with Progress(TextColumn("{task.description:<48}"), BarColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task("schedule", total=1.0)
 
-            result = sim.simulate(table, cluster, settings, queues=queue_specs, quota_changes=changes,
-                                  progress=progress)
-            counts = result.write(out, openmetrics=openmetrics, parquet=parquet, progress=progress)
-        totals = sim.summary_totals(result.summary, result.schedule.attempts)
-        summary = Table(title=f"simulated {weeks:g} weeks, {cluster.n_gpus} GPUs → {out}")
-        summary.add_column("what")
-        summary.add_column("value", justify="right")
-        for name, value in totals.items():
-            summary.add_row(name, f"{value:,.2f}")
-        summary.add_row("faults injected", str(len(result.faults)))
-        for name, count in counts.items():
-            summary.add_row(f"samples ({name})", f"{count:,}")
-        console.print(summary)
+        def progress(stage: str, fraction: float) -> None:
+            bar.update(task, description=stage, completed=min(max(fraction, 0.0), 1.0))
 
-    @app.command()
-    def collect(
-        port: Annotated[int, typer.Option("--port", help="Port of the /metrics endpoint.")] = 9400,
-        address: Annotated[str, typer.Option("--address", help="Listen address.")] = "0.0.0.0",  # noqa: S104
-        interval: Annotated[str, typer.Option("--interval", help="How often NVML is read.")] = "15s",
-        once: Annotated[bool, typer.Option("--once", help="Print one scrape to stdout and exit.")] = False,
-    ) -> None:
-        """Serve DCGM-compatible GPU metrics read through NVML (for nodes without dcgm-exporter)."""
-        from predictor.collect import print_once, serve
-        from predictor.sources.nvml import PynvmlBackend
+        result = sim.simulate(table, cluster, settings, queues=queue_specs, quota_changes=changes,
+                              progress=progress)
+        counts = result.write(out, openmetrics=openmetrics, parquet=parquet, progress=progress)
+    console.print(_summary_table(result, counts, f"simulated {weeks:g} weeks, {cluster.n_gpus} GPUs → {out}"))
 
-        backend = PynvmlBackend.open()
-        if once:
-            console.print(print_once(backend), markup=False, highlight=False, end="")
-            return
-        console.print(f"serving NVML metrics on http://{address}:{port}/metrics")
-        serve(backend, port=port, address=address, interval_s=parse_duration(interval, name="--interval")
-              .total_seconds())
+
+def _job_table(jobs: Path | None, philly_sample: bool, settings: SimSettings, jobs_per_hour: float
+               ) -> tuple[pd.DataFrame, SimSettings]:
+    """The job table to replay: a file, the bundled Philly sample, or synthetic jobs (which fix the start)."""
+    from predictor import sim
+
+    if jobs is not None:
+        return sim.load_jobs(jobs), settings
+    if philly_sample:
+        return sim.philly_sample(), settings
+    begin = settings.start if settings.start is not None else pd.Timestamp("2026-01-05", tz="UTC")
+    weeks = pd.Timedelta(weeks=settings.weeks)
+    table = sim.synthetic_jobs(begin - pd.Timedelta(days=settings.warmup_days), begin + weeks, seed=settings.seed,
+                               jobs_per_hour=jobs_per_hour)
+    return table, settings.model_copy(update={"start": begin})
+
+
+def _summary_table(result: SimResult, counts: Mapping[str, int], title: str) -> Table:
+    from predictor import sim
+
+    totals = sim.summary_totals(result.summary, result.schedule.attempts)
+    summary = Table(title=title)
+    summary.add_column("what")
+    summary.add_column("value", justify="right")
+    for name, value in totals.items():
+        summary.add_row(name, f"{value:,.2f}")
+    summary.add_row("faults injected", str(len(result.faults)))
+    for name, count in counts.items():
+        summary.add_row(f"samples ({name})", f"{count:,}")
+    return summary
+
+
+def collect(
+    port: Annotated[int, typer.Option("--port", help="Port of the /metrics endpoint.")] = 9400,
+    address: Annotated[str, typer.Option("--address", help="Listen address.")] = "0.0.0.0",  # noqa: S104
+    interval: Annotated[str, typer.Option("--interval", help="How often NVML is read.")] = "15s",
+    once: Annotated[bool, typer.Option("--once", help="Print one scrape to stdout and exit.")] = False,
+) -> None:
+    """Serve DCGM-compatible GPU metrics read through NVML (for nodes without dcgm-exporter)."""
+    from predictor.collect import print_once, serve
+    from predictor.sources.nvml import PynvmlBackend
+
+    backend = PynvmlBackend.open()
+    if once:
+        console.print(print_once(backend), markup=False, highlight=False, end="")
+        return
+    console.print(f"serving NVML metrics on http://{address}:{port}/metrics")
+    serve(backend, port=port, address=address, interval_s=parse_duration(interval, name="--interval")
+          .total_seconds())

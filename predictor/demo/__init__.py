@@ -1,15 +1,14 @@
 """The demo's stage machinery: one function per stage, a shared context, and a runner that never fakes.
 
-A stage is ``Stage(name, run, needs=(modules…), requires=(context keys…))``. The runner marks a stage
-"not built yet" when a module it needs does not exist (its issue has not landed), "skipped" when an
+A stage is ``Stage(name, run, requires=(context keys…))``. The runner marks a stage "skipped" when an
 earlier stage did not produce what it requires, and otherwise runs it; ``run(ctx)`` returns a
 ``StageResult`` listing the paths it wrote and a one-line summary, and may put outputs into ``ctx.state``
-for later stages. Adding a stage = writing one function and adding one ``Stage`` to the list.
+for later stages. A known error (``PredictorError``) fails its stage only; anything else, a failing import
+included, is a bug and propagates. Adding a stage = writing one function and adding one ``Stage`` to the list.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,9 +18,9 @@ from typing import Any, Literal
 from predictor.config import Settings
 from predictor.errors import PredictorError
 
-__all__ = ["DemoContext", "Stage", "StageResult", "module_exists", "run_stages"]
+__all__ = ["DemoContext", "Stage", "StageResult", "run_stages"]
 
-Status = Literal["done", "reused", "not built yet", "skipped", "failed"]
+Status = Literal["done", "reused", "skipped", "failed"]
 
 
 @dataclass
@@ -48,16 +47,7 @@ class StageResult:
 class Stage:
     name: str
     run: Callable[[DemoContext], StageResult]
-    needs: tuple[str, ...] = ()  # importable modules; missing → "not built yet"
     requires: tuple[str, ...] = ()  # ctx.state keys earlier stages must have set; missing → "skipped"
-    owner: str = ""  # the issue that builds it, shown while it is not built
-
-
-def module_exists(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):  # a missing parent package
-        return False
 
 
 def run_stages(
@@ -70,11 +60,8 @@ def run_stages(
     """Run ``stages`` in order; a known error fails its stage (and skips dependants), not the whole demo."""
     results: list[tuple[Stage, StageResult]] = []
     for stage in stages:
-        missing = [m for m in stage.needs if not module_exists(m)]
         lacking = [k for k in stage.requires if k not in ctx.state]
-        if missing:
-            result = StageResult("not built yet", f"{stage.owner or 'missing'}: no module {missing[0]}")
-        elif lacking:
+        if lacking:
             result = StageResult("skipped", f"needs {lacking[0]} from an earlier stage")
         else:
             on_start(stage)
@@ -83,8 +70,6 @@ def run_stages(
                 result = stage.run(ctx)
             except PredictorError as exc:
                 result = StageResult("failed", str(exc))
-            except ImportError as exc:  # a piece that exists but is broken mid-change: say so, keep going
-                result = StageResult("failed", f"cannot import: {exc}")
             result.seconds = time.perf_counter() - started
         results.append((stage, result))
         on_done(stage, result)

@@ -202,51 +202,21 @@ def plan_queues(
     now_s = _seconds(now)
     by_name = {q.name: q for q in queues}
     recs: dict[str, Series] = dict((memory or Memory()).recommendations)
-    per_queue: dict[str, dict[str, Target]] = {}
-    for (queue_name, resource), target in (targets or {}).items():
-        per_queue.setdefault(queue_name, {})[resource] = target
+    per_queue = _targets_by_queue(targets or {}, allocatable or {})
+    if settings.fit_deserved_to_cluster:
+        _fit_deserved(per_queue, queues, allocatable or {}, settings)
     held: list[Hold] = []
     notes: Notes = {}
     before = {n: _values(q) for n, q in by_name.items()}
     after = {n: _values(q) for n, q in by_name.items()}
     managed: set[str] = set()
-    for wanted in per_queue.values():
-        for resource, target in list(wanted.items()):
-            limit = (allocatable or {}).get(resource)
-            if limit is not None and limit > 0 and max(target.deserved, target.capability) > limit:
-                # A quota larger than the live cluster means nothing, and unbounded backlog would grow it forever.
-                wanted[resource] = replace(target, deserved=min(target.deserved, limit),
-                                         capability=min(target.capability, limit),
-                                         guarantee=min(target.guarantee, limit),
-                                         basis=f"{target.basis}, capped at live allocatable {limit:g}")
-    if settings.fit_deserved_to_cluster:
-        _fit_deserved(per_queue, queues, allocatable or {}, settings)
     for queue in queues:
-        if queue.name in PROTECTED_QUEUES:
-            held.append(Hold(queue.name, f"{queue.name} is never resized", "protected"))
-            continue
-        if not queue.managed:
-            held.append(Hold(queue.name, "annotated gpu-capacity-predictor/managed=false", "opted_out"))
-            continue
-        if hold_all is not None:
-            held.append(Hold(queue.name, hold_all[1], hold_all[0]))
-            continue
-        mine = per_queue.get(queue.name)
-        if not mine:
-            held.append(Hold(queue.name, "no forecast for this queue in the planning horizon", "no_forecast"))
-            continue
-        since = now_s - (last_changed or {}).get(queue.name, float("-inf"))
-        if since < settings.cooldown_s:
-            for resource, target in mine.items():  # keep the stabilisation windows fed while cooling down
-                for name in FIELDS:
-                    key = Memory.key(queue.name, name, resource)
-                    recs[key] = remember(recs.get(key, ()), now_s, float(getattr(target, name)),
-                                         2 * max(settings.shrink_window_s, settings.grow_window_s))
-            held.append(Hold(queue.name, f"cooldown: last change {since:.0f} s ago (< {settings.cooldown_s:g} s)",
-                             "cooldown"))
+        hold = _why_not_planned(queue, per_queue.get(queue.name), settings, now_s, last_changed or {}, hold_all, recs)
+        if hold is not None:
+            held.append(hold)
             continue
         managed.add(queue.name)
-        after[queue.name] = _plan_queue(queue, mine, settings, now_s, recs, notes)
+        after[queue.name] = _plan_queue(queue, per_queue[queue.name], settings, now_s, recs, notes)
     _hierarchy(by_name, managed, before, after, notes)
     _guarantee_sum(by_name, managed, before, after, allocatable or {}, settings, notes)
     changes: list[FieldChange] = []
@@ -254,21 +224,88 @@ def plan_queues(
     for queue in queues:
         if queue.name in PROTECTED_QUEUES or not queue.managed:
             continue
-        values = after[queue.name]
-        weight = queue.weight
-        if queue.name in managed and settings.plugin == "proportion":
-            weight = _weight(values, list(per_queue.get(queue.name, {})), queue.weight)
-            if weight != queue.weight:
-                changes.append(FieldChange(queue.name, "weight", None, float(queue.weight), float(weight),
-                                           "weight follows planned deserved (proportion plugin)"))
-        desired[queue.name] = replace(queue, weight=weight, guarantee=values["guarantee"],
-                                      deserved=values["deserved"], capability=values["capability"])
-        for name in FIELDS:
-            for resource in sorted(set(values[name]) | set(before[queue.name][name])):
-                old, new = before[queue.name][name].get(resource), values[name].get(resource)
-                code, note = notes.get((queue.name, name, resource), ("forecast", ""))
-                if new is not None and new != old:
-                    changes.append(FieldChange(queue.name, name, resource, old, new, note, code))
-                elif code != "forecast" and queue.name in managed:
-                    held.append(Hold(queue.name, note, code, name, resource))
+        desired[queue.name] = _desired_queue(queue, after[queue.name], per_queue, managed, settings, changes)
+        _field_changes(queue.name, before[queue.name], after[queue.name], notes, queue.name in managed, changes, held)
     return QueuePlan(desired=desired, changes=tuple(changes), held=tuple(held), memory=Memory(recs))
+
+
+def _targets_by_queue(
+    targets: Mapping[tuple[str, str], Target], allocatable: Mapping[str, float],
+) -> dict[str, dict[str, Target]]:
+    """Targets as queue → resource → target, each capped at the live allocatable GPUs of its resource."""
+    per_queue: dict[str, dict[str, Target]] = {}
+    for (queue_name, resource), target in targets.items():
+        per_queue.setdefault(queue_name, {})[resource] = target
+    for wanted in per_queue.values():
+        for resource, target in list(wanted.items()):
+            limit = allocatable.get(resource)
+            if limit is not None and limit > 0 and max(target.deserved, target.capability) > limit:
+                # A quota larger than the live cluster means nothing, and unbounded backlog would grow it forever.
+                wanted[resource] = replace(target, deserved=min(target.deserved, limit),
+                                         capability=min(target.capability, limit),
+                                         guarantee=min(target.guarantee, limit),
+                                         basis=f"{target.basis}, capped at live allocatable {limit:g}")
+    return per_queue
+
+
+def _why_not_planned(
+    queue: QueueState,
+    mine: Mapping[str, Target] | None,
+    settings: PlannerSettings,
+    now_s: float,
+    last_changed: Mapping[str, float],
+    hold_all: tuple[str, str] | None,
+    recs: dict[str, Series],
+) -> Hold | None:
+    """The hold that keeps ``queue`` as it is this cycle, or ``None`` when it is planned.
+
+    A queue in its cooldown still feeds its targets to the stabilisation windows (``recs``), so the
+    windows are full when the cooldown ends.
+    """
+    if queue.name in PROTECTED_QUEUES:
+        return Hold(queue.name, f"{queue.name} is never resized", "protected")
+    if not queue.managed:
+        return Hold(queue.name, "annotated gpu-capacity-predictor/managed=false", "opted_out")
+    if hold_all is not None:
+        return Hold(queue.name, hold_all[1], hold_all[0])
+    if not mine:
+        return Hold(queue.name, "no forecast for this queue in the planning horizon", "no_forecast")
+    since = now_s - last_changed.get(queue.name, float("-inf"))
+    if since < settings.cooldown_s:
+        for resource, target in mine.items():
+            for name in FIELDS:
+                key = Memory.key(queue.name, name, resource)
+                recs[key] = remember(recs.get(key, ()), now_s, float(getattr(target, name)),
+                                     2 * max(settings.shrink_window_s, settings.grow_window_s))
+        return Hold(queue.name, f"cooldown: last change {since:.0f} s ago (< {settings.cooldown_s:g} s)", "cooldown")
+    return None
+
+
+def _desired_queue(
+    queue: QueueState, values: Values, per_queue: Mapping[str, Mapping[str, Target]], managed: set[str],
+    settings: PlannerSettings, changes: list[FieldChange],
+) -> QueueState:
+    """The queue with its planned values; under the proportion plugin its weight follows, as a change."""
+    weight = queue.weight
+    if queue.name in managed and settings.plugin == "proportion":
+        weight = _weight(values, list(per_queue.get(queue.name, {})), queue.weight)
+        if weight != queue.weight:
+            changes.append(FieldChange(queue.name, "weight", None, float(queue.weight), float(weight),
+                                       "weight follows planned deserved (proportion plugin)"))
+    return replace(queue, weight=weight, guarantee=values["guarantee"], deserved=values["deserved"],
+                   capability=values["capability"])
+
+
+def _field_changes(
+    name: str, before: Values, after: Values, notes: Notes, managed: bool, changes: list[FieldChange],
+    held: list[Hold],
+) -> None:
+    """Every field that moved becomes a change; a policy that kept a managed queue's field becomes a hold."""
+    for field in FIELDS:
+        for resource in sorted(set(after[field]) | set(before[field])):
+            old, new = before[field].get(resource), after[field].get(resource)
+            code, note = notes.get((name, field, resource), ("forecast", ""))
+            if new is not None and new != old:
+                changes.append(FieldChange(name, field, resource, old, new, note, code))
+            elif code != "forecast" and managed:
+                held.append(Hold(name, note, code, field, resource))

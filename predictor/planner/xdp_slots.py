@@ -25,7 +25,6 @@ __all__ = [
     "moved_fraction",
     "rebalance",
     "shares",
-    "table_target",
     "total_variation",
 ]
 
@@ -153,9 +152,3 @@ def flow_hash(src: str, dst: str, proto: int, sport: int = 0, dport: int = 0, *,
     h = _mix(h, (family << 8) | proto)
     return _fmix(h)
 
-
-def table_target(
-    table: Sequence[int], src: str, dst: str, proto: int, sport: int = 0, dport: int = 0, *, seed: int
-) -> int:
-    """Target index the datapath picks for this flow with ``table`` active and hash seed ``seed``."""
-    return table[flow_hash(src, dst, proto, sport, dport, seed=seed) % len(table)]

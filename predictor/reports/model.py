@@ -25,13 +25,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-import numpy as np
 import pandas as pd
 
 from models.frames import ID, TIME, VALUE
 from predictor.errors import InputError
+from predictor.reports.window import (
+    forecast_window,
+    idle_gpu_hours,
+    mean_and_p95,
+    newest_sample,
+    sample_coverage,
+    window_slice,
+)
 
 DEFAULT_RESOURCE = "nvidia.com/gpu"
 _ROUND = 3  # every stored number is rounded once here, so all renderers print the same digits
@@ -171,18 +178,6 @@ def _history(frame: pd.DataFrame, what: str) -> pd.DataFrame:
     return out[["queue", "resource", TIME, VALUE]]
 
 
-def _step(times: pd.Series) -> pd.Timedelta:
-    diffs = times.sort_values().diff().dropna()
-    return pd.Timedelta(diffs.median()) if len(diffs) else pd.Timedelta(hours=1)
-
-
-def _stats(values: np.ndarray) -> tuple[float | None, float | None]:
-    values = values[np.isfinite(values)]
-    if len(values) == 0:
-        return None, None
-    return float(values.mean()), float(np.percentile(values, 95))
-
-
 def _confidence(coverage: float, forecast: pd.DataFrame, p50: float | None) -> str:
     if forecast.empty or p50 is None or not {"lo-80", "hi-80"} <= set(forecast.columns):
         return "low"
@@ -200,12 +195,18 @@ def _action(row: QueueRow) -> str:
             f"({row.reason}; confidence {row.confidence})")
 
 
-def _window_slice(frame: pd.DataFrame, key: tuple[str, str], start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:
-    mine = frame[(frame["queue"] == key[0]) & (frame["resource"] == key[1])]
-    return mine[(mine[TIME] > start) & (mine[TIME] <= end)].sort_values(TIME)
-
-
 # -- the builder -----------------------------------------------------------------------------------------
+
+
+class _InputTables(NamedTuple):
+    """The validated input tables, keyed by ``queue`` and ``resource``, timestamps as UTC."""
+
+    quotas: pd.DataFrame
+    recommendations: Mapping[tuple[str, str], Mapping[Any, Any]]
+    allocated: pd.DataFrame
+    used: pd.DataFrame
+    demand: pd.DataFrame
+    forecast: pd.DataFrame
 
 
 def build_report(
@@ -236,6 +237,23 @@ def build_report(
         raise InputError(f"window_days must be >= 1, got {window_days}")
     if not math.isfinite(total_gpus) or total_gpus <= 0:
         raise InputError(f"total GPUs must be a positive number, got {total_gpus}")
+    tables = _validated_tables(quotas, allocated, used, demand, forecast, recommendations)
+    as_of = newest_sample(tables.allocated, tables.used)
+    window = pd.Timedelta(days=window_days)
+    start = as_of - window
+    rows = [_queue_row(record, tables, as_of, window)
+            for record in tables.quotas.sort_values(["queue", "resource"]).to_dict("records")]
+    summary = _summary(rows, as_of, start, window_days, total_gpus, fragmentation)
+    days, daily = _daily(tables.used, tables.quotas, start, as_of)
+    charts = ChartData(demand=tables.demand, used=tables.used, forecast=tables.forecast, days=days,
+                       daily_utilisation=daily)
+    return Report(title=title, summary=summary, queues=tuple(rows), workloads=_workloads(rightsize, top_workloads),
+                  sources=dict(sources or {}), notes=tuple(notes), charts=charts)
+
+
+def _validated_tables(quotas: pd.DataFrame, allocated: pd.DataFrame, used: pd.DataFrame, demand: pd.DataFrame,
+                      forecast: pd.DataFrame, recommendations: pd.DataFrame) -> _InputTables:
+    """Check the columns every table needs and key them by queue and resource; one error per bad input."""
     _need(quotas, ("queue", "guarantee", "deserved", "capability"), "quota table")
     _need(recommendations, ("queue", "guarantee", "deserved", "capability", "reason"), "recommendations")
     _need(forecast, (ID, TIME, "mean"), "forecast frame")
@@ -248,64 +266,53 @@ def build_report(
         raise InputError("no allocation or usage history to report on")
     fc = _keyed(forecast, "forecast frame")
     fc[TIME] = pd.to_datetime(fc[TIME], utc=True)
+    return _InputTables(quotas=q, recommendations=rec, allocated=alloc, used=use, demand=dem, forecast=fc)
 
-    as_of = max(alloc[TIME].max() if not alloc.empty else pd.Timestamp.min.tz_localize("UTC"),
-                use[TIME].max() if not use.empty else pd.Timestamp.min.tz_localize("UTC"))
-    window = pd.Timedelta(days=window_days)
-    start = as_of - window
-    rows: list[QueueRow] = []
-    for record in q.sort_values(["queue", "resource"]).to_dict("records"):
-        key = (str(record["queue"]), str(record["resource"]))
-        deserved, capability, guarantee = (float(record[c]) for c in ("deserved", "capability", "guarantee"))
-        a, u, d = (_window_slice(f, key, start, as_of) for f in (alloc, use, dem))
-        a_mean, a_p95 = _stats(a[VALUE].to_numpy())
-        u_mean, u_p95 = _stats(u[VALUE].to_numpy())
-        d_mean, _ = _stats(d[VALUE].to_numpy())
-        coverages = []
-        for part in (a, u):
-            step = _step(part[TIME]) if len(part) > 1 else _step(alloc[TIME].drop_duplicates())
-            expected = max(1, round(window / step))
-            coverages.append(min(1.0, int(np.isfinite(part[VALUE].to_numpy()).sum()) / expected))
-        coverage = min(coverages)
-        step_h = (_step(a[TIME]) if len(a) > 1 else pd.Timedelta(hours=1)) / pd.Timedelta(hours=1)
-        idle_quota = float(np.clip(deserved - a[VALUE].to_numpy(), 0, None).sum() * step_h) if len(a) else None
-        idle_alloc = None
-        if len(a) and len(u):
-            joined = a.merge(u, on=TIME, suffixes=("_a", "_u"))
-            idle_alloc = float(np.clip(joined[f"{VALUE}_a"] - joined[f"{VALUE}_u"], 0, None).sum() * step_h)
-        f = fc[(fc["queue"] == key[0]) & (fc["resource"] == key[1]) & (fc[TIME] > as_of)
-               & (fc[TIME] <= as_of + window)]
-        p50 = float(f["mean"].mean()) if len(f) else None
-        p90 = float(f["hi-80"].max()) if len(f) and "hi-80" in f.columns else None
-        if key in rec:
-            r = rec[key]
-            r_d, r_c, r_g = float(r["deserved"]), float(r["capability"]), float(r["guarantee"])
-            reason = str(r["reason"])
-        else:
-            r_d, r_c, r_g, reason = deserved, capability, guarantee, "no recommendation: kept as is"
-        pending = d_mean - a_mean if d_mean is not None and a_mean is not None else None
-        if a_mean is not None and a_mean > deserved + 1e-9:
-            status = "borrowing"
-        elif pending is not None and pending >= 0.5:
-            status = "starved"
-        else:
-            status = "ok"
-        rows.append(QueueRow(
-            queue=key[0], resource=key[1], guarantee=guarantee, deserved=deserved, capability=_r(capability),
-            allocated_mean=_r(a_mean), allocated_p95=_r(a_p95), used_mean=_r(u_mean), used_p95=_r(u_p95),
-            demand_mean=_r(d_mean), pending_mean=_r(pending), forecast_p50=_r(p50), forecast_p90=_r(p90),
-            recommended_guarantee=r_g, recommended_deserved=r_d, recommended_capability=_r(r_c),
-            change=_r(r_d - deserved) or 0.0, reason=reason, confidence=_confidence(coverage, f, p50),
-            quota_utilisation=_r(d_mean / deserved) if d_mean is not None and deserved > 0 else None,
-            expected_utilisation=_r(p50 / r_d) if p50 is not None and r_d > 0 else None,
-            idle_quota_gpu_h=_r(idle_quota), idle_allocated_gpu_h=_r(idle_alloc), status=status,
-            coverage=_r(coverage) or 0.0,
-        ))
-    summary = _summary(rows, as_of, start, window_days, total_gpus, fragmentation)
-    days, daily = _daily(use, q, start, as_of)
-    charts = ChartData(demand=dem, used=use, forecast=fc, days=days, daily_utilisation=daily)
-    return Report(title=title, summary=summary, queues=tuple(rows), workloads=_workloads(rightsize, top_workloads),
-                  sources=dict(sources or {}), notes=tuple(notes), charts=charts)
+
+def _queue_row(record: Mapping[Any, Any], tables: _InputTables, as_of: pd.Timestamp, window: pd.Timedelta) -> QueueRow:
+    """One queue and resource: its window statistics, forecast, recommendation and status."""
+    key = (str(record["queue"]), str(record["resource"]))
+    deserved, capability, guarantee = (float(record[c]) for c in ("deserved", "capability", "guarantee"))
+    a, u, d = (window_slice(f, key, as_of - window, as_of) for f in (tables.allocated, tables.used, tables.demand))
+    a_mean, a_p95 = mean_and_p95(a[VALUE].to_numpy())
+    u_mean, u_p95 = mean_and_p95(u[VALUE].to_numpy())
+    d_mean, _ = mean_and_p95(d[VALUE].to_numpy())
+    coverage = sample_coverage(a, u, tables.allocated, window)
+    idle_quota, idle_alloc = idle_gpu_hours(a, u, deserved)
+    f, p50, p90 = forecast_window(tables.forecast, key, as_of, window)
+    r_g, r_d, r_c, reason = _recommended(tables.recommendations, key, guarantee, deserved, capability)
+    status, pending = _status(a_mean, d_mean, deserved)
+    return QueueRow(
+        queue=key[0], resource=key[1], guarantee=guarantee, deserved=deserved, capability=_r(capability),
+        allocated_mean=_r(a_mean), allocated_p95=_r(a_p95), used_mean=_r(u_mean), used_p95=_r(u_p95),
+        demand_mean=_r(d_mean), pending_mean=_r(pending), forecast_p50=_r(p50), forecast_p90=_r(p90),
+        recommended_guarantee=r_g, recommended_deserved=r_d, recommended_capability=_r(r_c),
+        change=_r(r_d - deserved) or 0.0, reason=reason, confidence=_confidence(coverage, f, p50),
+        quota_utilisation=_r(d_mean / deserved) if d_mean is not None and deserved > 0 else None,
+        expected_utilisation=_r(p50 / r_d) if p50 is not None and r_d > 0 else None,
+        idle_quota_gpu_h=_r(idle_quota), idle_allocated_gpu_h=_r(idle_alloc), status=status,
+        coverage=_r(coverage) or 0.0,
+    )
+
+
+def _recommended(rec: Mapping[tuple[str, str], Mapping[Any, Any]], key: tuple[str, str], guarantee: float,
+                 deserved: float, capability: float) -> tuple[float, float, float, str]:
+    """Recommended guarantee, deserved, capability and reason; today's values when there is none."""
+    if key not in rec:
+        return guarantee, deserved, capability, "no recommendation: kept as is"
+    r = rec[key]
+    r_d, r_c, r_g = float(r["deserved"]), float(r["capability"]), float(r["guarantee"])
+    return r_g, r_d, r_c, str(r["reason"])
+
+
+def _status(a_mean: float | None, d_mean: float | None, deserved: float) -> tuple[str, float | None]:
+    """``borrowing``, ``starved`` or ``ok``, and the mean pending demand (demand − allocated) behind it."""
+    pending = d_mean - a_mean if d_mean is not None and a_mean is not None else None
+    if a_mean is not None and a_mean > deserved + 1e-9:
+        return "borrowing", pending
+    if pending is not None and pending >= 0.5:
+        return "starved", pending
+    return "ok", pending
 
 
 def _summary(rows: list[QueueRow], as_of: pd.Timestamp, start: pd.Timestamp, window_days: int, total_gpus: float,

@@ -19,13 +19,15 @@ from predictor.sim.dcgm import pod_name
 from predictor.sim.effects import oom_phases
 from predictor.sim.occupancy import Occupancy
 from predictor.sim.scheduler import SchedulerResult
-from predictor.sim.series import Family, Series, epoch_s
+from predictor.sim.series import Family, Series, StepGrid, epoch_s
 
 __all__ = ["kube_families", "volcano_families"]
 
 _GPU = "nvidia.com/gpu"
 PodSpan = tuple[dict[str, str], float, float, float]  # extra labels, from (s), to (s), value
 _NS = uuid.UUID("0f6c3f1e-8a7b-4c55-b1d2-7e0e5a6c9d21")
+_KSM_GPU = {"resource": "nvidia_com_gpu", "unit": "integer"}  # how kube-state-metrics names the GPU resource
+_NodeVariant = tuple[dict[str, str], Callable[[int], np.ndarray]]  # extra labels, node index → values per step
 
 
 def _sample(times_s: np.ndarray, event_s: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -121,96 +123,125 @@ def _pods(sched: SchedulerResult, o: Occupancy, unstarted: pd.DataFrame) -> pd.D
 
 
 def kube_families(sched: SchedulerResult, o: Occupancy, unstarted: pd.DataFrame) -> list[Family]:
+    """kube-state-metrics' node and pod families; values are made when a family is read."""
     grid = o.grid
     names = o.cluster.node_names()
-    all_steps = np.arange(grid.n_steps)
     pods = _pods(sched, o, unstarted)
-    oom = {f.job_id: f for f in o.faults if f.cause == "gpu_oom"}
-    unhealthy = np.zeros((o.cluster.n_nodes, grid.n_steps))
-    for f in o.faults:
-        if f.cause == "gpu_hardware" and f.xid in (48, 79):
-            k0, k1 = f.steps(grid)
-            unhealthy[f.node, k0:k1] += 1
-
-    def node_fam(name: str, help_: str, variants: list[tuple[dict[str, str], Callable[[int], np.ndarray]]]) -> Family:
-        def series() -> Iterator[Series]:
-            for labels, values in variants:
-                for n, node in enumerate(names):
-                    yield {"node": node, **labels}, all_steps, values(n)
-
-        return Family(name, "gauge", help_, series)
-
-    gpu_res = {"resource": "nvidia_com_gpu", "unit": "integer"}
+    unhealthy = _unhealthy_gpus(o)
     g = float(o.cluster.gpus_per_node)
     ready = o.node_ready.astype(np.float64)
+    oom = _OomCrashes(o)
+
+    def node_fam(name: str, help_: str, variants: list[_NodeVariant]) -> Family:
+        return _node_family(name, help_, names, grid.n_steps, variants)
 
     def pod_fam(name: str, help_: str, rows: Callable[[Any], Iterator[PodSpan]], kind: str = "gauge") -> Family:
-        """``rows(pod)`` yields (extra labels, from_s, to_s, value): one series per pod and label set."""
-
-        def series() -> Iterator[Series]:
-            for pod in pods.itertuples(index=False):
-                base = {
-                    "namespace": str(pod.queue),
-                    "pod": pod_name(str(pod.job_id), int(str(pod.rank))),
-                    "uid": str(uuid.uuid5(_NS, f"{pod.job_id}/{pod.attempt}/{pod.rank}")),
-                }
-                for extra, t0, t1, value in rows(pod):  # type: ignore[arg-type]
-                    k0, k1 = grid.step_range(t0, t1)
-                    if k1 > k0:
-                        yield {**base, **extra}, np.arange(k0, k1), np.full(k1 - k0, value)
-
-        return Family(name, kind, help_, series)  # type: ignore[arg-type]
-
-    def requests(pod: Any) -> Iterator[PodSpan]:
-        labels = {"container": "main", **gpu_res}
-        yield {**labels, "node": ""}, pod.pending_s, pod.start_s, float(pod.gpus)
-        yield {**labels, "node": str(pod.node)}, pod.start_s, pod.end_s, float(pod.gpus)
-
-    def labels_(pod: Any) -> Iterator[PodSpan]:
-        yield ({"label_volcano_sh_queue_name": str(pod.queue), "label_volcano_sh_job_name": f"job-{pod.job_id}"},
-               pod.pending_s, pod.end_s, 1.0)
-
-    def phase(pod: Any) -> Iterator[PodSpan]:
-        yield {"phase": "Pending"}, pod.pending_s, pod.start_s, 1.0
-        yield {"phase": "Running"}, pod.start_s, pod.end_s, 1.0
-
-    def oom_fault(pod: Any) -> list[int]:
-        f = oom.get(str(pod.job_id))
-        if f is None or str(pod.node) != names[f.node] or not pod.start_s <= f.start_s < pod.end_s:
-            return []
-        return oom_phases(*f.steps(grid), grid.step_s)[2]
-
-    def restarts(pod: Any) -> Iterator[PodSpan]:
-        crashes = oom_fault(pod)
-        if not crashes:
-            return
-        times = [grid.start_s + k * grid.step_s for k in crashes]
-        edges = [float(pod.start_s), *times, float(pod.end_s)]
-        for i in range(len(edges) - 1):
-            yield {"container": "main"}, edges[i], edges[i + 1], float(i)
-
-    def last_reason(pod: Any) -> Iterator[PodSpan]:
-        crashes = oom_fault(pod)
-        if crashes:
-            # A CUDA out-of-memory error kills the training process (exit 1): the kubelet reports "Error".
-            # "OOMKilled" would mean the host-memory cgroup limit, a different failure.
-            yield {"container": "main", "reason": "Error"}, grid.start_s + crashes[0] * grid.step_s, pod.end_s, 1.0
+        return _pod_family(name, help_, pods, grid, rows, kind)
 
     return [
         node_fam("kube_node_status_capacity", "The capacity for different resources of a node.",
-                 [(gpu_res, lambda n: np.full(grid.n_steps, g))]),
+                 [(_KSM_GPU, lambda n: np.full(grid.n_steps, g))]),
         node_fam("kube_node_status_allocatable", "The allocatable for different resources of a node.",
-                 [(gpu_res, lambda n: np.maximum(g - unhealthy[n], 0))]),
+                 [(_KSM_GPU, lambda n: np.maximum(g - unhealthy[n], 0))]),
         node_fam("kube_node_status_condition", "The condition of a cluster node.",
                  [({"condition": "Ready", "status": "true"}, lambda n: ready[n]),
                   ({"condition": "Ready", "status": "false"}, lambda n: np.zeros(grid.n_steps)),
                   ({"condition": "Ready", "status": "unknown"}, lambda n: 1 - ready[n])]),
         pod_fam("kube_pod_container_resource_requests", "The number of requested resource by a container.",
-                requests),
-        pod_fam("kube_pod_labels", "Kubernetes labels converted to Prometheus labels.", labels_),
-        pod_fam("kube_pod_status_phase", "The pods current phase.", phase),
+                _requests),
+        pod_fam("kube_pod_labels", "Kubernetes labels converted to Prometheus labels.", _pod_labels),
+        pod_fam("kube_pod_status_phase", "The pods current phase.", _phase),
         pod_fam("kube_pod_container_status_restarts_total", "The number of container restarts per container.",
-                restarts, kind="counter"),
+                oom.restarts, kind="counter"),
         pod_fam("kube_pod_container_status_last_terminated_reason",
-                "Describes the last reason the container was in terminated state.", last_reason),
+                "Describes the last reason the container was in terminated state.", oom.last_reason),
     ]
+
+
+def _unhealthy_gpus(o: Occupancy) -> np.ndarray:
+    """[nodes, steps]: GPUs the device plugin marks unhealthy (XID 48 and 79 take a GPU off allocatable)."""
+    unhealthy = np.zeros((o.cluster.n_nodes, o.grid.n_steps))
+    for f in o.faults:
+        if f.cause == "gpu_hardware" and f.xid in (48, 79):
+            k0, k1 = f.steps(o.grid)
+            unhealthy[f.node, k0:k1] += 1
+    return unhealthy
+
+
+def _node_family(name: str, help_: str, names: list[str], n_steps: int, variants: list[_NodeVariant]) -> Family:
+    """One gauge series per node and variant, at every step."""
+    all_steps = np.arange(n_steps)
+
+    def series() -> Iterator[Series]:
+        for labels, values in variants:
+            for n, node in enumerate(names):
+                yield {"node": node, **labels}, all_steps, values(n)
+
+    return Family(name, "gauge", help_, series)
+
+
+def _pod_family(name: str, help_: str, pods: pd.DataFrame, grid: StepGrid,
+                rows: Callable[[Any], Iterator[PodSpan]], kind: str) -> Family:
+    """``rows(pod)`` yields (extra labels, from_s, to_s, value): one series per pod and label set."""
+
+    def series() -> Iterator[Series]:
+        for pod in pods.itertuples(index=False):
+            base = {
+                "namespace": str(pod.queue),
+                "pod": pod_name(str(pod.job_id), int(str(pod.rank))),
+                "uid": str(uuid.uuid5(_NS, f"{pod.job_id}/{pod.attempt}/{pod.rank}")),
+            }
+            for extra, t0, t1, value in rows(pod):  # type: ignore[arg-type]
+                k0, k1 = grid.step_range(t0, t1)
+                if k1 > k0:
+                    yield {**base, **extra}, np.arange(k0, k1), np.full(k1 - k0, value)
+
+    return Family(name, kind, help_, series)  # type: ignore[arg-type]
+
+
+def _requests(pod: Any) -> Iterator[PodSpan]:
+    labels = {"container": "main", **_KSM_GPU}
+    yield {**labels, "node": ""}, pod.pending_s, pod.start_s, float(pod.gpus)
+    yield {**labels, "node": str(pod.node)}, pod.start_s, pod.end_s, float(pod.gpus)
+
+
+def _pod_labels(pod: Any) -> Iterator[PodSpan]:
+    yield ({"label_volcano_sh_queue_name": str(pod.queue), "label_volcano_sh_job_name": f"job-{pod.job_id}"},
+           pod.pending_s, pod.end_s, 1.0)
+
+
+def _phase(pod: Any) -> Iterator[PodSpan]:
+    yield {"phase": "Pending"}, pod.pending_s, pod.start_s, 1.0
+    yield {"phase": "Running"}, pod.start_s, pod.end_s, 1.0
+
+
+class _OomCrashes:
+    """Restarts and last terminated reason of the pods hit by an injected GPU out-of-memory fault."""
+
+    def __init__(self, o: Occupancy) -> None:
+        self.grid = o.grid
+        self.names = o.cluster.node_names()
+        self.oom = {f.job_id: f for f in o.faults if f.cause == "gpu_oom"}
+
+    def crash_steps(self, pod: Any) -> list[int]:
+        f = self.oom.get(str(pod.job_id))
+        if f is None or str(pod.node) != self.names[f.node] or not pod.start_s <= f.start_s < pod.end_s:
+            return []
+        return oom_phases(*f.steps(self.grid), self.grid.step_s)[2]
+
+    def restarts(self, pod: Any) -> Iterator[PodSpan]:
+        crashes = self.crash_steps(pod)
+        if not crashes:
+            return
+        times = [self.grid.start_s + k * self.grid.step_s for k in crashes]
+        edges = [float(pod.start_s), *times, float(pod.end_s)]
+        for i in range(len(edges) - 1):
+            yield {"container": "main"}, edges[i], edges[i + 1], float(i)
+
+    def last_reason(self, pod: Any) -> Iterator[PodSpan]:
+        crashes = self.crash_steps(pod)
+        if crashes:
+            # A CUDA out-of-memory error kills the training process (exit 1): the kubelet reports "Error".
+            # "OOMKilled" would mean the host-memory cgroup limit, a different failure.
+            start = self.grid.start_s + crashes[0] * self.grid.step_s
+            yield {"container": "main", "reason": "Error"}, start, pod.end_s, 1.0

@@ -76,7 +76,7 @@ def test_agent_metrics_report_per_target_packets_from_the_kernel(lb: tuple, dumm
     """The /metrics collector reads the pinned per-CPU counters: what `xdp status` shows, under k8s names."""
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from predictor.actuators.xdp_frames import eth, ipv4, udp
+    from tests.support.xdp_frames import eth, ipv4, udp
     from predictor.actuators.xdp_metrics import XdpStatsCollector
     from predictor.planner.xdp_types import Profile
 

@@ -10,7 +10,7 @@ import pytest
 
 from predictor.actuators import xdp
 from predictor.actuators.xdp import STAT_OBSERVED, STAT_PASSED, STAT_UNPARSED, XdpActuator
-from predictor.actuators.xdp_frames import (
+from tests.support.xdp_frames import (
     XDP_PASS,
     XDP_REDIRECT,
     arp,

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from predictor.actuators import xdp
 from predictor.actuators.xdp_agent import HOLD_REASONS, AgentSettings, AgentState, log_lines, run_agent
-from predictor.actuators.xdp_frames import XDP_REDIRECT, eth, ipv4, udp
+from tests.support.xdp_frames import XDP_REDIRECT, eth, ipv4, udp
 from predictor.actuators.xdp_libbpf import Libbpf
 from predictor.actuators.xdp_maps import LEGACY_SEED, SEED_MAP
 from predictor.actuators.xdp_metrics import XdpStatsCollector

@@ -9,7 +9,6 @@ import pytest
 
 from predictor.cli import main
 from predictor.commands.demo import STAGES
-from predictor.demo import module_exists
 
 pytestmark = pytest.mark.slow
 
@@ -20,9 +19,8 @@ def test_demo_runs_twice_and_leaves_a_report(tmp_path: Path, capsys: pytest.Capt
     assert main(args) == 0
     first = capsys.readouterr().out
     assert "history: done" in first
-    for stage in STAGES:  # every stage ran, or says honestly that its piece has not landed
-        built = all(module_exists(m) for m in stage.needs)
-        assert (f"{stage.name}: done" in first) == built or f"{stage.name}: reused" in first
+    for stage in STAGES:  # every stage ran
+        assert f"{stage.name}: done" in first or f"{stage.name}: reused" in first
     report = json.loads((out / "report" / "report.json").read_text(encoding="utf-8"))
     assert len(report["queues"]) >= 2
     assert (out / "mlflow.db").is_file() and (out / "plans" / "plan.json").is_file()

@@ -21,9 +21,9 @@ import pytest
 import requests
 
 from predictor import sim
-from predictor.localprom import LocalPrometheus
 from tests.k8s.project_metrics import HOUR, SimHistory, combine, project_openmetrics, read_sim_history
 from tests.k8s.promql import Query, dashboard_queries, rule_groups, rule_queries, write_rule_file
+from tests.support.localprom import LocalPrometheus
 
 START = pd.Timestamp("2026-03-02", tz="UTC")
 ALL_QUERIES = [*rule_queries(), *dashboard_queries()]

@@ -16,8 +16,8 @@ import pytest
 from predictor import sim
 from predictor.cli import main
 from predictor.config import MlflowSettings
-from predictor.localprom import LocalPrometheus
 from predictor.registry import CHAMPION, ModelRegistry
+from tests.support.localprom import LocalPrometheus
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import pytest
 from pipelines.rca_data import to_long_frame
 from predictor import sim
 from predictor.cli import main
-from predictor.localprom import LocalPrometheus
 from predictor.sources.files import write_frame
+from tests.support.localprom import LocalPrometheus
 
 # From the faults table of tests/rca/conftest.SMALL (deterministic for its seed).
 THERMAL_AT = "2026-03-09T10:59:00Z"  # gpu_thermal on node-005 GPU 5 since 10:39

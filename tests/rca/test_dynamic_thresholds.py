@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from models.anomaly import AnomalyInputError, band_flags
 from predictor.diagnose.bands import export_forecast_bands
 from predictor.errors import InputError
+from tests.support.anomaly import AnomalyInputError, band_flags
 
 RULES = Path(__file__).resolve().parents[2] / "examples" / "alerts" / "forecast-bands.yaml"
 T = pd.date_range("2026-03-02", periods=48, freq="1h", tz="UTC")

@@ -13,7 +13,6 @@ import yaml
 
 from predictor import sim
 from predictor.cli import main
-from predictor.demo import module_exists
 
 pytestmark = pytest.mark.slow
 
@@ -58,7 +57,6 @@ def test_forecast_numbers_match_predictor_forecast(report: Path, tmp_path: Path)
         assert row["forecast_p90"] == pytest.approx(mine["hi-80"].max(), abs=1e-3)
 
 
-@pytest.mark.skipif(not module_exists("predictor.commands.loop"), reason="predictor plan is not built yet")
 def test_recommendations_match_predictor_plan(report: Path, tmp_path: Path) -> None:
     doc = _doc(report)
     inputs = report / "inputs"
@@ -74,7 +72,6 @@ def test_recommendations_match_predictor_plan(report: Path, tmp_path: Path) -> N
         assert float(spec["capability"][row["resource"]]) == row["recommended_capability"]
 
 
-@pytest.mark.skipif(not module_exists("predictor.rightsize"), reason="predictor rightsize is not built yet")
 def test_workloads_match_predictor_rightsize(cluster: Path, report: Path, tmp_path: Path) -> None:
     table = tmp_path / "rightsize.csv"
     assert main(["rightsize", "--history", str(cluster / "metrics"), "--out", str(table)]) == 0

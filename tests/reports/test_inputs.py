@@ -17,8 +17,8 @@ from predictor import sim
 from predictor.cli import main
 from predictor.config import PrometheusSettings
 from predictor.errors import InputError
-from predictor.localprom import LocalPrometheus
 from predictor.reports.inputs import inputs_from_directory, inputs_from_prometheus
+from tests.support.localprom import LocalPrometheus
 
 pytestmark = pytest.mark.slow
 

@@ -19,10 +19,10 @@ import pytest
 from predictor.cli import main
 from predictor.config import PrometheusSettings
 from predictor.errors import InputError, QueryError, TemporaryDataSourceError
-from predictor.localprom import LocalPrometheus, free_port
 from predictor.sources import PrometheusSource, Selector
 from tests.sources.openmetrics import Series, write_openmetrics
 from tests.sources.proxy import FaultProxy
+from tests.support.localprom import LocalPrometheus, free_port
 
 T0 = int(pd.Timestamp("2026-10-01T00:00:00Z").timestamp())
 DAYS = 10

@@ -20,13 +20,13 @@ import pytest
 from pipelines.forecast import DEFAULT_QUERIES, load_prometheus_history
 from predictor import sim
 from predictor.config import PrometheusSettings, Settings
-from predictor.localprom import LocalPrometheus
 from predictor.loop import DEMAND_QUERY, SourceHistory
 from predictor.reports.inputs import PROMQL
 from predictor.rightsize.features import REQUESTS
 from predictor.sources import PrometheusSource, Selector, queries
 from predictor.sources.queries import CATALOGUE
 from tests.k8s.promql import recording_rules
+from tests.support.localprom import LocalPrometheus
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden" / "promql_catalogue.json"
 

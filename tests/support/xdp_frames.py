@@ -1,8 +1,9 @@
 """Crafted Ethernet frames for ``BPF_PROG_TEST_RUN``: how the datapath is tested and measured without NICs.
 
-Katran ships its packet builder with the library (``katran/lib/testing``) so that tests, benchmarks and
-"where would this flow go" tools share one source of truth; this module plays that role here. Frames are
-packed with ``struct`` (no scapy dependency). Checksums are left zero: XDP does not verify them.
+Katran keeps its packet builder in ``katran/lib/testing`` so that tests and benchmarks share one source of
+truth; this module plays that role here for ``tests/bpf`` and ``bench/xdp.py`` (no command sends frames, so
+it lives with the tests). Frames are packed with ``struct`` (no scapy dependency). Checksums are left zero:
+XDP does not verify them.
 """
 
 from __future__ import annotations

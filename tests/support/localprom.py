@@ -1,7 +1,8 @@
 """A throwaway local Prometheus: backfill OpenMetrics with promtool, then serve it on loopback.
 
-Used by the tests, the benchmarks and the demo so that queries run against the real server instead of
-mocked responses. Needs the ``prometheus`` and ``promtool`` binaries (Debian package ``prometheus``).
+Used by the tests and the benchmarks (``bench/sim.py``, ``bench/export.py``) so that queries run against the
+real server instead of mocked responses; no command needs it, so it lives with the tests, not in the runtime
+package. Needs the ``prometheus`` and ``promtool`` binaries (Debian package ``prometheus``).
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ A fixed threshold ("alert at 90 % GPUs busy") is wrong twice a day on a seasonal
 already says what is normal *for this hour*. One point outside the band is noise (the band is an 80 or
 95 % interval, so 5-20 % of points fall outside by design); ``k`` of the last ``n`` steps outside is a
 level shift worth a look. Pure pandas: history and forecast frames in, flags out.
+
+This is the reference for the k-of-n rule that the alert rules (``examples/alerts/forecast-bands.yaml``,
+``k8s/base/monitoring/prometheusrule.yaml``) evaluate in PromQL; the runtime exports only the band
+(``predictor.diagnose.bands``), so the rule's Python form lives with its tests.
 """
 
 from __future__ import annotations
