@@ -18,7 +18,7 @@ from predictor.config import PrometheusSettings
 from predictor.errors import DataSourceError
 from predictor.rightsize import OUTPUT_COLUMNS, from_source
 from predictor.sources import PrometheusSource
-from tests.demand.simdata import START
+from tests.rightsize.simdata import START
 from tests.support.localprom import LocalPrometheus
 
 END = START + pd.Timedelta(days=3) - pd.Timedelta(minutes=5)

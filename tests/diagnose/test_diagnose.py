@@ -16,7 +16,7 @@ from predictor.cli import main
 from predictor.sources.files import write_frame
 from tests.support.localprom import LocalPrometheus
 
-# From the faults table of tests/rca/conftest.SMALL (deterministic for its seed).
+# From the faults table of tests/diagnose/conftest.SMALL (deterministic for its seed).
 THERMAL_AT = "2026-03-09T10:59:00Z"  # gpu_thermal on node-005 GPU 5 since 10:39
 CLEAN_AT = "2026-03-09T03:15:00Z"  # no fault anywhere in (02:45, 03:15] nor the window before
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from predictor import sim
-from tests.demand.simdata import FAMILIES, START
+from tests.rightsize.simdata import FAMILIES, START
 
 
 @pytest.fixture(scope="session")
