@@ -85,92 +85,95 @@ def _print_table(frame: pd.DataFrame, title: str) -> None:
 
 def register(app: typer.Typer, train: typer.Typer) -> None:
     """Add ``forecast`` and ``backtest`` to the root app and ``forecast`` to the ``train`` group."""
+    app.command("forecast")(forecast)
+    app.command("backtest")(backtest)
+    train.command("forecast")(train_forecast_cmd)
 
-    @app.command("forecast")
-    def forecast(
-        ctx: typer.Context,
-        history: HistoryOpt,
-        out: Annotated[Path, typer.Option("--out", help="Output CSV/Parquet forecast file.")],
-        horizon: HorizonOpt = 168,
-        model: ModelOpt = "auto",
-        level: Annotated[
-            list[int] | None, typer.Option("--level", help="Interval level in percent (repeatable).")
-        ] = None,
-        time_col: TimeColOpt = "timestamp",
-        id_col: IdColOpt = "series_id",
-        value_col: ValueColOpt = "value",
-        freq: FreqOpt = "1h",
-    ) -> None:
-        """Forecast every series of a history file: mean and lo/hi bands per level, `horizon` rows each."""
-        from pipelines.forecast import run_forecast
 
-        settings_from(ctx)
+def forecast(
+    ctx: typer.Context,
+    history: HistoryOpt,
+    out: Annotated[Path, typer.Option("--out", help="Output CSV/Parquet forecast file.")],
+    horizon: HorizonOpt = 168,
+    model: ModelOpt = "auto",
+    level: Annotated[
+        list[int] | None, typer.Option("--level", help="Interval level in percent (repeatable).")
+    ] = None,
+    time_col: TimeColOpt = "timestamp",
+    id_col: IdColOpt = "series_id",
+    value_col: ValueColOpt = "value",
+    freq: FreqOpt = "1h",
+) -> None:
+    """Forecast every series of a history file: mean and lo/hi bands per level, `horizon` rows each."""
+    from pipelines.forecast import run_forecast
+
+    settings_from(ctx)
+    frame = _read(history, time_col, id_col, value_col)
+    outcome = run_forecast(frame, model=model, horizon=horizon, levels=tuple(level or (80, 95)), freq=freq)
+    for note in outcome.notes:
+        console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    n_series = outcome.forecast["series_id"].nunique()
+    _write(outcome.forecast, out, f"{len(outcome.forecast)} rows ({n_series} series × {horizon})")
+
+
+def backtest(
+    ctx: typer.Context,
+    history: HistoryOpt,
+    out: Annotated[Path, typer.Option("--out", help="Output CSV/Parquet metrics table.")],
+    horizon: HorizonOpt = 168,
+    windows: Annotated[int, typer.Option("--windows", min=1, help="Backtest origins.")] = 4,
+    step: Annotated[int | None, typer.Option("--step", min=1, help="Steps between origins.")] = None,
+    model: ModelsOpt = None,
+    time_col: TimeColOpt = "timestamp",
+    id_col: IdColOpt = "series_id",
+    value_col: ValueColOpt = "value",
+    freq: FreqOpt = "1h",
+) -> None:
+    """Rolling-origin backtest: MAE, MASE, sMAPE, pinball, coverage per series and model."""
+    from pipelines.forecast import backtest_table
+
+    settings_from(ctx)
+    frame = _read(history, time_col, id_col, value_col)
+    table = backtest_table(frame, models=model or None, horizon=horizon, windows=windows, step=step, freq=freq)
+    _print_table(table, f"backtest: h={horizon}, {windows} windows")
+    _write(table, out, f"{len(table)} rows")
+
+
+def train_forecast_cmd(
+    ctx: typer.Context,
+    history: Annotated[Path | None, typer.Option("--history", help="History file instead of Prometheus.")] = None,
+    family: Annotated[str, typer.Option("--family", help="Series family: queue or cluster.")] = "queue",
+    query: Annotated[str | None, typer.Option("--query", help="PromQL overriding the family's.")] = None,
+    days: Annotated[int, typer.Option("--days", min=2, help="Days of Prometheus history.")] = 70,
+    model: ModelOpt = "auto",
+    horizon: HorizonOpt = 168,
+    windows: Annotated[int, typer.Option("--windows", min=1, help="Backtest origins.")] = 4,
+    tracking_uri: Annotated[
+        str | None, typer.Option("--tracking-uri", help="MLflow tracking URI (overrides settings).")
+    ] = None,
+    time_col: TimeColOpt = "timestamp",
+    id_col: IdColOpt = "series_id",
+    value_col: ValueColOpt = "value",
+    freq: FreqOpt = "1h",
+) -> None:
+    """Fit, backtest, log to MLflow, register gpu-forecast; promote to champion only if better."""
+    import pandas as pd
+
+    from pipelines.forecast import ForecastJob, load_prometheus_history, train_forecast
+
+    settings = settings_from(ctx, mlflow={"tracking_uri": tracking_uri})
+    if history is not None:
         frame = _read(history, time_col, id_col, value_col)
-        outcome = run_forecast(frame, model=model, horizon=horizon, levels=tuple(level or (80, 95)), freq=freq)
-        for note in outcome.notes:
-            console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
-        n_series = outcome.forecast["series_id"].nunique()
-        _write(outcome.forecast, out, f"{len(outcome.forecast)} rows ({n_series} series × {horizon})")
-
-    @app.command("backtest")
-    def backtest(
-        ctx: typer.Context,
-        history: HistoryOpt,
-        out: Annotated[Path, typer.Option("--out", help="Output CSV/Parquet metrics table.")],
-        horizon: HorizonOpt = 168,
-        windows: Annotated[int, typer.Option("--windows", min=1, help="Backtest origins.")] = 4,
-        step: Annotated[int | None, typer.Option("--step", min=1, help="Steps between origins.")] = None,
-        model: ModelsOpt = None,
-        time_col: TimeColOpt = "timestamp",
-        id_col: IdColOpt = "series_id",
-        value_col: ValueColOpt = "value",
-        freq: FreqOpt = "1h",
-    ) -> None:
-        """Rolling-origin backtest: MAE, MASE, sMAPE, pinball, coverage per series and model."""
-        from pipelines.forecast import backtest_table
-
-        settings_from(ctx)
-        frame = _read(history, time_col, id_col, value_col)
-        table = backtest_table(frame, models=model or None, horizon=horizon, windows=windows, step=step, freq=freq)
-        _print_table(table, f"backtest: h={horizon}, {windows} windows")
-        _write(table, out, f"{len(table)} rows")
-
-    @train.command("forecast")
-    def train_forecast_cmd(
-        ctx: typer.Context,
-        history: Annotated[Path | None, typer.Option("--history", help="History file instead of Prometheus.")] = None,
-        family: Annotated[str, typer.Option("--family", help="Series family: queue or cluster.")] = "queue",
-        query: Annotated[str | None, typer.Option("--query", help="PromQL overriding the family's.")] = None,
-        days: Annotated[int, typer.Option("--days", min=2, help="Days of Prometheus history.")] = 70,
-        model: ModelOpt = "auto",
-        horizon: HorizonOpt = 168,
-        windows: Annotated[int, typer.Option("--windows", min=1, help="Backtest origins.")] = 4,
-        tracking_uri: Annotated[
-            str | None, typer.Option("--tracking-uri", help="MLflow tracking URI (overrides settings).")
-        ] = None,
-        time_col: TimeColOpt = "timestamp",
-        id_col: IdColOpt = "series_id",
-        value_col: ValueColOpt = "value",
-        freq: FreqOpt = "1h",
-    ) -> None:
-        """Fit, backtest, log to MLflow, register gpu-forecast; promote to champion only if better."""
-        import pandas as pd
-
-        from pipelines.forecast import ForecastJob, load_prometheus_history, train_forecast
-
-        settings = settings_from(ctx, mlflow={"tracking_uri": tracking_uri})
-        if history is not None:
-            frame = _read(history, time_col, id_col, value_col)
-        else:
-            end = pd.Timestamp(datetime.now(UTC)).floor(freq)
-            frame = load_prometheus_history(
-                settings, family=family, query=query, start=end - timedelta(days=days), end=end, step=freq
-            )
-        outcome = train_forecast(settings, frame, ForecastJob(model=model, horizon=horizon, windows=windows, freq=freq))
-        verdict = "promoted to champion" if outcome.promoted else "kept as challenger"
-        console.print(
-            f"{FORECAST_FAMILY} v{outcome.version}: {verdict} ({outcome.reason})",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
+    else:
+        end = pd.Timestamp(datetime.now(UTC)).floor(freq)
+        frame = load_prometheus_history(
+            settings, family=family, query=query, start=end - timedelta(days=days), end=end, step=freq
         )
+    outcome = train_forecast(settings, frame, ForecastJob(model=model, horizon=horizon, windows=windows, freq=freq))
+    verdict = "promoted to champion" if outcome.promoted else "kept as challenger"
+    console.print(
+        f"{FORECAST_FAMILY} v{outcome.version}: {verdict} ({outcome.reason})",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
