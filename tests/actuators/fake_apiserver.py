@@ -221,3 +221,13 @@ def node_object(name: str, gpus: int = 8, *, ready: bool = True) -> dict[str, An
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
             "status": {"allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "96"},
                        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+@contextmanager
+def serve_team_queues() -> Iterator[FakeApiServer]:
+    """A fake API server holding the queues the actuator and loop tests plan: team-a, team-b, default."""
+    with serve() as server:
+        server.add(queue_object("team-a", deserved=16, capability=32, guarantee=4, allocated=10))
+        server.add(queue_object("team-b", deserved=40, capability=48, guarantee=8, allocated=12))
+        server.add(queue_object("default", deserved=1, capability=1))
+        yield server

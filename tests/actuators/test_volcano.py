@@ -18,7 +18,7 @@ from kubernetes import client
 from predictor.actuators import Change
 from predictor.actuators.volcano import VolcanoActuator
 from predictor.planner import Memory, PlannerSettings, plan_queues, queues_from_list, targets_from_mapping
-from tests.actuators.fake_apiserver import FakeApiServer, Fault, queue_object, serve
+from tests.actuators.fake_apiserver import FakeApiServer, Fault, queue_object, serve_team_queues
 
 GPU = "nvidia.com/gpu"
 POLICY = PlannerSettings()  # type: ignore[call-arg]
@@ -26,10 +26,7 @@ POLICY = PlannerSettings()  # type: ignore[call-arg]
 
 @pytest.fixture
 def fake() -> Iterator[FakeApiServer]:
-    with serve() as server:
-        server.add(queue_object("team-a", deserved=16, capability=32, guarantee=4, allocated=10))
-        server.add(queue_object("team-b", deserved=40, capability=48, guarantee=8, allocated=12))
-        server.add(queue_object("default", deserved=1, capability=1))
+    with serve_team_queues() as server:
         yield server
 
 

@@ -26,7 +26,7 @@ from predictor.actuators.volcano import VolcanoActuator
 from predictor.config import load_settings
 from predictor.errors import DataSourceError, RegistryError
 from predictor.loop import KubeCluster, Loop, LoopMetrics, MetricsServer
-from tests.actuators.fake_apiserver import FakeApiServer, Fault, queue_object, serve
+from tests.actuators.fake_apiserver import FakeApiServer, Fault, queue_object, serve_team_queues
 
 GPU = "nvidia.com/gpu"
 NOW = pd.Timestamp("2026-11-02T10:20:00Z")
@@ -63,10 +63,7 @@ class Flat:
 
 @pytest.fixture
 def fake() -> Iterator[FakeApiServer]:
-    with serve() as server:
-        server.add(queue_object("team-a", deserved=16, capability=32, guarantee=4, allocated=10))
-        server.add(queue_object("team-b", deserved=40, capability=48, guarantee=8, allocated=12))
-        server.add(queue_object("default", deserved=1, capability=1))
+    with serve_team_queues() as server:
         yield server
 
 

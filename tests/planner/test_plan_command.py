@@ -11,7 +11,7 @@ import yaml
 
 from predictor.actuators.schemas import validate_object
 from predictor.cli import main
-from tests.actuators.fake_apiserver import queue_object
+from tests.support.planner_inputs import write_plan_inputs
 
 GPU = "nvidia.com/gpu"
 NOW = pd.Timestamp("2026-11-02T00:00:00Z")
@@ -19,24 +19,7 @@ NOW = pd.Timestamp("2026-11-02T00:00:00Z")
 
 @pytest.fixture
 def inputs(tmp_path: Path) -> dict[str, Path]:
-    queues = {"apiVersion": "v1", "kind": "List", "items": [
-        queue_object("root", deserved=0, capability=0),
-        queue_object("default", deserved=1, capability=1),
-        queue_object("team-a", deserved=16, capability=32, guarantee=4, allocated=10),
-        queue_object("team-b", deserved=40, capability=48, guarantee=8, allocated=12),
-        queue_object("frozen", deserved=8, capability=8, managed=False),
-    ]}
-    nodes = {"kind": "List", "items": [{"metadata": {"name": f"n{i}"}, "status": {
-        "allocatable": {GPU: "8"}, "conditions": [{"type": "Ready", "status": "True"}]}} for i in range(12)]}
-    rows = [{"series_id": name, "timestamp": (NOW + pd.Timedelta(hours=h)).isoformat(), "mean": level,
-             "lo-80": level - 2, "hi-80": level + 2, "lo-95": level - 4, "hi-95": level + 4}
-            for name, level in (("team-a", 22.0), ("team-b", 41.0)) for h in range(24)]
-    paths = {"queues": tmp_path / "queues.json", "nodes": tmp_path / "nodes.json",
-             "forecast": tmp_path / "forecast.csv"}
-    paths["queues"].write_text(json.dumps(queues))
-    paths["nodes"].write_text(json.dumps(nodes))
-    pd.DataFrame(rows).to_csv(paths["forecast"], index=False)
-    return paths
+    return write_plan_inputs(tmp_path, NOW)
 
 
 def test_plan_writes_plan_json_and_valid_desired_queues(inputs: dict[str, Path], tmp_path: Path) -> None:
