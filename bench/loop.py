@@ -46,6 +46,7 @@ from predictor.planner import (  # noqa: E402
     plan_queues,
     queues_from_list,
 )
+from predictor.registry import FORECAST_FAMILY  # noqa: E402
 
 GPU = "nvidia.com/gpu"
 DEFAULT_JOBS = REPO.parent / "shared" / "data" / "philly" / "jobs.csv"
@@ -196,10 +197,10 @@ class WeeklyAuto:
     def forecast(self, history: pd.DataFrame, *, horizon: int) -> tuple[pd.DataFrame, dict[str, str]]:
         newest = history["timestamp"].max()
         if self.cached is not None and newest - self.cached[0] < pd.Timedelta(hours=self.refresh_h):
-            return self.cached[1], {"gpu-forecast": self.version}
+            return self.cached[1], {FORECAST_FAMILY: self.version}
         frame = self._refit(history, horizon + self.refresh_h)
         self.cached = (newest, frame)
-        return frame, {"gpu-forecast": self.version}
+        return frame, {FORECAST_FAMILY: self.version}
 
     def _refit(self, history: pd.DataFrame, horizon: int) -> pd.DataFrame:
         from models.forecast import forecasters

@@ -58,6 +58,8 @@ def _prepare(path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as exc:
         raise InputError(f"cannot write {path}: {path.parent} is not a directory") from exc
+    except OSError as exc:  # permission denied, read-only filesystem, /proc: the user's output location
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 def _new_temp(path: Path, permissions: int | None) -> Path:
@@ -69,6 +71,8 @@ def _new_temp(path: Path, permissions: int | None) -> Path:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
         except FileExistsError:
             continue
+        except OSError as exc:  # an output directory we may not write to: name it, no traceback
+            raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
         try:
             if permissions is None:
                 with suppress(FileNotFoundError):  # a new file: the umask already applied

@@ -8,6 +8,7 @@
     │   └── QueryError                 the server rejected the query (4xx) — never retried
     ├── ModelError                  a model is not fitted, cannot fit, or its input is unusable
     ├── RegistryError               MLflow tracking/registry failed or holds no such model/alias
+    │   └── ModelRefusedError          a registered version is not our data format or fails its digest
     ├── ActuatorError               a plan could not be applied to a cluster or kernel
     │   └── TemporaryActuatorError     conflict (409), timeout — safe to retry after a fresh read
     └── EnvironmentUnsupportedError  this machine lacks a needed capability (root, bpffs, NVML driver)
@@ -32,6 +33,7 @@ __all__ = [
     "EnvironmentUnsupportedError",
     "InputError",
     "ModelError",
+    "ModelRefusedError",
     "PredictorError",
     "QueryError",
     "RegistryError",
@@ -100,6 +102,11 @@ class ModelError(PredictorError):
 
 class RegistryError(PredictorError):
     """The MLflow tracking store or model registry failed, or holds no such model or alias."""
+
+
+class ModelRefusedError(RegistryError):
+    """A registered version that will never load: not stored as this project's data, or its files do not
+    match the digest recorded at registration (permanent: retrying or waiting does not help)."""
 
 
 class ActuatorError(PredictorError):

@@ -29,9 +29,7 @@ from predictor.errors import PredictorError
 from predictor.registry import (
     CHALLENGER,
     CHAMPION,
-    DEMAND_FAMILY,
-    FORECAST_FAMILY,
-    RCA_FAMILY,
+    FAMILIES,
     ModelRegistry,
     ModelVersionInfo,
 )
@@ -39,7 +37,6 @@ from predictor.registry import (
 __all__ = ["FAMILIES", "FamilyResult", "RegistryReader", "register", "retrain"]
 
 # `predictor train <command>` -> registered model name (DESIGN.md: one registered model per family).
-FAMILIES: dict[str, str] = {"forecast": FORECAST_FAMILY, "demand": DEMAND_FAMILY, "rca": RCA_FAMILY}
 
 PROMOTED = "promoted"
 REJECTED = "rejected"

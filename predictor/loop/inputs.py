@@ -26,7 +26,6 @@ if TYPE_CHECKING:  # the seams' Protocols, for annotations only
     from predictor.sources import MetricSource
 
 __all__ = [
-    "DEMAND_QUERY",
     "ClusterReader",
     "EstimatorForecaster",
     "FileCluster",
@@ -38,9 +37,6 @@ __all__ = [
     "SourceHistory",
     "load_json_or_yaml",
 ]
-
-# Queue demand in GPUs (allocated + pending per queue): the catalogue's text, the one training reads.
-DEMAND_QUERY = QUEUE_DEMAND
 
 
 class HistoryReader(Protocol):
@@ -65,7 +61,7 @@ class SourceHistory:
     """History from any ``MetricSource`` (Prometheus, a file) with a per-queue demand query."""
 
     def __init__(self, source: MetricSource, *,
-                 query: str = DEMAND_QUERY, lookback_h: float = 28 * 24, step_s: float = 3600,
+                 query: str = QUEUE_DEMAND, lookback_h: float = 28 * 24, step_s: float = 3600,
                  queue_label: str = "queue_name") -> None:
         self.source, self.query, self.queue_label = source, query, queue_label
         self.lookback, self.step = pd.Timedelta(hours=lookback_h), pd.Timedelta(seconds=step_s)
@@ -118,9 +114,11 @@ class RegistryForecaster:
         info = self.registry.get(self.family)
         if info is None:
             raise RegistryError(f"no champion for {self.family} in the model registry")
-        estimator = self.registry.load_estimator(self.family)
-        return EstimatorForecaster(estimator, version=str(info.version), family=self.family).forecast(
-            history, horizon=horizon)
+        # The version is the one actually served: after a refused or failed load the registry keeps the
+        # last good model, which may be older than the version the alias points at now.
+        served = self.registry.load(self.family)
+        return EstimatorForecaster(served.estimator, version=str(served.version or info.version),
+                                   family=self.family).forecast(history, horizon=horizon)
 
 
 class KubeCluster:

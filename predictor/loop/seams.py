@@ -17,6 +17,7 @@ from predictor.planner import QueuePlan
 
 if TYPE_CHECKING:  # the registry (and MLflow behind it) loads only where a command uses it
     from predictor.registry import ModelVersionInfo
+    from predictor.registry.served import ServedModel
 
 __all__ = ["ChampionRegistry", "QueueActuator", "QueueApi"]
 
@@ -44,4 +45,4 @@ class ChampionRegistry(Protocol):
 
     def get(self, family: str) -> ModelVersionInfo | None: ...
 
-    def load_estimator(self, family: str) -> Any: ...
+    def load(self, family: str) -> ServedModel: ...

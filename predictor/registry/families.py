@@ -7,9 +7,15 @@ import error instead of a model that trains into one name and is served from ano
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 __all__ = ["DEMAND_FAMILY", "FAMILIES", "FORECAST_FAMILY", "RCA_FAMILY"]
 
 FORECAST_FAMILY = "gpu-forecast"
 DEMAND_FAMILY = "gpu-demand"
 RCA_FAMILY = "gpu-rca"
-FAMILIES = (FORECAST_FAMILY, DEMAND_FAMILY, RCA_FAMILY)
+# ``predictor train <key>`` registers ``FAMILIES[key]``; ``retrain --family <key>`` takes the same keys.
+FAMILIES: Mapping[str, str] = MappingProxyType(
+    {"forecast": FORECAST_FAMILY, "demand": DEMAND_FAMILY, "rca": RCA_FAMILY}
+)

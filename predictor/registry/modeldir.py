@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from models.state import StateError, from_state, to_state
-from predictor.errors import RegistryError
+from predictor.errors import ModelRefusedError, RegistryError
 
 __all__ = [
     "DIGEST_TAG",
@@ -91,23 +91,24 @@ def _check_layout(root: Path, what: str) -> Path:
     """The state directory of an MLflow model directory in our format, or RegistryError saying why not."""
     mlmodel = root / "MLmodel"
     if not mlmodel.is_file() or mlmodel.is_symlink():
-        raise RegistryError(f"{what} is not a model of this project: no MLmodel file; refusing to load it")
+        # Missing rather than refused: an empty download is what a lost or unmounted artifact store gives.
+        raise RegistryError(f"{what}: no MLmodel file in its artifacts (missing or not a model); not loaded")
     try:
         spec = yaml.safe_load(mlmodel.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise RegistryError(f"{what}: unreadable MLmodel ({str(exc).splitlines()[0]})") from exc
+        raise ModelRefusedError(f"{what}: unreadable MLmodel ({str(exc).splitlines()[0]})") from exc
     pyfunc = (spec.get("flavors") or {}).get("python_function") if isinstance(spec, dict) else None
     if not isinstance(pyfunc, dict) or pyfunc.get("loader_module") != LOADER_MODULE or pyfunc.get("data") != STATE_PATH:
         found = "a pickled python_model" if isinstance(pyfunc, dict) and "python_model" in pyfunc else "another format"
-        raise RegistryError(f"{what} is not a model of this project ({found}, not state files read by "
+        raise ModelRefusedError(f"{what} is not a model of this project ({found}, not state files read by "
                             f"{LOADER_MODULE}); refusing to load it, nothing was unpickled")
     state = root / STATE_PATH
     if not state.is_dir() or state.is_symlink() or (root / "data").is_symlink():
-        raise RegistryError(f"{what} has no {STATE_PATH}/ directory; refusing to load it")
+        raise ModelRefusedError(f"{what} has no {STATE_PATH}/ directory; refusing to load it")
     found_files = sorted(p.name for p in state.iterdir())
     plain = all((state / n).is_file() and not (state / n).is_symlink() for n in STATE_FILES if n in found_files)
     if found_files != sorted(STATE_FILES) or not plain:
-        raise RegistryError(f"{what}: {STATE_PATH}/ holds {', '.join(found_files) or 'nothing'}, expected exactly "
+        raise ModelRefusedError(f"{what}: {STATE_PATH}/ holds {', '.join(found_files) or 'nothing'}, expected exactly "
                             f"the plain files {', '.join(STATE_FILES)}; refusing to load it")
     return state
 
@@ -121,17 +122,17 @@ def read_state_dir(directory: Path, what: str) -> tuple[Any, str]:
         document = json.loads((directory / STATE_FILES[0]).read_text(encoding="utf-8"))
         arrays = load((directory / STATE_FILES[1]).read_bytes())
     except (OSError, UnicodeDecodeError, ValueError, RecursionError, SafetensorError) as exc:
-        raise RegistryError(f"{what}: unreadable state files ({str(exc).splitlines()[0]})") from exc
+        raise ModelRefusedError(f"{what}: unreadable state files ({str(exc).splitlines()[0]})") from exc
     if not isinstance(document, dict) or document.get("format") != MODEL_FORMAT:
         found = document.get("format") if isinstance(document, dict) else None
-        raise RegistryError(f"{what}: state.json is not {MODEL_FORMAT} (format {found!r}); refusing to load it")
+        raise ModelRefusedError(f"{what}: state.json is not {MODEL_FORMAT} (format {found!r}); refusing to load it")
     kind = document.get("kind")
     if kind not in KINDS:
-        raise RegistryError(f"{what}: unknown model kind {kind!r}")
+        raise ModelRefusedError(f"{what}: unknown model kind {kind!r}")
     try:
         estimator = from_state(document.get("state"), arrays)
     except StateError as exc:
-        raise RegistryError(f"{what}: {exc}") from exc
+        raise ModelRefusedError(f"{what}: {exc}") from exc
     return estimator, str(kind)
 
 
@@ -139,9 +140,9 @@ def read_model_dir(root: Path, digest: str | None, what: str) -> tuple[Any, str]
     """``(estimator, kind)`` from a downloaded model directory, after the format and digest checks."""
     state = _check_layout(root, what)
     if not digest:
-        raise RegistryError(f"{what} has no {DIGEST_TAG} tag (not registered by this project); refusing to load it")
+        raise ModelRefusedError(f"{what} has no {DIGEST_TAG} tag (not registered by this project); refusing to load it")
     actual = state_digest(state)
     if not hmac.compare_digest(actual, digest):
-        raise RegistryError(f"{what}: state files do not match the digest recorded at registration "
+        raise ModelRefusedError(f"{what}: state files do not match the digest recorded at registration "
                             f"({DIGEST_TAG} {digest[:12]}…, files {actual[:12]}…); refusing to load them")
     return read_state_dir(state, what)

@@ -8,8 +8,11 @@ becomes ``champion`` is decided here, the same way for every family (``gpu-forec
 - **the champion is re-scored on the same data** the challenger was scored on (same backtest window, same
   held-out runs or scenarios), through a callable the pipeline passes in, and the challenger is promoted
   only if it ``beats`` that score by the configured margin (``settings.mlflow.promotion_margin``);
-- **the champion cannot be re-scored** (its artifact does not load, it cannot be refitted or scored on this
-  data): the champion is **kept** and the reason is recorded. A model that has been serving keeps serving
+- **the champion cannot be served** (the registry refuses its files: not this project's data format, or
+  they fail the digest recorded at registration, ``ModelRefusedError``): the challenger is **promoted**,
+  because the champion will never load again and serving holds until something loadable is champion;
+- **the champion cannot be re-scored** (the registry is unreachable, it cannot be refitted or scored on
+  this data): the champion is **kept** and the reason is recorded. A model that has been serving keeps serving
   rather than being replaced by one nobody could compare with it; an operator who wants the new version
   anyway moves the alias by hand. (Before issue 13 ``gpu-rca`` replaced the champion in this case while
   the other two families kept it; this is now the one behaviour.)
@@ -25,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from predictor.errors import InputError, ModelError, RegistryError
+from predictor.errors import InputError, ModelError, ModelRefusedError, RegistryError
 from predictor.registry.store import CHAMPION, ModelVersionInfo, beats
 
 __all__ = ["UNSCORABLE", "ChampionStore", "Verdict", "judge", "settle"]
@@ -88,6 +91,13 @@ def judge(
         return Verdict(promote=True, reason="no champion yet")
     try:
         champion_score = float(rescore(registry.load_estimator(family)))
+    except ModelRefusedError as exc:
+        return Verdict(
+            promote=True,
+            reason=f"champion v{champion.version} cannot be served ({exc}); replacing it",
+            champion_version=champion.version,
+            champion_score=float("nan"),
+        )
     except UNSCORABLE as exc:
         return Verdict(
             promote=False,

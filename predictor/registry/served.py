@@ -23,7 +23,7 @@ class ServedModel:
     ``kind="tabular"``: input rows → ``estimator.predict(rows)`` (the demand and root-cause families).
     """
 
-    def __init__(self, estimator: Any, kind: str = "forecast") -> None:
+    def __init__(self, estimator: Any, kind: str = "forecast", version: str | None = None) -> None:
         from predictor.registry.modeldir import KINDS
 
         if kind not in KINDS:
@@ -35,6 +35,7 @@ class ServedModel:
                 raise RegistryError(f"a forecast model holds a {type(estimator).__name__}, not a forecaster")
         self.estimator = estimator
         self.kind = kind
+        self.version = version  # the registered version these state files are (None: not from a registry)
 
     def predict(self, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> Any:
         if self.kind == "tabular":

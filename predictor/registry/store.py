@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from predictor.config import MlflowSettings
-from predictor.errors import RegistryError
+from predictor.errors import PredictorError, RegistryError
 from predictor.registry.modeldir import DIGEST_TAG, LOADER_MODULE, STATE_DIR, read_model_dir, write_state_dir
 from predictor.registry.served import ServedModel
 
@@ -53,6 +53,12 @@ class ModelVersionInfo:
 def beats(challenger: float, champion: float, margin: float) -> bool:
     """Lower-is-better comparison: the challenger must improve on the champion by ``margin`` (relative)."""
     return challenger < champion * (1.0 - margin)
+
+
+def _foreign(exc: BaseException) -> bool:
+    """An error raised by the libraries behind the registry (not a bug in our own code)."""
+    module = type(exc).__module__.split(".")[0]
+    return isinstance(exc, OSError) or module in {"mlflow", "sqlalchemy", "requests", "urllib3", "alembic"}
 
 
 def _reason(exc: BaseException) -> str:
@@ -88,6 +94,14 @@ class ModelRegistry:
             mlflow.set_registry_uri(self.settings.registry_uri or self.settings.tracking_uri)
             try:
                 yield mlflow
+            except PredictorError:
+                raise
+            except Exception as exc:
+                # The foreign boundary: MLflow, SQLAlchemy (a tracking URI naming a file that is not a
+                # database), HTTP and OS errors all become one RegistryError naming the store.
+                if not _foreign(exc):
+                    raise
+                raise RegistryError(f"model registry {self.settings.tracking_uri}: {_reason(exc)}") from exc
             finally:
                 mlflow.set_tracking_uri(previous[0])
                 mlflow.set_registry_uri(previous[1])
@@ -245,7 +259,7 @@ class ModelRegistry:
                 raise RegistryError(f"{where}: {_reason(exc)}") from exc
             what = f"{where}: v{mv.version}"
             estimator, kind = read_model_dir(Path(local), (mv.tags or {}).get(DIGEST_TAG), what)
-            return ServedModel(estimator, kind)
+            return ServedModel(estimator, kind, version=str(mv.version))
 
     def load_estimator(self, family: str, alias: str = CHAMPION) -> Any:
         """The estimator of the model at ``alias`` (to refit it, e.g. on a new window)."""

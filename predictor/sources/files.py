@@ -48,7 +48,8 @@ def _to_utc(column: pd.Series, path: Path, name: str) -> pd.Series:
     try:
         parsed = pd.to_datetime(column, utc=True, format="ISO8601")
     except (ValueError, TypeError) as exc:
-        raise InputError(f"{path}: column {name!r} has a value that is not a timestamp: {exc}") from exc
+        raise InputError(f"{path}: column {name!r} has a value that is not a timestamp: "
+                         f"{str(exc).splitlines()[0]}") from exc
     if parsed.isna().any():
         row = int(parsed.isna().to_numpy().argmax())
         raise InputError(f"{path}: column {name!r} is empty at row {row + 2}")

@@ -14,7 +14,6 @@ from typing import Any
 
 import jsonschema
 import kubernetes_validate
-import pandas as pd
 import pytest
 import yaml
 
@@ -284,6 +283,7 @@ def _train_command(container: Obj) -> list[str]:
 
 def test_cronjobs_train_each_family_safely() -> None:
     from predictor.cli import train_app
+    from predictor.commands.rightsize import DEFAULT_WINDOW_DAYS
     from predictor.config import load_settings
 
     registered = {c.name or (c.callback.__name__ if c.callback else "") for c in train_app.registered_commands}
@@ -301,10 +301,9 @@ def test_cronjobs_train_each_family_safely() -> None:
         # A CronJob may only run a command this build has; the others wait, suspended.
         assert args[3] in registered or spec["suspend"] is True, f"train {args[3]} is not in this build"
     assert set(families) == {"forecast", "demand", "rca"}
-    demand = dict(zip(families["demand"][::2], families["demand"][1::2], strict=True))
-    assert demand["--prometheus-url"] == load_settings(SETTINGS).prometheus.url
-    window = pd.Timestamp(demand["--end"]) - pd.Timestamp(demand["--start"])
-    assert window == pd.Timedelta(days=28)
+    # `train demand` with no flags reads the configured Prometheus over its default trailing window
+    assert families["demand"] == [] and load_settings(SETTINGS).prometheus.url
+    assert DEFAULT_WINDOW_DAYS == 28
 
 
 @pytest.mark.parametrize("overlay", sorted(OVERLAYS))

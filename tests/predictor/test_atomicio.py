@@ -141,3 +141,18 @@ def test_no_other_module_rolls_its_own_atomic_write() -> None:
         if own.search(line)
     ]
     assert offenders == []
+
+
+def test_an_unwritable_location_is_one_clear_error(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):  # root ignores the mode bits; /proc refuses everyone
+            target = Path("/proc/self/no-such-dir/out.csv")
+        else:
+            target = locked / "out.csv"
+        with pytest.raises(InputError, match=r"^cannot write .*out\.csv: "):
+            write_text(target, "x")
+    finally:
+        locked.chmod(0o700)

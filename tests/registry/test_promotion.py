@@ -108,3 +108,16 @@ def test_the_forecast_pipeline_keeps_an_unloadable_champion(
     assert "champion_backtest_mase" not in again.metrics
     assert registry.get(FORECAST_FAMILY, CHAMPION).version == first.version  # type: ignore[union-attr]
     assert registry.get(FORECAST_FAMILY, CHAMPION).params["model"] == "naive"  # type: ignore[union-attr]
+
+
+def test_a_champion_the_registry_refuses_is_replaced(mlflow_tracking: Settings, tmp_path: Path) -> None:
+    """A champion whose files fail their digest will never load again: serving holds until the alias moves,
+    so the next version replaces it rather than waiting for an operator."""
+    registry = ModelRegistry(mlflow_tracking.mlflow)
+    _register(registry, judge(registry, FAMILY, 1.0, lambda champion: 1.0, margin=0.0))
+    (state,) = (tmp_path / "mlruns").rglob("state.json")
+    state.write_text(state.read_text(encoding="utf-8").replace("Naive", "Naive "), encoding="utf-8")
+    verdict = judge(ModelRegistry(mlflow_tracking.mlflow), FAMILY, 5.0, lambda champion: 1.0, margin=0.0)
+    assert verdict.promote and verdict.champion_version == "1"
+    assert verdict.reason.startswith("champion v1 cannot be served (") and "digest" in verdict.reason
+    assert _register(registry, verdict) == ("2", True) and _champion(registry) == "2"

@@ -20,7 +20,7 @@ import pytest
 from pipelines.forecast import DEFAULT_QUERIES, load_prometheus_history
 from predictor import sim
 from predictor.config import PrometheusSettings, Settings
-from predictor.loop import DEMAND_QUERY, SourceHistory
+from predictor.loop import SourceHistory
 from predictor.reports.inputs import PROMQL
 from predictor.rightsize.features import REQUESTS
 from predictor.sources import PrometheusSource, Selector, queries
@@ -57,7 +57,6 @@ def _uses() -> dict[str, list[tuple[str, str]]]:
         "queue_demand": [
             ("training queue family", DEFAULT_QUERIES["queue"]),
             ("loop SourceHistory default", _loop_query()),
-            ("loop DEMAND_QUERY", DEMAND_QUERY),
             ("reports demand table", PROMQL["demand"]),
         ],
         "queue_allocated": [("reports allocated table", PROMQL["allocated"])],
@@ -75,7 +74,7 @@ def test_every_family_resolves_to_the_catalogue_text_wherever_it_is_used() -> No
         for consumer, text in consumers:
             assert text == CATALOGUE[family], f"{consumer} reads a different {family} query"
     # The same object, not an equal copy: a consumer refers to the catalogue instead of restating it.
-    assert DEFAULT_QUERIES["queue"] is DEMAND_QUERY is PROMQL["demand"] is queries.QUEUE_DEMAND
+    assert DEFAULT_QUERIES["queue"] is PROMQL["demand"] is queries.QUEUE_DEMAND
     # Every query training and the reports run is a catalogue entry.
     assert set(DEFAULT_QUERIES.values()) | set(PROMQL.values()) <= set(CATALOGUE.values())
 
