@@ -28,6 +28,7 @@ __all__ = [
     "FeatureSettings",
     "gpu_memory_mib",
     "runs_from_frames",
+    "workload_of_job",
     "workload_of_pod",
 ]
 
@@ -37,6 +38,8 @@ REQUESTS = "kube_pod_container_resource_requests"
 POD_LABELS = "kube_pod_labels"
 QUEUE_LABEL = "label_volcano_sh_queue_name"
 JOB_LABEL = "label_volcano_sh_job_name"
+# Labels that name a workload outright, most explicit first (kube-state-metrics' label_ prefix).
+WORKLOAD_LABELS = ("label_workload", "label_app_kubernetes_io_name", "label_app")
 
 RUN_COLUMNS = (
     "namespace", "workload", "run", "queue", "gpu_type", "pods", "start", "end", "runtime_h",
@@ -52,6 +55,9 @@ _SUFFIXES = (
     re.compile(r"-[a-z0-9]{5}$"),
     re.compile(r"-\d+$"),
 )
+# Run identifiers appended to a recurring job's name: a number (run counter, epoch seconds), a date or
+# timestamp, a short hex or alphanumeric hash with a digit in it. Stripped repeatedly from the right.
+_RUN_ID = re.compile(r"[-_.](\d+|\d{4}-?\d{2}-?\d{2}(t?\d{4,6}z?)?|(?=[a-z0-9]*\d)[a-z0-9]{5,12})$")
 _VOLCANO_TASK = re.compile(r"-(worker|master|ps|chief|launcher|evaluator|driver|executor)$")
 _GIB_IN_NAME = re.compile(r"(\d+)\s*GB", re.IGNORECASE)
 
@@ -78,6 +84,20 @@ def workload_of_pod(pod: str) -> str:
             break
     name = _VOLCANO_TASK.sub("", name)
     return name or pod
+
+
+def workload_of_job(job: str) -> str:
+    """A Volcano job (or PodGroup) name without its run identifiers: ``bert-ft-20260302-1a2b3c`` → ``bert-ft``.
+
+    Recurring jobs (nightly retraining, sweeps, CI) are submitted under fresh names with a counter, a date
+    or a hash appended; the stem is what stays the same from run to run, so it is the workload.
+    """
+    name = job.strip().lower()
+    while True:
+        match = _RUN_ID.search(name)
+        if not match or match.start() == 0:
+            return name or job
+        name = name[: match.start()]
 
 
 def gpu_memory_mib(model_name: str) -> float:
@@ -145,7 +165,7 @@ def _pod_meta(requests: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
     meta = per_container.groupby(level=["namespace", "pod"]).sum().rename("gpu_request").reset_index()
     if not labels.empty:
         lab = _labelled(labels, POD_LABELS, ("namespace", "pod"))
-        cols = [c for c in (QUEUE_LABEL, JOB_LABEL) if c in lab.columns]
+        cols = [c for c in (QUEUE_LABEL, JOB_LABEL, *WORKLOAD_LABELS) if c in lab.columns]
         if cols:
             last = lab.sort_values(TIME).groupby(["namespace", "pod"], sort=False)[cols].last().reset_index()
             meta = meta.merge(last, on=["namespace", "pod"], how="outer")
@@ -155,18 +175,35 @@ def _pod_meta(requests: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
 
 
 def _assign_runs(pods: pd.DataFrame, gap: pd.Timedelta) -> pd.Series:
-    """Run number per pod: a workload's pods that overlap in time (within ``gap``) are one run."""
+    """Run number per pod: pods of one Volcano job (or, without one, a workload's pods that overlap in
+    time within ``gap``) are one run; runs are numbered in start order per workload."""
     run = pd.Series(0, index=pods.index, dtype="int64")
     for _, group in pods.sort_values("first").groupby(["namespace", "workload"], sort=False):
-        number, reach = -1, None
-        for idx, first, last in zip(group.index, group["first"], group["last"], strict=True):
-            if reach is None or first > reach + gap:
+        number, reach, key = -1, None, None
+        for idx, first, last, job in zip(group.index, group["first"], group["last"], group["run_key"], strict=True):
+            if reach is None or first > reach + gap or job != key:
                 number += 1
                 reach = last
             else:
                 reach = max(reach, last)
+            key = job
             run[idx] = number
     return run
+
+
+def _workload_identity(pods: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """(workload, run key) per pod from labels, the Volcano job name and the pod name, in that order."""
+    def present(column: str) -> pd.Series:
+        values = pods[column] if column in pods.columns else pd.Series(None, index=pods.index, dtype=object)
+        values = values.astype(object)
+        return values.where(values.notna() & (values.astype(str) != ""))
+
+    by_pod = pods["pod"].map(workload_of_pod)
+    job = present(JOB_LABEL)
+    workload = job.map(workload_of_job, na_action="ignore").fillna(by_pod)
+    for label in reversed(WORKLOAD_LABELS):  # the most explicit label wins
+        workload = present(label).fillna(workload)
+    return workload.astype(str), job.fillna(by_pod).astype(str)
 
 
 def runs_from_frames(
@@ -179,15 +216,16 @@ def runs_from_frames(
 ) -> pd.DataFrame:
     """One row per workload run (``RUN_COLUMNS``) from DCGM util/FB, GPU requests and pod labels.
 
-    A workload is the pod's Volcano job (``volcano.sh/job-name``) or its name without the generated
-    suffix; its queue is ``volcano.sh/queue-name`` or, without it, the namespace.
+    A workload is what stays the same between runs: a ``workload``/``app.kubernetes.io/name``/``app``
+    pod label when there is one, else the stem of the Volcano job name (``volcano.sh/job-name``, run ids
+    stripped by ``workload_of_job``), else the pod name without its generated suffix. A run is one
+    Volcano job. The queue is ``volcano.sh/queue-name`` or, without it, the namespace.
     """
     samples = _dcgm_samples(util, fb)
     meta = _pod_meta(requests, labels) if not requests.empty else pd.DataFrame(columns=["namespace", "pod"])
     span = samples.groupby(["namespace", "pod"], sort=False)[TIME].agg(first="min", last="max").reset_index()
     pods = span.merge(meta, on=["namespace", "pod"], how="left")
-    job = pods[JOB_LABEL] if JOB_LABEL in pods.columns else pd.Series(np.nan, index=pods.index)
-    pods["workload"] = job.where(job.notna() & (job.astype(str) != ""), pods["pod"].map(workload_of_pod))
+    pods["workload"], pods["run_key"] = _workload_identity(pods)
     queue = pods[QUEUE_LABEL] if QUEUE_LABEL in pods.columns else pd.Series(np.nan, index=pods.index)
     pods["queue"] = queue.where(queue.notna() & (queue.astype(str) != ""), pods["namespace"])
     pods["run"] = _assign_runs(pods, step)
