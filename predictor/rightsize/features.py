@@ -42,7 +42,7 @@ JOB_LABEL = "label_volcano_sh_job_name"
 WORKLOAD_LABELS = ("label_workload", "label_app_kubernetes_io_name", "label_app")
 
 RUN_COLUMNS = (
-    "namespace", "workload", "run", "queue", "gpu_type", "pods", "start", "end", "runtime_h",
+    "namespace", "workload", "run", "job", "queue", "gpu_type", "pods", "start", "end", "runtime_h",
     "gpu_request", "gpus_used_p95", "gpus_used_max", "gpu_equiv_p95", "util_mean", "util_p95",
     "mem_peak_mib", "mem_p99_mib",
     "gpu_mem_total_mib", "early_gpus_used", "early_gpu_equiv", "early_mem_peak_mib", "early_util_mean", "samples",
@@ -193,17 +193,21 @@ def _assign_runs(pods: pd.DataFrame, gap: pd.Timedelta) -> pd.Series:
 
 def _workload_identity(pods: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """(workload, run key) per pod from labels, the Volcano job name and the pod name, in that order."""
-    def present(column: str) -> pd.Series:
-        values = pods[column] if column in pods.columns else pd.Series(None, index=pods.index, dtype=object)
-        values = values.astype(object)
-        return values.where(values.notna() & (values.astype(str) != ""))
+    def present(column: str) -> np.ndarray:
+        if column not in pods.columns:
+            return np.full(len(pods), None, dtype=object)
+        values = pods[column].astype(object).to_numpy()
+        return np.array([v if isinstance(v, str) and v else None for v in values], dtype=object)
 
-    by_pod = pods["pod"].map(workload_of_pod)
+    by_pod = pods["pod"].map(workload_of_pod).to_numpy(dtype=object)
     job = present(JOB_LABEL)
-    workload = job.map(workload_of_job, na_action="ignore").fillna(by_pod)
+    # Without a job label the pod's own name (suffix removed) is the run, and its stem the workload.
+    workload = np.array([workload_of_job(j or p) for j, p in zip(job, by_pod, strict=True)], dtype=object)
     for label in reversed(WORKLOAD_LABELS):  # the most explicit label wins
-        workload = present(label).fillna(workload)
-    return workload.astype(str), job.fillna(by_pod).astype(str)
+        named = present(label)
+        workload = np.where(named != None, named, workload)  # noqa: E711 (element-wise)
+    run_key = np.where(job != None, job, by_pod)  # noqa: E711
+    return pd.Series(workload, index=pods.index, dtype=str), pd.Series(run_key, index=pods.index, dtype=str)
 
 
 def runs_from_frames(
@@ -229,7 +233,7 @@ def runs_from_frames(
     queue = pods[QUEUE_LABEL] if QUEUE_LABEL in pods.columns else pd.Series(np.nan, index=pods.index)
     pods["queue"] = queue.where(queue.notna() & (queue.astype(str) != ""), pods["namespace"])
     pods["run"] = _assign_runs(pods, step)
-    samples = samples.merge(pods[["namespace", "pod", "workload", "queue", "run", "gpu_request"]],
+    samples = samples.merge(pods[["namespace", "pod", "workload", "queue", "run", "run_key", "gpu_request"]],
                             on=["namespace", "pod"], how="left")
     keys = ["namespace", "workload", "run"]
     samples["busy"] = samples["util"] > settings.busy_threshold_pct
@@ -242,7 +246,8 @@ def runs_from_frames(
     per_time = per_time.reset_index()
     g = samples.groupby(keys, sort=False)
     runs = g.agg(
-        queue=("queue", "first"), start=(TIME, "min"), end=(TIME, "max"), samples=("util", "size"),
+        queue=("queue", "first"), job=("run_key", "first"), start=(TIME, "min"), end=(TIME, "max"),
+        samples=("util", "size"),
         util_mean=("util", "mean"), mem_peak_mib=("fb_mib", "max"),
         model_name=("model_name", lambda s: s.mode().iat[0] if len(s) else ""),
         pods=("pod", "nunique"), gpus_seen=("gpu_key", "nunique"),
