@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from models.demand import round_up_to_sizes
 from models.demand_risk import RiskBound, forecast_residuals, risk_bound
+from predictor.rightsize.elastic import ElasticSettings, worker_advice
 
 __all__ = ["OUTPUT_COLUMNS", "RightsizeSettings", "recommend"]
 
@@ -49,6 +50,7 @@ class RightsizeSettings(BaseModel):
         7.0, gt=0, le=90, description="How long a recommendation stays in place (a growing workload's runs "
         "up to then are covered)."
     )
+    elastic: ElasticSettings = Field(default_factory=ElasticSettings, description="Elastic-worker advice.")
 
 
 def _fractions(g: pd.DataFrame, used_col: str) -> tuple[np.ndarray, np.ndarray]:
@@ -135,8 +137,11 @@ def _row(namespace: str, workload: str, g: pd.DataFrame, settings: RightsizeSett
     evidence = {"own": "its own runs", "similar": "its runs pooled with the same queue and request",
                 "cluster": "its runs pooled with the whole cluster"}[tier]
     mem_text = f"{mem:.1f} GiB memory" if np.isfinite(mem) else "no GPU memory series"
+    workers, advice = worker_advice(g, gpus, settings.elastic)
     return {
         **row, "recommended_gpus": gpus, "recommended_gpu_mem_gib": mem, "confidence": CONFIDENCE[tier],
+        "recommended_workers": workers,
         "reason": f"{verdict}: at most {settings.risk:.0%} of runs over {need:.2f} {what} and {mem_text} "
-                  f"(conformal on {evidence}, {gpu_bound.scores} residuals; {len(g)} run(s) in {span_h:.1f} h)",
+                  f"(conformal on {evidence}, {gpu_bound.scores} residuals; {len(g)} run(s) in {span_h:.1f} h)"
+                  + (f"; workers: {advice}" if advice else ""),
     }
