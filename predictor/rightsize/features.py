@@ -23,6 +23,7 @@ __all__ = [
     "FB_USED",
     "GPU_UTIL",
     "POD_LABELS",
+    "POWER",
     "REQUESTS",
     "RUN_COLUMNS",
     "FeatureSettings",
@@ -34,6 +35,7 @@ __all__ = [
 
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"
+POWER = "DCGM_FI_DEV_POWER_USAGE"
 REQUESTS = "kube_pod_container_resource_requests"
 POD_LABELS = "kube_pod_labels"
 QUEUE_LABEL = "label_volcano_sh_queue_name"
@@ -46,6 +48,7 @@ RUN_COLUMNS = (
     "gpu_request", "gpus_used_p95", "gpus_used_max", "gpu_equiv_p95", "util_mean", "util_p95",
     "mem_peak_mib", "mem_p99_mib",
     "gpu_mem_total_mib", "early_gpus_used", "early_gpu_equiv", "early_mem_peak_mib", "early_util_mean", "samples",
+    "power_mean_w", "energy_kwh",
 )
 
 # Generated suffixes, most specific first: a Deployment's ReplicaSet hash + pod hash, a Job's or
@@ -123,8 +126,8 @@ def _labelled(frame: pd.DataFrame, name: str, needed: tuple[str, ...]) -> pd.Dat
     return frame
 
 
-def _dcgm_samples(util: pd.DataFrame, fb: pd.DataFrame) -> pd.DataFrame:
-    """One row per (GPU, timestamp) held by a pod: namespace, pod, gpu key, model, util, fb MiB."""
+def _dcgm_samples(util: pd.DataFrame, fb: pd.DataFrame, power: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (GPU, timestamp) held by a pod: namespace, pod, gpu key, model, util, fb MiB, power W."""
     util = _labelled(util, GPU_UTIL, ("namespace", "pod"))
     # Old dcgm-exporter versions say ``uuid``; without either, host + index identifies a GPU.
     host = next((c for c in ("Hostname", "hostname") if c in util.columns), None)
@@ -139,16 +142,17 @@ def _dcgm_samples(util: pd.DataFrame, fb: pd.DataFrame) -> pd.DataFrame:
         samples[key_cols[0]].astype(str)
     samples["model_name"] = samples[model].astype(str) if model else ""
     samples = samples.drop(columns=[c for c in [*key_cols, *([model] if model else [])] if c != "gpu_key"])
-    if not fb.empty:
-        fb = _labelled(fb, FB_USED, ("namespace", "pod"))
-        fb_keyed = fb[fb["pod"].fillna("").astype(str) != ""]
-        fb_keyed = fb_keyed.assign(
-            gpu_key=fb_keyed[key_cols].astype(str).agg("/".join, axis=1) if len(key_cols) > 1
-            else fb_keyed[key_cols[0]].astype(str)
-        )[["namespace", "pod", "gpu_key", TIME, VALUE]].rename(columns={VALUE: "fb_mib"})
-        samples = samples.merge(fb_keyed, on=["namespace", "pod", "gpu_key", TIME], how="left")
-    else:
-        samples["fb_mib"] = np.nan
+    for frame, name, column in ((fb, FB_USED, "fb_mib"), (power, POWER, "power_w")):
+        if frame is None or frame.empty:
+            samples[column] = np.nan
+            continue
+        frame = _labelled(frame, name, ("namespace", "pod"))
+        keyed = frame[frame["pod"].fillna("").astype(str) != ""]
+        keyed = keyed.assign(
+            gpu_key=keyed[key_cols].astype(str).agg("/".join, axis=1) if len(key_cols) > 1
+            else keyed[key_cols[0]].astype(str)
+        )[["namespace", "pod", "gpu_key", TIME, VALUE]].rename(columns={VALUE: column})
+        samples = samples.merge(keyed, on=["namespace", "pod", "gpu_key", TIME], how="left")
     for column in ("namespace", "pod"):
         samples[column] = samples[column].astype(str)
     return samples
@@ -217,15 +221,17 @@ def runs_from_frames(
     labels: pd.DataFrame,
     step: pd.Timedelta,
     settings: FeatureSettings = FeatureSettings(),
+    power: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per workload run (``RUN_COLUMNS``) from DCGM util/FB, GPU requests and pod labels.
 
     A workload is what stays the same between runs: a ``workload``/``app.kubernetes.io/name``/``app``
     pod label when there is one, else the stem of the Volcano job name (``volcano.sh/job-name``, run ids
     stripped by ``workload_of_job``), else the pod name without its generated suffix. A run is one
-    Volcano job. The queue is ``volcano.sh/queue-name`` or, without it, the namespace.
+    Volcano job. The queue is ``volcano.sh/queue-name`` or, without it, the namespace. With DCGM power
+    (optional) each run also has its mean power per GPU and its energy (NaN without).
     """
-    samples = _dcgm_samples(util, fb)
+    samples = _dcgm_samples(util, fb, power)
     meta = _pod_meta(requests, labels) if not requests.empty else pd.DataFrame(columns=["namespace", "pod"])
     span = samples.groupby(["namespace", "pod"], sort=False)[TIME].agg(first="min", last="max").reset_index()
     pods = span.merge(meta, on=["namespace", "pod"], how="left")
@@ -253,6 +259,8 @@ def runs_from_frames(
         pods=("pod", "nunique"), gpus_seen=("gpu_key", "nunique"),
     )
     runs["util_p95"] = g["util"].quantile(0.95)
+    runs["power_mean_w"] = g["power_w"].mean()
+    runs["energy_kwh"] = g["power_w"].sum(min_count=1) * step.total_seconds() / 3.6e6
     runs["mem_p99_mib"] = g["fb_mib"].quantile(0.99)
     t = per_time.groupby(keys, sort=False)["busy"]
     runs["gpus_used_p95"] = t.quantile(0.95)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from models.demand import round_up_to_sizes
 from models.demand_risk import RiskBound, forecast_residuals, risk_bound
 from predictor.rightsize.elastic import ElasticSettings, worker_advice
+from predictor.rightsize.energy import EnergySettings, power_advice
 
 __all__ = ["OUTPUT_COLUMNS", "RightsizeSettings", "recommend"]
 
@@ -51,6 +52,7 @@ class RightsizeSettings(BaseModel):
         "up to then are covered)."
     )
     elastic: ElasticSettings = Field(default_factory=ElasticSettings, description="Elastic-worker advice.")
+    energy: EnergySettings = Field(default_factory=EnergySettings, description="Power-cap advice.")
 
 
 def _fractions(g: pd.DataFrame, used_col: str) -> tuple[np.ndarray, np.ndarray]:
@@ -92,12 +94,19 @@ def recommend(runs: pd.DataFrame, settings: RightsizeSettings) -> pd.DataFrame:
     keys = [(str(g["queue"].mode().iat[0]), f"{float(g['gpu_request'].iloc[-1]):g}") for _, g in groups]
     gpu_pools = _pools(keys, [forecast_residuals(f[0]) for f in fractions])
     mem_pools = _pools(keys, [forecast_residuals(f[1]) for f in fractions])
+    # A card's peak power: the highest run mean seen on that GPU type (DCGM reports no limit here).
+    peak = runs.groupby("gpu_type")["power_mean_w"].max() if "power_mean_w" in runs.columns else pd.Series()
     rows = []
     for i, ((namespace, workload), g) in enumerate(groups):
         ahead = _ahead(g, settings.horizon_days)
         gpu_bound = risk_bound(fractions[i][0], settings.risk, gpu_pools[i], ahead=ahead)
         mem_bound = risk_bound(fractions[i][1], settings.risk, mem_pools[i], ahead=ahead)
-        rows.append(_row(str(namespace), str(workload), g, settings, used_col, gpu_bound, mem_bound))
+        row = _row(str(namespace), str(workload), g, settings, used_col, gpu_bound, mem_bound)
+        if "power_mean_w" in g.columns and row["confidence"] != NOT_ENOUGH:
+            cap, kwh, advice = power_advice(g, float(peak.get(str(row["gpu_type"]), np.nan)), settings.energy)
+            row.update(recommended_power_cap_w=cap, energy_saving_kwh_week=kwh)
+            row["reason"] = f"{row['reason']}; energy: {advice}" if advice else row["reason"]
+        rows.append(row)
     return pd.DataFrame(rows, columns=list(OUTPUT_COLUMNS))
 
 

@@ -118,23 +118,3 @@ def test_cli_risk_flag(demand_out: Path, tmp_path: Path, capsys: pytest.CaptureF
     assert "--risk 0.7" in capsys.readouterr().err
     assert not (tmp_path / "x.csv").exists()
 
-
-def test_elastic_worker_advice() -> None:
-    """Four 2-GPU workers: a workload that keeps its GPUs barely busy is advised fewer workers with the
-    slowdown range; one that keeps them busy keeps all four; a single-pod workload keeps one."""
-    rng = np.random.default_rng(3)
-    idle = _runs("idle", 0.3 + rng.normal(0, 0.01, 12), request=8.0).assign(pods=4, util_mean=15.0)
-    busy = _runs("busy", 0.3 + rng.normal(0, 0.01, 12), request=8.0).assign(pods=4, util_mean=90.0)
-    single = _runs("one", 0.3 + rng.normal(0, 0.01, 12), request=1.0)
-    half = _runs("half", 0.3 + rng.normal(0, 0.01, 12), request=8.0).assign(pods=4, util_mean=90.0,
-                                                                             gpus_used_p95=4.0)
-    table = recommend(pd.concat([idle, busy, single, half], ignore_index=True), RightsizeSettings(risk=0.1))
-    table = table.set_index("workload")
-    assert table.loc["idle", "recommended_workers"] == 1  # ceil(4 × 15 % / 80 %)
-    assert "minReplicas=1, maxReplicas=4" in str(table.loc["idle", "reason"])
-    assert "slowdown 0 % to 300%" in str(table.loc["idle", "reason"])
-    assert table.loc["busy", "recommended_workers"] == 4
-    assert table.loc["one", "recommended_workers"] == 1
-    assert table.loc["half", "recommended_workers"] == 2  # two workers' GPUs idle: no slowdown
-    assert "expected slowdown 0 %" in str(table.loc["half", "reason"])
-    assert "0 % to" not in str(table.loc["half", "reason"])
