@@ -95,14 +95,20 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         history: HistoryOpt = None,
         step: StepOpt = "5m",
         sharing_size: SharingOpt = None,
+        risk: Annotated[float, typer.Option(
+            "--risk", help="Share of future runs allowed to need more than recommended (0 < R < 0.5; "
+            "default 0.02: at most 1 run in 50 under-sized). Calibrated by conformal bounds on each workload's "
+            "runs, pooled with similar workloads while its own history is short.")] = 0.02,
     ) -> None:
-        """Recommend GPUs and GPU memory per workload from what its runs really used."""
+        """Recommend GPUs and GPU memory per workload at a stated risk, from what its runs really used."""
         from predictor.rightsize import rightsize
         from predictor.sources.files import write_frame
 
         settings = settings_from(ctx, prometheus={"url": prometheus_url})
         inputs, rs = _inputs(settings, prometheus_url, start, end, history, step)
-        table, runs = rightsize(inputs, _rs_with_sharing(rs, sharing_size))
+        if not 0 < risk < 0.5:
+            raise InputError(f"--risk {risk:g} must be between 0 and 0.5 (a share of runs, e.g. 0.02)")
+        table, runs = rightsize(inputs, _rs_with_sharing(rs, sharing_size).model_copy(update={"risk": risk}))
         write_frame(table, out)
         for note in inputs.notes:
             console.print(f"note: {note}", markup=False, highlight=False)

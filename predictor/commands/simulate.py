@@ -49,6 +49,9 @@ def simulate(
                                                          "queue, deserved and/or capability.")] = None,
     metrics: Annotated[str, typer.Option("--metrics", help="Metric families: all, core, or globs.")] = "all",
     jobs_per_hour: Annotated[float, typer.Option("--jobs-per-hour", help="Synthetic arrival rate.")] = 60.0,
+    workloads_per_queue: Annotated[int, typer.Option(
+        "--workloads-per-queue", min=0, help="Synthetic jobs recur as runs of this many workload templates per "
+        "queue (Zipf-skewed); 0: every job is its own workload.")] = 0,
     out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("sim-out"),
     openmetrics: Annotated[bool, typer.Option("--openmetrics", help="Also write metrics.om for promtool.")] = False,
     parquet: Annotated[bool, typer.Option("--parquet/--no-parquet", help="Write Parquet long frames.")] = True,
@@ -66,7 +69,7 @@ def simulate(
     settings = sim.SimSettings(start=start_ts, weeks=weeks, step_s=int(step_td.total_seconds()), seed=seed,
                                fault_rate_per_day=faults, metrics=metrics)
     cluster = sim.parse_gpu_types(gpu_types, nodes)
-    table, settings = _job_table(jobs, philly_sample, settings, jobs_per_hour)
+    table, settings = _job_table(jobs, philly_sample, settings, jobs_per_hour, workloads_per_queue)
     queue_specs = sim.queues_from_frame(read_table(queues), str(queues)) if queues else None
     changes = sim.quota_schedule_from_frame(read_table(quota_schedule), str(quota_schedule)) \
         if quota_schedule else ()
@@ -83,8 +86,8 @@ def simulate(
     console.print(_summary_table(result, counts, f"simulated {weeks:g} weeks, {cluster.n_gpus} GPUs → {out}"))
 
 
-def _job_table(jobs: Path | None, philly_sample: bool, settings: SimSettings, jobs_per_hour: float
-               ) -> tuple[pd.DataFrame, SimSettings]:
+def _job_table(jobs: Path | None, philly_sample: bool, settings: SimSettings, jobs_per_hour: float,
+               workloads_per_queue: int = 0) -> tuple[pd.DataFrame, SimSettings]:
     """The job table to replay: a file, the bundled Philly sample, or synthetic jobs (which fix the start)."""
     from predictor import sim
 
@@ -95,7 +98,7 @@ def _job_table(jobs: Path | None, philly_sample: bool, settings: SimSettings, jo
     begin = settings.start if settings.start is not None else pd.Timestamp("2026-01-05", tz="UTC")
     weeks = pd.Timedelta(weeks=settings.weeks)
     table = sim.synthetic_jobs(begin - pd.Timedelta(days=settings.warmup_days), begin + weeks, seed=settings.seed,
-                               jobs_per_hour=jobs_per_hour)
+                               jobs_per_hour=jobs_per_hour, workloads_per_queue=workloads_per_queue)
     return table, settings.model_copy(update={"start": begin})
 
 

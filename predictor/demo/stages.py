@@ -24,8 +24,9 @@ __all__ = ["SIM_DEFAULTS", "history_stage", "plan_stage", "report_stage", "right
 
 # Small enough for 2 cores, long enough for weekly backtests: 5 weeks, 16 nodes × 8 GPUs, 5-minute samples,
 # an arrival rate that keeps the cluster about 75 % allocated with some queueing.
+# Jobs recur (12 workload templates per queue, Zipf-skewed) so right-sizing has each workload's history.
 SIM_DEFAULTS: dict[str, Any] = {"weeks": 5.0, "nodes": 16, "step_s": 300, "seed": 0,
-                                "start": "2026-01-05T00:00:00Z", "metrics": "core"}
+                                "start": "2026-01-05T00:00:00Z", "metrics": "core", "workloads_per_queue": 12}
 JOBS_PER_NODE_HOUR = 7.0 / 16  # arrivals scale with the cluster so a smaller one is not swamped
 XDP_LINK_BPS = 25e9  # the demo's assumed node topology: two 25 Gb/s steering targets per node
 XDP_TARGETS = ("ens1f0", "ens1f1")
@@ -38,7 +39,8 @@ def _simulate(ctx: DemoContext, directory: Path, params: dict[str, Any]) -> None
     settings = sim.SimSettings(start=start, weeks=params["weeks"], step_s=params["step_s"], seed=params["seed"],
                                metrics=params["metrics"])
     jobs = sim.synthetic_jobs(start - pd.Timedelta(days=settings.warmup_days), start + pd.Timedelta(
-        weeks=params["weeks"]), seed=params["seed"], jobs_per_hour=params["jobs_per_hour"])
+        weeks=params["weeks"]), seed=params["seed"], jobs_per_hour=params["jobs_per_hour"],
+        workloads_per_queue=int(params.get("workloads_per_queue", 0)))
 
     def progress(stage: str, fraction: float) -> None:
         ctx.progress(f"simulate: {stage} {100 * min(max(fraction, 0.0), 1.0):.0f} %")

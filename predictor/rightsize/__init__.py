@@ -7,7 +7,13 @@ the simulator's output and names whatever series or label is missing.
 
 from __future__ import annotations
 
-from predictor.rightsize.features import RUN_COLUMNS, FeatureSettings, runs_from_frames, workload_of_pod
+from predictor.rightsize.features import (
+    RUN_COLUMNS,
+    FeatureSettings,
+    runs_from_frames,
+    workload_of_job,
+    workload_of_pod,
+)
 from predictor.rightsize.load import RightsizeInput, from_frame, from_history, from_source, rightsize
 from predictor.rightsize.recommend import OUTPUT_COLUMNS, RightsizeSettings, recommend
 
@@ -23,5 +29,6 @@ __all__ = [
     "recommend",
     "rightsize",
     "runs_from_frames",
+    "workload_of_job",
     "workload_of_pod",
 ]

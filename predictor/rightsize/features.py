@@ -23,26 +23,32 @@ __all__ = [
     "FB_USED",
     "GPU_UTIL",
     "POD_LABELS",
+    "POWER",
     "REQUESTS",
     "RUN_COLUMNS",
     "FeatureSettings",
     "gpu_memory_mib",
     "runs_from_frames",
+    "workload_of_job",
     "workload_of_pod",
 ]
 
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"
+POWER = "DCGM_FI_DEV_POWER_USAGE"
 REQUESTS = "kube_pod_container_resource_requests"
 POD_LABELS = "kube_pod_labels"
 QUEUE_LABEL = "label_volcano_sh_queue_name"
 JOB_LABEL = "label_volcano_sh_job_name"
+# Labels that name a workload outright, most explicit first (kube-state-metrics' label_ prefix).
+WORKLOAD_LABELS = ("label_workload", "label_app_kubernetes_io_name", "label_app")
 
 RUN_COLUMNS = (
-    "namespace", "workload", "run", "queue", "gpu_type", "pods", "start", "end", "runtime_h",
+    "namespace", "workload", "run", "job", "queue", "gpu_type", "pods", "start", "end", "runtime_h",
     "gpu_request", "gpus_used_p95", "gpus_used_max", "gpu_equiv_p95", "util_mean", "util_p95",
     "mem_peak_mib", "mem_p99_mib",
     "gpu_mem_total_mib", "early_gpus_used", "early_gpu_equiv", "early_mem_peak_mib", "early_util_mean", "samples",
+    "power_mean_w", "energy_kwh",
 )
 
 # Generated suffixes, most specific first: a Deployment's ReplicaSet hash + pod hash, a Job's or
@@ -52,6 +58,9 @@ _SUFFIXES = (
     re.compile(r"-[a-z0-9]{5}$"),
     re.compile(r"-\d+$"),
 )
+# Run identifiers appended to a recurring job's name: a number (run counter, epoch seconds), a date or
+# timestamp, a short hex or alphanumeric hash with a digit in it. Stripped repeatedly from the right.
+_RUN_ID = re.compile(r"[-_.](\d+|\d{4}-?\d{2}-?\d{2}(t?\d{4,6}z?)?|(?=[a-z0-9]*\d)[a-z0-9]{5,12})$")
 _VOLCANO_TASK = re.compile(r"-(worker|master|ps|chief|launcher|evaluator|driver|executor)$")
 _GIB_IN_NAME = re.compile(r"(\d+)\s*GB", re.IGNORECASE)
 
@@ -80,6 +89,20 @@ def workload_of_pod(pod: str) -> str:
     return name or pod
 
 
+def workload_of_job(job: str) -> str:
+    """A Volcano job (or PodGroup) name without its run identifiers: ``bert-ft-20260302-1a2b3c`` → ``bert-ft``.
+
+    Recurring jobs (nightly retraining, sweeps, CI) are submitted under fresh names with a counter, a date
+    or a hash appended; the stem is what stays the same from run to run, so it is the workload.
+    """
+    name = job.strip().lower()
+    while True:
+        match = _RUN_ID.search(name)
+        if not match or match.start() == 0:
+            return name or job
+        name = name[: match.start()]
+
+
 def gpu_memory_mib(model_name: str) -> float:
     """GPU memory from DCGM's ``modelName`` ("NVIDIA H100 80GB HBM3" → 81920); NaN when it does not say."""
     match = _GIB_IN_NAME.search(model_name or "")
@@ -103,8 +126,8 @@ def _labelled(frame: pd.DataFrame, name: str, needed: tuple[str, ...]) -> pd.Dat
     return frame
 
 
-def _dcgm_samples(util: pd.DataFrame, fb: pd.DataFrame) -> pd.DataFrame:
-    """One row per (GPU, timestamp) held by a pod: namespace, pod, gpu key, model, util, fb MiB."""
+def _dcgm_samples(util: pd.DataFrame, fb: pd.DataFrame, power: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (GPU, timestamp) held by a pod: namespace, pod, gpu key, model, util, fb MiB, power W."""
     util = _labelled(util, GPU_UTIL, ("namespace", "pod"))
     # Old dcgm-exporter versions say ``uuid``; without either, host + index identifies a GPU.
     host = next((c for c in ("Hostname", "hostname") if c in util.columns), None)
@@ -119,16 +142,17 @@ def _dcgm_samples(util: pd.DataFrame, fb: pd.DataFrame) -> pd.DataFrame:
         samples[key_cols[0]].astype(str)
     samples["model_name"] = samples[model].astype(str) if model else ""
     samples = samples.drop(columns=[c for c in [*key_cols, *([model] if model else [])] if c != "gpu_key"])
-    if not fb.empty:
-        fb = _labelled(fb, FB_USED, ("namespace", "pod"))
-        fb_keyed = fb[fb["pod"].fillna("").astype(str) != ""]
-        fb_keyed = fb_keyed.assign(
-            gpu_key=fb_keyed[key_cols].astype(str).agg("/".join, axis=1) if len(key_cols) > 1
-            else fb_keyed[key_cols[0]].astype(str)
-        )[["namespace", "pod", "gpu_key", TIME, VALUE]].rename(columns={VALUE: "fb_mib"})
-        samples = samples.merge(fb_keyed, on=["namespace", "pod", "gpu_key", TIME], how="left")
-    else:
-        samples["fb_mib"] = np.nan
+    for frame, name, column in ((fb, FB_USED, "fb_mib"), (power, POWER, "power_w")):
+        if frame is None or frame.empty:
+            samples[column] = np.nan
+            continue
+        frame = _labelled(frame, name, ("namespace", "pod"))
+        keyed = frame[frame["pod"].fillna("").astype(str) != ""]
+        keyed = keyed.assign(
+            gpu_key=keyed[key_cols].astype(str).agg("/".join, axis=1) if len(key_cols) > 1
+            else keyed[key_cols[0]].astype(str)
+        )[["namespace", "pod", "gpu_key", TIME, VALUE]].rename(columns={VALUE: column})
+        samples = samples.merge(keyed, on=["namespace", "pod", "gpu_key", TIME], how="left")
     for column in ("namespace", "pod"):
         samples[column] = samples[column].astype(str)
     return samples
@@ -145,7 +169,7 @@ def _pod_meta(requests: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
     meta = per_container.groupby(level=["namespace", "pod"]).sum().rename("gpu_request").reset_index()
     if not labels.empty:
         lab = _labelled(labels, POD_LABELS, ("namespace", "pod"))
-        cols = [c for c in (QUEUE_LABEL, JOB_LABEL) if c in lab.columns]
+        cols = [c for c in (QUEUE_LABEL, JOB_LABEL, *WORKLOAD_LABELS) if c in lab.columns]
         if cols:
             last = lab.sort_values(TIME).groupby(["namespace", "pod"], sort=False)[cols].last().reset_index()
             meta = meta.merge(last, on=["namespace", "pod"], how="outer")
@@ -155,18 +179,39 @@ def _pod_meta(requests: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
 
 
 def _assign_runs(pods: pd.DataFrame, gap: pd.Timedelta) -> pd.Series:
-    """Run number per pod: a workload's pods that overlap in time (within ``gap``) are one run."""
+    """Run number per pod: pods of one Volcano job (or, without one, a workload's pods that overlap in
+    time within ``gap``) are one run; runs are numbered in start order per workload."""
     run = pd.Series(0, index=pods.index, dtype="int64")
     for _, group in pods.sort_values("first").groupby(["namespace", "workload"], sort=False):
-        number, reach = -1, None
-        for idx, first, last in zip(group.index, group["first"], group["last"], strict=True):
-            if reach is None or first > reach + gap:
+        number, reach, key = -1, None, None
+        for idx, first, last, job in zip(group.index, group["first"], group["last"], group["run_key"], strict=True):
+            if reach is None or first > reach + gap or job != key:
                 number += 1
                 reach = last
             else:
                 reach = max(reach, last)
+            key = job
             run[idx] = number
     return run
+
+
+def _workload_identity(pods: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """(workload, run key) per pod from labels, the Volcano job name and the pod name, in that order."""
+    def present(column: str) -> np.ndarray:
+        if column not in pods.columns:
+            return np.full(len(pods), None, dtype=object)
+        values = pods[column].astype(object).to_numpy()
+        return np.array([v if isinstance(v, str) and v else None for v in values], dtype=object)
+
+    by_pod = pods["pod"].map(workload_of_pod).to_numpy(dtype=object)
+    job = present(JOB_LABEL)
+    # Without a job label the pod's own name (suffix removed) is the run, and its stem the workload.
+    workload = np.array([workload_of_job(j or p) for j, p in zip(job, by_pod, strict=True)], dtype=object)
+    for label in reversed(WORKLOAD_LABELS):  # the most explicit label wins
+        named = present(label)
+        workload = np.where(named != None, named, workload)  # noqa: E711 (element-wise)
+    run_key = np.where(job != None, job, by_pod)  # noqa: E711
+    return pd.Series(workload, index=pods.index, dtype=str), pd.Series(run_key, index=pods.index, dtype=str)
 
 
 def runs_from_frames(
@@ -176,22 +221,25 @@ def runs_from_frames(
     labels: pd.DataFrame,
     step: pd.Timedelta,
     settings: FeatureSettings = FeatureSettings(),
+    power: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per workload run (``RUN_COLUMNS``) from DCGM util/FB, GPU requests and pod labels.
 
-    A workload is the pod's Volcano job (``volcano.sh/job-name``) or its name without the generated
-    suffix; its queue is ``volcano.sh/queue-name`` or, without it, the namespace.
+    A workload is what stays the same between runs: a ``workload``/``app.kubernetes.io/name``/``app``
+    pod label when there is one, else the stem of the Volcano job name (``volcano.sh/job-name``, run ids
+    stripped by ``workload_of_job``), else the pod name without its generated suffix. A run is one
+    Volcano job. The queue is ``volcano.sh/queue-name`` or, without it, the namespace. With DCGM power
+    (optional) each run also has its mean power per GPU and its energy (NaN without).
     """
-    samples = _dcgm_samples(util, fb)
+    samples = _dcgm_samples(util, fb, power)
     meta = _pod_meta(requests, labels) if not requests.empty else pd.DataFrame(columns=["namespace", "pod"])
     span = samples.groupby(["namespace", "pod"], sort=False)[TIME].agg(first="min", last="max").reset_index()
     pods = span.merge(meta, on=["namespace", "pod"], how="left")
-    job = pods[JOB_LABEL] if JOB_LABEL in pods.columns else pd.Series(np.nan, index=pods.index)
-    pods["workload"] = job.where(job.notna() & (job.astype(str) != ""), pods["pod"].map(workload_of_pod))
+    pods["workload"], pods["run_key"] = _workload_identity(pods)
     queue = pods[QUEUE_LABEL] if QUEUE_LABEL in pods.columns else pd.Series(np.nan, index=pods.index)
     pods["queue"] = queue.where(queue.notna() & (queue.astype(str) != ""), pods["namespace"])
     pods["run"] = _assign_runs(pods, step)
-    samples = samples.merge(pods[["namespace", "pod", "workload", "queue", "run", "gpu_request"]],
+    samples = samples.merge(pods[["namespace", "pod", "workload", "queue", "run", "run_key", "gpu_request"]],
                             on=["namespace", "pod"], how="left")
     keys = ["namespace", "workload", "run"]
     samples["busy"] = samples["util"] > settings.busy_threshold_pct
@@ -204,12 +252,15 @@ def runs_from_frames(
     per_time = per_time.reset_index()
     g = samples.groupby(keys, sort=False)
     runs = g.agg(
-        queue=("queue", "first"), start=(TIME, "min"), end=(TIME, "max"), samples=("util", "size"),
+        queue=("queue", "first"), job=("run_key", "first"), start=(TIME, "min"), end=(TIME, "max"),
+        samples=("util", "size"),
         util_mean=("util", "mean"), mem_peak_mib=("fb_mib", "max"),
         model_name=("model_name", lambda s: s.mode().iat[0] if len(s) else ""),
         pods=("pod", "nunique"), gpus_seen=("gpu_key", "nunique"),
     )
     runs["util_p95"] = g["util"].quantile(0.95)
+    runs["power_mean_w"] = g["power_w"].mean()
+    runs["energy_kwh"] = g["power_w"].sum(min_count=1) * step.total_seconds() / 3.6e6
     runs["mem_p99_mib"] = g["fb_mib"].quantile(0.99)
     t = per_time.groupby(keys, sort=False)["busy"]
     runs["gpus_used_p95"] = t.quantile(0.95)

@@ -21,6 +21,7 @@ from predictor.rightsize.features import (
     GPU_UTIL,
     JOB_LABEL,
     POD_LABELS,
+    POWER,
     QUEUE_LABEL,
     REQUESTS,
     FeatureSettings,
@@ -43,6 +44,7 @@ class RightsizeInput:
     requests: pd.DataFrame
     labels: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    power: pd.DataFrame = field(default_factory=empty_history)  # optional: energy advice only
 
 
 def _check(inputs: RightsizeInput, where: str) -> RightsizeInput:
@@ -57,6 +59,8 @@ def _check(inputs: RightsizeInput, where: str) -> RightsizeInput:
         raise DataSourceError(f"{where}: no {KSM_GPU_REQUESTS} series (is kube-state-metrics scraped?)")
     if inputs.fb.empty:
         inputs.notes.append(f"no {FB_USED} series: GPU memory is not recommended")
+    if inputs.power.empty:
+        inputs.notes.append(f"no {POWER} series: no power-cap or energy advice")
     if inputs.labels.empty or QUEUE_LABEL not in inputs.labels.columns:
         inputs.notes.append(
             f"no {POD_LABELS}{{{QUEUE_LABEL}}}: queues are taken from namespaces (allow-list the pod label "
@@ -92,6 +96,7 @@ def from_source(
     inputs = RightsizeInput(
         util=util,
         fb=q(fresh_pod_samples(FB_USED, step_s)),
+        power=q(fresh_pod_samples(POWER, step_s)),
         requests=per_pod(KSM_GPU_REQUESTS),
         labels=per_pod(Selector(POD_LABELS)),
     )
@@ -108,14 +113,15 @@ def from_frame(frame: pd.DataFrame, where: str) -> RightsizeInput:
         rows = frame[names == name]
         return rows.dropna(axis=1, how="all") if not rows.empty else empty_history()
 
-    inputs = RightsizeInput(util=part(GPU_UTIL), fb=part(FB_USED), requests=part(REQUESTS), labels=part(POD_LABELS))
+    inputs = RightsizeInput(util=part(GPU_UTIL), fb=part(FB_USED), requests=part(REQUESTS), labels=part(POD_LABELS),
+                            power=part(POWER))
     return _check(inputs, where)
 
 
 def from_history(path: Path) -> RightsizeInput:
     """A long CSV/Parquet file, or a directory of the simulator's per-metric Parquet files."""
     if path.is_dir():
-        wanted = [n for n in (GPU_UTIL, FB_USED, REQUESTS, POD_LABELS) if (path / f"{n}.parquet").is_file()]
+        wanted = [n for n in (GPU_UTIL, FB_USED, REQUESTS, POD_LABELS, POWER) if (path / f"{n}.parquet").is_file()]
         if GPU_UTIL not in wanted:
             raise InputError(f"{path}: no {GPU_UTIL}.parquet in this directory")
         return from_frame(read_metrics(path, wanted), str(path))
@@ -127,5 +133,6 @@ def rightsize(inputs: RightsizeInput, settings: RightsizeSettings) -> tuple[pd.D
     runs = runs_from_frames(
         inputs.util, inputs.fb, inputs.requests, inputs.labels, pd.Timedelta(seconds=settings.step_s),
         FeatureSettings(busy_threshold_pct=settings.busy_threshold_pct, early_minutes=settings.early_minutes),
+        power=inputs.power,
     )
     return recommend(runs, settings), runs

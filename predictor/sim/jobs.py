@@ -117,7 +117,9 @@ def normalise_jobs(raw: pd.DataFrame, *, source: str = "job table", naive_tz: st
     frame["job_id"] = frame["job_id"].astype(str)
     if frame["job_id"].duplicated().any():
         raise InputError(f"{source}: duplicate job_id {frame['job_id'][frame['job_id'].duplicated()].iloc[0]!r}")
-    out = frame[list(JOB_COLUMNS)].sort_values(["submit", "job_id"], kind="stable")
+    # ``workload`` (a recurring job's template) is optional and kept when given.
+    keep = [*JOB_COLUMNS, *(["workload"] if "workload" in frame.columns else [])]
+    out = frame[keep].sort_values(["submit", "job_id"], kind="stable")
     return out.reset_index(drop=True)
 
 
@@ -132,11 +134,19 @@ def synthetic_jobs(
     trend_per_week: float = 0.0,
     queues: tuple[str, ...] = _PHILLY_QUEUES,
     queue_probs: np.ndarray | None = None,
+    workloads_per_queue: int = 0,
+    workload_skew: float = 1.1,
 ) -> pd.DataFrame:
     """Jobs from a non-homogeneous Poisson process with a daily and weekly cycle and a linear trend.
 
     GPU counts and log-normal durations follow Philly's fitted distributions, so a synthetic run stresses
     the scheduler like the real trace (mostly 1-GPU jobs, a heavy tail of long multi-node gangs).
+
+    ``workloads_per_queue`` > 0 makes jobs recur, as retraining and sweeps do on real clusters: each queue
+    gets that many workload templates (GPU count and typical duration fixed per template), every job is a
+    run of one drawn with Zipf weights ``1 / rank ** workload_skew``, and the job id is
+    ``<queue>-w<k>-<n>`` so its Volcano job name has a stable stem and a run number. 0 (the default)
+    keeps every job its own workload and the output unchanged.
     """
     if end <= start:
         raise InputError(f"synthetic jobs: end {end.isoformat()} is not after start {start.isoformat()}")
@@ -172,5 +182,34 @@ def synthetic_jobs(
             "duration_s": duration.round(),
         }
     )
+    if workloads_per_queue > 0:
+        frame = _recurring(frame, workloads_per_queue, workload_skew, seed)
     frame = frame[frame["submit"] < end]
     return normalise_jobs(frame, source="synthetic jobs")
+
+
+def _recurring(frame: pd.DataFrame, per_queue: int, skew: float, seed: int) -> pd.DataFrame:
+    """Turn independent jobs into runs of per-queue workload templates (a separate stream: the arrival
+    draws above stay as they were)."""
+    if skew < 0:
+        raise InputError(f"synthetic jobs: workload_skew must be >= 0, got {skew}")
+    rng = np.random.default_rng([seed, 0x4EC])
+    weights = 1.0 / np.arange(1, per_queue + 1) ** skew
+    weights /= weights.sum()
+    size_idx = rng.choice(len(PHILLY_GPU_SIZES), size=(len(_PHILLY_QUEUES) + 64, per_queue),
+                          p=PHILLY_GPU_PROBS / PHILLY_GPU_PROBS.sum())
+    n = len(frame)
+    k = rng.choice(per_queue, size=n, p=weights)
+    queue_codes = pd.factorize(frame["queue"])[0] % size_idx.shape[0]
+    g = PHILLY_GPU_SIZES[size_idx[queue_codes, k]]
+    mu = np.array([_LOG_DURATION.get(int(x), _LOG_DURATION_MULTI)[0] for x in g])
+    # A template's runs last about as long as each other: its own median, a narrow spread.
+    template_mu = mu + ((queue_codes * 7919 + k * 104729) % 1000 / 1000 - 0.5) * 2.0
+    durations = np.clip(np.exp(rng.normal(template_mu, 0.3)), 60.0, _MAX_DURATION_S)
+    names = [f"{q}-w{int(i):02d}" for q, i in zip(frame["queue"].to_numpy(), k, strict=True)]
+    frame = frame.copy()
+    frame["workload"] = names
+    frame["num_gpus"] = g.astype(np.int64)
+    frame["duration_s"] = np.round(durations)
+    frame["job_id"] = [f"{w}-{i}" for i, w in enumerate(names)]
+    return frame

@@ -44,7 +44,9 @@ class UsageProfiles:
 
 
 def draw_profiles(jobs: pd.DataFrame, gpus_per_node: int, seed: int) -> UsageProfiles:
-    """Draw one profile per job (deterministic for ``seed``)."""
+    """Draw one profile per job (deterministic for ``seed``); runs of one workload share a template."""
+    if "workload" in jobs.columns:
+        return _recurring_profiles(jobs, gpus_per_node, seed)
     rng = np.random.default_rng([seed, 0x5EED])
     n = len(jobs)
     gpus = jobs["num_gpus"].to_numpy().astype(np.int64)
@@ -74,4 +76,30 @@ def draw_profiles(jobs: pd.DataFrame, gpus_per_node: int, seed: int) -> UsagePro
         net_gbps_per_gpu=net,
         iowait_frac=iowait,
         cpu_user_frac=cpu_user,
+    )
+
+
+def _recurring_profiles(jobs: pd.DataFrame, gpus_per_node: int, seed: int) -> UsageProfiles:
+    """Runs of one workload behave alike: a template per workload (busy-GPU share, utilisation level,
+    memory) with small per-run jitter; one workload in six grows its memory run after run (a dataset or
+    model that keeps getting bigger), the case a percentile of past runs under-sizes."""
+    codes, names = pd.factorize(jobs["workload"].astype(str), sort=True)
+    first = pd.Series(np.arange(len(jobs))).groupby(codes).first().to_numpy()
+    template = draw_profiles(jobs.drop(columns="workload").iloc[first].reset_index(drop=True), gpus_per_node, seed)
+    rng = np.random.default_rng([seed, 0x12EC])
+    n = len(jobs)
+    gpus = jobs["num_gpus"].to_numpy().astype(np.int64)
+    divisor = rng.choice([1, 2, 4, 8], size=len(names), p=[0.8, 0.1, 0.05, 0.05])[codes]
+    util = np.clip(template.util_mean[codes] + rng.normal(0, 3, n), 1, 99)
+    growth = (rng.random(len(names)) < 1 / 6) * rng.uniform(0.005, 0.02, len(names))
+    run_number = jobs.groupby(codes).cumcount().to_numpy()
+    mem = np.clip(template.mem_frac[codes] * (1 + growth[codes] * run_number) + rng.normal(0, 0.02, n), 0.04, 0.97)
+    return UsageProfiles(
+        gpus_used=np.maximum(1, gpus // divisor),
+        util_mean=util,
+        util_sd=template.util_sd[codes],
+        mem_frac=mem,
+        net_gbps_per_gpu=template.net_gbps_per_gpu[codes],
+        iowait_frac=template.iowait_frac[codes],
+        cpu_user_frac=template.cpu_user_frac[codes],
     )

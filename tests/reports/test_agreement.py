@@ -22,7 +22,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("sim")
     start = pd.Timestamp("2026-01-05T00:00Z")
     settings = sim.SimSettings(start=start, weeks=2, step_s=300, seed=3, metrics="core")
-    jobs = sim.synthetic_jobs(start - pd.Timedelta(days=3), start + pd.Timedelta(weeks=2), seed=3, jobs_per_hour=2)
+    jobs = sim.synthetic_jobs(start - pd.Timedelta(days=3), start + pd.Timedelta(weeks=2), seed=3, jobs_per_hour=2,
+                              workloads_per_queue=6)  # recurring: right-sizing needs each workload's history
     sim.simulate(jobs, sim.ClusterSpec.uniform(4), settings).write(out)
     return out
 

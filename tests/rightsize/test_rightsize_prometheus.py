@@ -16,7 +16,7 @@ import pytest
 from predictor.cli import main
 from predictor.config import PrometheusSettings
 from predictor.errors import DataSourceError
-from predictor.rightsize import OUTPUT_COLUMNS, from_source
+from predictor.rightsize import OUTPUT_COLUMNS, RightsizeSettings, from_history, from_source, rightsize
 from predictor.sources import PrometheusSource
 from tests.rightsize.simdata import START
 from tests.support.localprom import LocalPrometheus
@@ -35,11 +35,14 @@ def test_rightsize_from_history(demand_out: Path, tmp_path: Path) -> None:
     assert table[["namespace", "workload"]].duplicated().sum() == 0
     judged = table[table["confidence"] != "not enough data"]
     assert len(judged) > 10
-    # Never below what was used, never above the request, whole GPUs.
-    assert (judged["recommended_gpus"] >= np.ceil(judged["gpus_used_p95"] - 1e-9).clip(lower=1)).all()
+    # Never above the request, whole GPUs; at the default 2 % risk few of the workloads' own runs needed
+    # more GPU memory than recommended (the held-out check is tests/rightsize/test_risk.py).
     assert (judged["recommended_gpus"] <= judged["gpu_request"]).all()
     assert (judged["recommended_gpus"] == judged["recommended_gpus"].round()).all()
-    assert (judged["recommended_gpu_mem_gib"] >= judged["gpu_mem_used_gib_p99"]).all()
+    assert (judged["risk"] == 0.02).all()
+    _, runs = rightsize(from_history(demand_out / "metrics"), RightsizeSettings())
+    seen = runs.merge(judged, on=["namespace", "workload"])
+    assert (seen["mem_peak_mib"] / 1024 > seen["recommended_gpu_mem_gib"]).mean() <= 0.05
     unsure = table[table["confidence"] == "not enough data"]
     assert (unsure["recommended_gpus"] == unsure["gpu_request"]).all()
     assert unsure["reason"].str.startswith("not enough data").all()

@@ -95,3 +95,15 @@ def test_public_api_is_pinned():
         "synthetic_jobs", "write_openmetrics", "write_parquet",
     ]
     assert all(hasattr(sim, name) for name in sim.__all__)
+
+
+def test_simulate_workloads_per_queue_makes_jobs_recur(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["simulate", "--synthetic", "--start", "2026-03-02", "--weeks", "0.1", "--nodes", "2",
+                 "--step", "10m", "--jobs-per-hour", "10", "--metrics", "kube_pod_labels",
+                 "--workloads-per-queue", "3", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    labels = read_metrics(out / "metrics", ["kube_pod_labels"])
+    jobs = labels["label_volcano_sh_job_name"].drop_duplicates()
+    stems = jobs.str.rsplit("-", n=1).str[0]
+    assert len(stems.unique()) <= 3 * labels["label_volcano_sh_queue_name"].nunique() < len(jobs)

@@ -68,3 +68,20 @@ def test_numeric_looking_queue_names_stay_text(tmp_path):
         "submit_time,vc,num_gpus,duration_s\n2017-10-09 07:01:55,6214e9,1,5\n2017-10-09 07:02:00,0001,1,5\n"
     )
     assert list(sim.load_jobs(path)["queue"]) == ["6214e9", "0001"]
+
+
+def test_recurring_workloads_repeat_per_queue_with_a_skew():
+    start = pd.Timestamp("2026-01-05", tz="UTC")
+    plain = sim.synthetic_jobs(start, start + pd.Timedelta(days=3), seed=3, jobs_per_hour=10)
+    jobs = sim.synthetic_jobs(start, start + pd.Timedelta(days=3), seed=3, jobs_per_hour=10, workloads_per_queue=5)
+    pd.testing.assert_series_equal(plain["submit"], jobs["submit"])  # same arrivals, only identities differ
+    assert "workload" not in plain.columns
+    assert (jobs["workload"].str.split("-").str[0] == jobs["queue"]).all()
+    counts = jobs.groupby(["queue", "workload"]).size()
+    assert counts.groupby(level="queue").size().max() <= 5
+    top = counts.groupby(level="queue").max() / counts.groupby(level="queue").sum()
+    assert (top[counts.groupby(level="queue").sum() > 50] > 0.25).all()  # the first template dominates
+    # A template keeps its GPU count from run to run.
+    assert (jobs.groupby("workload")["num_gpus"].nunique() == 1).all()
+    assert jobs["job_id"].is_unique
+    assert all(j.startswith(f"{w}-") for j, w in zip(jobs["job_id"], jobs["workload"], strict=True))
