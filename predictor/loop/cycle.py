@@ -16,10 +16,11 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
-from models.frames import ID, TIME
+from models.frames import ID
 from predictor.actuators import Change
 from predictor.actuators.audit import AuditLog, AuditRecord, read_state, write_state
 from predictor.actuators.volcano import Outcome, write_plan_dir
@@ -32,12 +33,16 @@ from predictor.loop.seams import QueueActuator
 from predictor.planner import (
     FieldChange,
     Memory,
+    PlannerSettings,
     QueuePlan,
+    capacity_drop,
     forecast_resources,
     parse_quantity,
     plan_cycle,
     queues_from_list,
+    stale_series,
 )
+from predictor.planner.state import is_queue_name
 
 __all__ = ["CycleReport", "Loop", "cycle_slot"]
 
@@ -46,6 +51,16 @@ def cycle_slot(now: pd.Timestamp, interval_s: float) -> str:
     """The id of the interval slot ``now`` falls in: a restarted loop never runs one slot twice."""
     start = math.floor(now.timestamp() / interval_s) * interval_s
     return pd.Timestamp(start, unit="s", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Inputs:
+    """What a cycle plans from: the forecast, its model versions, a hold of every queue, per-queue holds."""
+
+    forecast: pd.DataFrame | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    hold: tuple[str, str] | None = None
+    held: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -129,26 +144,33 @@ class Loop:
         self.metrics.last_cycle_seconds.set(time.perf_counter() - started)
         return report
 
-    def _inputs(self, now: pd.Timestamp) -> tuple[pd.DataFrame | None, dict[str, str], tuple[str, str] | None]:
+    def _inputs(self, now: pd.Timestamp) -> Inputs:
+        """The forecast, model versions, a hold of everything, and per-queue holds (stale or unusable series)."""
         try:
             history = self.history.history(now)
         except DataSourceError as exc:
-            return None, {}, ("source_down", f"history unavailable: {exc}")
+            return Inputs(hold=("source_down", f"history unavailable: {exc}"))
         if history.empty:
-            return None, {}, ("stale_data", "no history in the lookback window")
-        newest = pd.to_datetime(history[TIME], utc=True).max()
-        age = (now - newest).total_seconds()
-        if age > self.settings.planner.stale_after_s:
-            return None, {}, ("stale_data", f"newest sample is {age / 3600:.1f} h old")
+            return Inputs(hold=("stale_data", "no history in the lookback window"))
+        ids = history[ID].astype(str)
+        bad = sorted({q for q in ids.unique() if not is_queue_name(q)})
+        stale = stale_series(history, self.settings.planner, now=now)
+        held = {q: ("stale_data", reason) for q, reason in stale.items()}
+        history = history.loc[~ids.isin(set(held) | set(bad))]
+        if history.empty:
+            # Nothing fresh at all: the whole cycle holds, as it does when every queue went quiet.
+            reason = min(held.values())[1] if held else f"no history series is a valid queue name: {bad[0]!r}"
+            return Inputs(hold=("stale_data", reason), held=held)
         try:
             frame, versions = self.forecaster.forecast(history, horizon=math.ceil(self.settings.planner.horizon_h) + 1)
         except (RegistryError, ModelError) as exc:
-            return None, {}, ("missing_model", f"no usable model: {exc}")
-        return frame, versions, None
+            return Inputs(hold=("missing_model", f"no usable model: {exc}"), held=held)
+        return Inputs(frame, versions, None, held)
 
     def _cycle(self, now: pd.Timestamp, cycle: str, report: CycleReport) -> None:
         psettings = self.settings.planner
-        forecast, versions, hold = self._inputs(now)
+        inputs = self._inputs(now)
+        forecast, versions, hold = inputs.forecast, inputs.versions, inputs.hold
         try:
             objects = self.cluster.queue_objects()
             queues = queues_from_list(objects, source="live queues", allocated_milli=psettings.allocated_milli_units)
@@ -159,9 +181,12 @@ class Loop:
             self.metrics.held.labels(reason="source_down").inc()
             self.metrics.cycles.labels(result="held").inc()
             return
-        memory = Memory.from_json(read_state(self.state_path).get("memory", {}))
+        state = read_state(self.state_path)
+        memory = Memory.from_json(state.get("memory", {}))
+        reference = _reference(state.get("capacity"), allocatable, now, psettings)
         plan, hold = plan_cycle(queues, forecast, psettings, now=now, allocatable=allocatable, memory=memory,
-                                last_changed=self.audit.last_changed(self.mode), hold=hold)
+                                last_changed=self.audit.last_changed(self.mode), hold=hold, held_queues=inputs.held,
+                                previous_allocatable=reference.get("allocatable"))
         report.plan, report.hold = plan, hold
         write_plan_dir(plan, objects, self.settings.actuators.plan_dir)
         records = [self._record(now, cycle, h.queue, "held", h.reason, code=h.code) for h in plan.held]
@@ -172,7 +197,8 @@ class Loop:
         else:
             self.audit.append(records)
             report.outcomes = self._apply(now, cycle, plan)
-        write_state(self.state_path, {"memory": plan.memory.to_json()})
+        write_state(self.state_path, {"memory": plan.memory.to_json(),
+                                      "capacity": _next_reference(reference, allocatable, now, psettings)})
         self._observe(now, plan, forecast, versions, hold)
         self.audit.append([self._record(now, cycle, "*", "cycle-done", hold[1] if hold else "ok",
                                         code=hold[0] if hold else "")])
@@ -239,3 +265,32 @@ class Loop:
                                                 why.splitlines()[0] if why else type(exc).__name__, code="error")])
             interval = self.settings.loop.interval_s
             sleep(interval - (self.clock().timestamp() % interval) + 0.001)
+
+
+def _reference(saved: object, allocatable: dict[str, float], now: pd.Timestamp,
+               settings: PlannerSettings) -> dict[str, Any]:
+    """The capacity reference a drop is measured against (``planner.capacity_drop_hold``).
+
+    It is the allocatable of the last cycle not held for a drop. A drop that has held for
+    ``capacity_drop_accept_s`` is taken as the new capacity (a decommissioned rack), unless it is zero.
+    """
+    if not isinstance(saved, dict) or not isinstance(saved.get("allocatable"), dict):
+        return {}
+    since = saved.get("drop_since")
+    if isinstance(since, int | float) and now.timestamp() - since >= settings.capacity_drop_accept_s and \
+            all(v > 0 for v in allocatable.values()):
+        return {}
+    return {"allocatable": {str(k): float(v) for k, v in saved["allocatable"].items()},
+            "drop_since": since if isinstance(since, int | float) else None}
+
+
+def _next_reference(reference: dict[str, Any], allocatable: dict[str, float], now: pd.Timestamp,
+                    settings: PlannerSettings) -> dict[str, Any]:
+    """Keep the reference (and when the drop began) while allocatable is down; else this cycle's allocatable.
+
+    Judged apart from the cycle's hold: a cycle held for another reason must not record a collapse either.
+    """
+    if capacity_drop(reference.get("allocatable"), allocatable, settings) is not None:
+        since = reference.get("drop_since") or now.timestamp()
+        return {"allocatable": reference.get("allocatable") or {}, "drop_since": since}
+    return {"allocatable": dict(allocatable), "drop_since": None}

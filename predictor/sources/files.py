@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from models.frames import ID, TIME, VALUE, empty_history
@@ -55,6 +56,20 @@ def _to_utc(column: pd.Series, path: Path, name: str) -> pd.Series:
     return parsed.astype("datetime64[ns, UTC]")
 
 
+def _check_values(values: pd.Series, path: Path, name: str) -> None:
+    """The rule for history values: every one finite and ≥ 0 (GPUs, utilisation and demand never go below 0).
+
+    An empty cell, NaN or ±Inf is an error naming its row rather than a sample silently dropped by a model;
+    a negative value is an error rather than a forecast clipped to zero. Drop a row to leave a gap.
+    """
+    array = values.to_numpy(dtype="float64")
+    for problem, mask in (("empty, NaN or infinite", ~np.isfinite(array)), ("negative", array < 0)):
+        if mask.any():
+            row = int(mask.argmax())
+            raise InputError(f"{path}: column {name!r} is {problem} at row {row + 2} ({array[row]!r}); "
+                             "history values must be finite and >= 0 (drop the row to leave a gap)")
+
+
 def read_history(
     path: Path,
     *,
@@ -88,6 +103,7 @@ def read_history(
             f"{path}: column {value_col!r} is not numeric (row {row + 2}: {frame[VALUE].iloc[row]!r})"
         )
     frame[VALUE] = values.astype("float64")
+    _check_values(frame[VALUE], path, value_col)
     if not allow_duplicates:
         dup = frame.duplicated([ID, TIME])
         if dup.any():
