@@ -139,9 +139,22 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
             from predictor.registry import ModelRegistry
 
             forecaster = RegistryForecaster(ModelRegistry(settings.mlflow))
-        loop = Loop(settings, cluster=cluster, history=reader, forecaster=forecaster, actuator=actuator)
+        lease = None
+        if actuator is not None and settings.actuators.mode != "plan":
+            from predictor.loop.leader import LeaseLock
+
+            lease = LeaseLock(actuator.api_client, name=settings.loop.lease_name,
+                              namespace=settings.loop.lease_namespace, duration_s=settings.loop.lease_duration_s)
+        loop = Loop(settings, cluster=cluster, history=reader, forecaster=forecaster, actuator=actuator, lease=lease)
         if once:
-            report = loop.run_once(force=force)
+            try:
+                report = loop.run_once(force=force)
+            finally:
+                loop.close()
+            if report.standby:
+                console.print(f"standing by, nothing done: {report.standby}", markup=False, highlight=False,
+                              soft_wrap=True)
+                return
             if report.skipped:
                 console.print(f"cycle {report.cycle} already done (see {settings.actuators.audit_log}); "
                               "use --force to run it again")

@@ -26,8 +26,16 @@ from predictor.actuators.audit import AuditLog, AuditRecord, read_state, write_s
 from predictor.actuators.volcano import Outcome, write_plan_dir
 from predictor.config import Settings
 from predictor.diagnose.bands import export_forecast_bands, step_at
-from predictor.errors import DataSourceError, InputError, ModelError, PredictorError, RegistryError
+from predictor.errors import (
+    ActuatorError,
+    DataSourceError,
+    InputError,
+    ModelError,
+    PredictorError,
+    RegistryError,
+)
 from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader
+from predictor.loop.leader import FileLock, Leader
 from predictor.loop.metrics import LoopMetrics
 from predictor.loop.seams import QueueActuator
 from predictor.planner import (
@@ -74,6 +82,7 @@ class CycleReport:
     outcomes: list[Outcome] = field(default_factory=list)
     skipped: bool = False
     recovered: list[AuditRecord] = field(default_factory=list)
+    standby: str = ""  # why this instance did nothing: another loop holds the lock or the Lease
 
 
 class Loop:
@@ -81,7 +90,7 @@ class Loop:
 
     def __init__(self, settings: Settings, *, cluster: ClusterReader, history: HistoryReader, forecaster: Forecaster,
                  actuator: QueueActuator | None = None, metrics: LoopMetrics | None = None,
-                 clock: Callable[[], pd.Timestamp] | None = None) -> None:
+                 clock: Callable[[], pd.Timestamp] | None = None, lease: Leader | None = None) -> None:
         self.settings, self.cluster, self.history, self.forecaster = settings, cluster, history, forecaster
         self.actuator = actuator
         self.mode = settings.actuators.mode
@@ -91,6 +100,24 @@ class Loop:
         self.state_path = settings.actuators.audit_log.with_name(settings.actuators.audit_log.name + ".state.json")
         self.metrics = metrics or LoopMetrics(ready_within_s=settings.loop.ready_within_s)
         self.clock = clock or (lambda: pd.Timestamp.now(tz="UTC"))
+        # One loop at a time (predictor.loop.leader): the local lock always, the Lease where one is wired.
+        self.leaders: list[Leader] = [FileLock(self.audit.path.with_name(self.audit.path.name + ".lock"))]
+        if lease is not None:
+            self.leaders.append(lease)
+        self._forever = False  # run_forever keeps the local lock between cycles; run_once alone does not
+
+    def lead(self, now: pd.Timestamp) -> str:
+        """Take or renew every lock; ``""`` when this instance may act, else why it stands by."""
+        for leader in self.leaders:
+            why = leader.acquire(now)
+            if why:
+                return why
+        return ""
+
+    def close(self) -> None:
+        """Give up the Lease and the lock (a successor need not wait for the Lease to expire)."""
+        for leader in reversed(self.leaders):
+            leader.release()
 
     # -- audit helpers -------------------------------------------------------------------------------
     def _record(self, now: pd.Timestamp, cycle: str, queue: str, outcome: str, reason: str, *, code: str = "",
@@ -130,6 +157,19 @@ class Loop:
         now = self.clock()
         cycle = cycle_slot(now, self.settings.loop.interval_s)
         report = CycleReport(cycle=cycle, mode=self.mode)
+        report.standby = self.lead(now)
+        if report.standby:
+            self.metrics.cycles.labels(result="standby").inc()
+            return report
+        try:
+            return self._run_locked(now, cycle, report, force, started)
+        finally:
+            if not self._forever:  # one cycle: the audit log is free again for the next process
+                self.leaders[0].release()
+
+    def _run_locked(self, now: pd.Timestamp, cycle: str, report: CycleReport, force: bool,
+                    started: float) -> CycleReport:
+        # Read after taking the lock: a loop that just finished this slot has written its cycle-done.
         if not force and cycle in self.audit.done_cycles():
             report.skipped = True
             return report
@@ -205,6 +245,9 @@ class Loop:
 
     def _apply(self, now: pd.Timestamp, cycle: str, plan: QueuePlan) -> list[Outcome]:
         assert self.actuator is not None
+        lost = self.lead(self.clock()) if plan.changes else ""
+        if lost:  # the cycle outlived the Lease and another loop took it: it decides now, not this one
+            raise ActuatorError(f"lost the leader lock before applying, nothing applied: {lost}")
         by_queue: dict[str, list[FieldChange]] = {}
         for c in plan.changes:
             by_queue.setdefault(c.queue, []).append(c)
@@ -253,19 +296,35 @@ class Loop:
         if hold is None:
             m.succeeded(now.timestamp())
 
-    def run_forever(self, stop: Callable[[], bool], sleep: Callable[[float], object] = time.sleep) -> None:
-        """Cycle every ``loop.interval_s`` until ``stop()``; an error in one cycle never ends the loop."""
-        while not stop():
-            try:
-                self.run_once()
-            except Exception as exc:  # one bad cycle (even a bug) must not end the loop
-                now = self.clock()
-                why = str(exc) if isinstance(exc, PredictorError) else f"{type(exc).__name__}: {exc}"
-                self.audit.append([self._record(now, cycle_slot(now, self.settings.loop.interval_s), "*", "failed",
-                                                why.splitlines()[0] if why else type(exc).__name__, code="error")])
-            interval = self.settings.loop.interval_s
-            sleep(interval - (self.clock().timestamp() % interval) + 0.001)
+    def run_forever(self, stop: Callable[[], bool], sleep: Callable[[float], object] = time.sleep,
+                    renew_every_s: float = 20.0) -> None:
+        """Cycle every ``loop.interval_s`` until ``stop()``; an error in one cycle never ends the loop.
 
+        Between cycles the wait is cut into steps of at most ``renew_every_s`` that renew the locks, so a
+        Lease shorter than the interval stays held; a standby instance tries to take it at each step.
+        """
+        self._forever = True
+        try:
+            while not stop():
+                try:
+                    self.run_once()
+                except Exception as exc:  # one bad cycle (even a bug) must not end the loop
+                    now = self.clock()
+                    why = str(exc) if isinstance(exc, PredictorError) else f"{type(exc).__name__}: {exc}"
+                    self.audit.append([self._record(now, cycle_slot(now, self.settings.loop.interval_s), "*",
+                                                    "failed", why.splitlines()[0] if why else type(exc).__name__,
+                                                    code="error")])
+                interval = self.settings.loop.interval_s
+                wait = interval - (self.clock().timestamp() % interval) + 0.001
+                steps = max(1, math.ceil(wait / renew_every_s))
+                for step in range(steps):
+                    sleep(wait / steps)
+                    if stop():
+                        break
+                    if step < steps - 1:
+                        self.lead(self.clock())
+        finally:
+            self.close()
 
 def _reference(saved: object, allocatable: dict[str, float], now: pd.Timestamp,
                settings: PlannerSettings) -> dict[str, Any]:

@@ -21,7 +21,8 @@ def test_planner_public_api_is_pinned() -> None:
 def test_loop_and_actuator_public_api_is_pinned() -> None:
     assert sorted(loop.__all__) == sorted([
         "DEMAND_QUERY", "ChampionRegistry", "ClusterReader", "CycleReport", "EstimatorForecaster", "FileCluster",
-        "FileHistory", "Forecaster", "HistoryReader", "KubeCluster", "Loop", "LoopMetrics", "MetricsServer",
+        "FileHistory", "FileLock", "Leader", "LeaseLock", "default_identity", "Forecaster", "HistoryReader",
+        "KubeCluster", "Loop", "LoopMetrics", "MetricsServer",
         "QueueActuator", "QueueApi", "RegistryForecaster", "SourceHistory", "cycle_slot", "load_json_or_yaml",
     ])
     assert sorted(volcano.__all__) == ["GROUP", "Outcome", "PLURAL", "VERSION", "VolcanoActuator", "connect",
