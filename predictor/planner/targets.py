@@ -19,7 +19,7 @@ from predictor.planner.quantity import MAX_GPUS
 from predictor.planner.settings import PlannerSettings
 from predictor.planner.state import check_queue_name
 
-__all__ = ["Target", "ceil_to", "floor_to", "forecast_resources", "forecast_targets"]
+__all__ = ["Target", "ceil_to", "check_forecast_columns", "floor_to", "forecast_resources", "forecast_targets"]
 
 Key = tuple[str, str]  # (queue, resource)
 
@@ -61,6 +61,16 @@ def _demand_peaks(demand: pd.DataFrame | None, settings: PlannerSettings) -> dic
     return {(str(k[0]), str(k[1])): float(v) for k, v in zip(peaks.index, peaks.to_numpy(float), strict=True)}
 
 
+def check_forecast_columns(forecast: pd.DataFrame, settings: PlannerSettings, *,
+                           source: str = "forecast frame") -> None:
+    """The columns the planner reads (series id, time, the three configured quantiles) are all there."""
+    columns = {settings.deserved_quantile, settings.capability_quantile, settings.guarantee_quantile}
+    missing = [c for c in (ID, TIME, *sorted(columns)) if c not in forecast.columns]
+    if missing:
+        known = ", ".join(map(str, forecast.columns))
+        raise InputError(f"{source} is missing column {missing[0]!r} (columns: {known})")
+
+
 def forecast_resources(forecast: pd.DataFrame | None, settings: PlannerSettings) -> list[str]:
     """Resource names a forecast sizes: its ``resource`` column (per GPU type), else the configured one."""
     if forecast is not None and "resource" in forecast.columns:
@@ -79,10 +89,7 @@ def forecast_targets(
 
     A series whose forecast does not reach into that window is left out, so the caller holds it as stale.
     """
-    columns = {settings.deserved_quantile, settings.capability_quantile, settings.guarantee_quantile}
-    missing = [c for c in (ID, TIME, *sorted(columns)) if c not in forecast.columns]
-    if missing:
-        raise InputError(f"forecast frame is missing column {missing[0]!r} (columns: {', '.join(forecast.columns)})")
+    check_forecast_columns(forecast, settings)
     for series in forecast[ID].astype(str).unique():
         check_queue_name(series, source=f"forecast frame {ID}")
     end = now + pd.Timedelta(hours=settings.horizon_h)
