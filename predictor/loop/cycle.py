@@ -158,10 +158,10 @@ class Loop:
         cycle = cycle_slot(now, self.settings.loop.interval_s)
         report = CycleReport(cycle=cycle, mode=self.mode)
         report.standby = self.lead(now)
-        if report.standby:
-            self.metrics.cycles.labels(result="standby").inc()
-            return report
         try:
+            if report.standby:
+                self.metrics.cycles.labels(result="standby").inc()
+                return report
             return self._run_locked(now, cycle, report, force, started)
         finally:
             if not self._forever:  # one cycle: the audit log is free again for the next process

@@ -79,6 +79,9 @@ def test_two_pods_share_one_lease_and_an_expired_lease_is_taken_over(fake: FakeA
     standby = b.run_once()
     assert "pod-a" in standby.standby and fake.writes == writes  # cooldowns live in a's log: b must not act
     assert outcomes(tmp_path / "b" / "audit.jsonl") == []
+    probe = FileLock(tmp_path / "b" / "audit.jsonl.lock", identity="probe")
+    assert probe.acquire(NOW) == ""  # standing by, b does not keep its audit log locked either
+    probe.release()
     clock[0] = NOW + pd.Timedelta(seconds=LEASE_S + 1)  # a stopped renewing (died without releasing)
     took = b.run_once()
     assert took.standby == "" and took.plan is not None
