@@ -69,9 +69,10 @@ class PlannerSettings(BaseModel):
     stale_after_s: float = Field(
         7200.0,
         gt=0,
-        description="Hold everything when the data is older than this many seconds at planning time: the "
-        "loop's newest history sample, or the forecast's first step (a forecast that ends before now is "
-        "stale too). The one staleness threshold of queue planning; loop.stale_after_s is its deprecated "
+        description="Hold data older than this many seconds at planning time: a queue whose own newest "
+        "history sample is older is held (stale_data) while the others are planned, and every queue is held "
+        "when all are, or when the forecast's first step is older (a forecast that ends before now is stale "
+        "too). The one staleness threshold of queue planning; loop.stale_after_s is its deprecated "
         "old name. The XDP agent's policy has its own (agent.policy.stale_after_s).",
     )
     capacity_drop_hold: float = Field(

@@ -19,7 +19,7 @@ from predictor.actuators.volcano import VolcanoActuator
 from predictor.cli import main
 from predictor.config import load_settings
 from predictor.loop import FileLock, KubeCluster, LeaseLock, Loop
-from tests.actuators.fake_apiserver import FakeApiServer, queue_object, serve
+from tests.actuators.fake_apiserver import FakeApiServer, Fault, queue_object, serve
 from tests.loop.test_hardening import FRESH, Flat, History
 
 NOW = pd.Timestamp("2026-11-02T10:20:00Z")
@@ -135,3 +135,19 @@ def test_a_loop_mid_cycle_keeps_a_second_one_off_its_audit_log(tmp_path: Path) -
     busy.close()
     assert other.run_once().plan is not None and outcomes(tmp_path / "audit.jsonl").count("cycle-done") == 1
     assert busy.run_once().skipped  # the slot is done: it is not run twice
+
+
+def test_two_loops_racing_for_an_expired_lease_cannot_both_win(fake: FakeApiServer, api: client.ApiClient,
+                                                               tmp_path: Path) -> None:
+    clock = [NOW]
+    gone = make_loop(api, tmp_path / "old" / "audit.jsonl", "pod-old", clock)
+    assert gone.lead(NOW) == ""
+    later = NOW + pd.Timedelta(seconds=LEASE_S + 1)
+    a = make_loop(api, tmp_path / "a" / "audit.jsonl", "pod-a", clock)
+    b = make_loop(api, tmp_path / "b" / "audit.jsonl", "pod-b", clock)
+    won: list[str] = []
+    # b has read the expired Lease; just before its update lands, a takes it.
+    fake.faults.append(Fault(method="PUT", hook=lambda _: won.append(a.lead(later))))
+    lost = b.lead(later)
+    assert won == [""] and "took" in lost
+    assert fake.leases[("gpu-capacity-predictor", "loop")]["spec"]["holderIdentity"] == "pod-a"
