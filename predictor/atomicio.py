@@ -39,7 +39,16 @@ from typing import IO, Any, BinaryIO, Literal, TextIO, overload
 
 from predictor.errors import InputError
 
-__all__ = ["Fsync", "atomic_open", "atomic_path", "fsync_directory", "write_bytes", "write_text"]
+__all__ = [
+    "Fsync",
+    "atomic_open",
+    "atomic_path",
+    "check_output_directory",
+    "child_path",
+    "fsync_directory",
+    "write_bytes",
+    "write_text",
+]
 
 Fsync = Callable[[int], None]
 """What syncs a file descriptor: ``os.fsync`` in production, a counting wrapper in tests."""
@@ -48,6 +57,37 @@ Fsync = Callable[[int], None]
 _NO_DIRECTORY_SYNC = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP})
 # Keep the temp name under the usual 255-byte name limit: prefix dot + random part + ".tmp".
 _NAME_ROOM = 200
+
+
+def child_path(directory: Path, name: str) -> Path:
+    """``directory / name``, refused (``InputError``) unless it stays inside ``directory``.
+
+    The one check for output names that come from data (a queue name, a series id): ``../x``, an absolute
+    name, a separator or a symlink leading out must never place a file outside the output directory.
+    """
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise InputError(f"{name!r} cannot be a file name inside {directory}")
+    path = Path(directory) / name
+    base = Path(directory).resolve()
+    if not path.resolve().is_relative_to(base) or path.resolve().parent != base:
+        raise InputError(f"{name!r} would be written outside {directory}")
+    return path
+
+
+def check_output_directory(path: Path, *, what: str = "--out") -> Path:
+    """``path`` if it can be an output directory (absent or a directory), else an ``InputError``.
+
+    Commands call it before their work starts, so a file given as ``--out`` fails at once with one line
+    instead of after a long run with ``FileExistsError`` from ``mkdir``.
+    """
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{what} {path}: not a directory")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(f"{what} {path}: {parent} is not a directory")
+            break
+    return path
 
 
 def _prepare(path: Path) -> None:

@@ -127,6 +127,20 @@ class LoopSettings(BaseModel):
         description="Address the loop's /metrics, /ready and /healthz listen on (127.0.0.1: this host only).",
     )
 
+    lease_name: str = Field(
+        "gpu-capacity-predictor-loop", min_length=1, max_length=253,
+        description="coordination.k8s.io Lease that elects the one loop allowed to act in server-dry-run and "
+        "apply modes (the RBAC grants get/update on this name only).",
+    )
+    lease_namespace: str = Field("gpu-capacity-predictor", min_length=1, max_length=63,
+                                 description="Namespace of the leader Lease (the loop's own).")
+    lease_duration_s: float = Field(
+        60.0, ge=5, le=3600,
+        description="leaseDurationSeconds: how long after its last renewal another loop may take the Lease. "
+        "The holder renews it every cycle and every 20 s while it waits, so a dead loop is replaced within "
+        "this time plus one interval.",
+    )
+
     @property
     def ready_within_s(self) -> float:
         """``/ready`` holds while the last successful cycle is younger than this: three intervals, so one

@@ -266,14 +266,31 @@ def _status_message(exc: ApiException) -> str:
 
 
 def write_plan_dir(plan: QueuePlan, live: Sequence[Mapping[str, Any]], out: Path) -> Path:
-    """``out/plan.json`` and ``out/queues/<name>.yaml`` (full desired object per managed queue), atomically."""
+    """``out/plan.json`` and ``out/queues/<name>.yaml`` (full desired object per managed queue), atomically.
+
+    Each file goes through ``predictor.atomicio``; every name is a checked queue name placed with
+    ``child_path``, so nothing lands outside ``out``. Plan files of queues no longer planned are deleted
+    after the new ones are written (``queues/`` then holds exactly this plan), and ``plan.json`` is written
+    last: a reader who sees the new ``plan.json`` sees the matching queue files.
+    """
     import yaml
 
-    from predictor.atomicio import write_text
+    from predictor.atomicio import child_path, fsync_directory, write_text
     from predictor.planner import desired_object
+    from predictor.planner.state import check_queue_name
 
     by_name = {str((o.get("metadata") or {}).get("name")): o for o in live}
+    directory = out / "queues"
+    written = set()
     for name, state in sorted(plan.desired.items()):
+        path = child_path(directory, check_queue_name(name, source="plan") + ".yaml")
         obj = desired_object(by_name.get(name, {"metadata": {"name": name}}), state, plan.changes)
-        write_text(out / "queues" / f"{name}.yaml", yaml.safe_dump(obj, sort_keys=False))
-    return write_text(out / "plan.json", json.dumps(plan.to_json(), indent=2) + "\n")
+        write_text(path, yaml.safe_dump(obj, sort_keys=False))
+        written.add(path.name)
+    if directory.is_dir():
+        stale = [p for p in directory.glob("*.yaml") if p.name not in written and p.is_file()]
+        for path in stale:
+            path.unlink(missing_ok=True)
+        if stale:
+            fsync_directory(directory)
+    return write_text(child_path(out, "plan.json"), json.dumps(plan.to_json(), indent=2) + "\n")

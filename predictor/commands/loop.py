@@ -12,7 +12,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
-import pandas as pd
 import typer
 from rich.table import Table
 
@@ -54,18 +53,22 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
     ) -> None:
         """Plan Volcano queue quotas offline: writes the plan and the desired Queue objects, touches nothing."""
         from predictor.actuators.volcano import write_plan_dir
+        from predictor.atomicio import check_output_directory
         from predictor.loop.inputs import load_json_or_yaml
         from predictor.planner import allocatable_from_nodes, forecast_resources, plan_cycle, queues_from_list
-        from predictor.sources.files import read_frame
+        from predictor.planner.targets import check_forecast_columns
+        from predictor.sources.files import parse_timestamps, read_frame
 
         settings = settings_from(ctx, config=config)
         p = settings.planner
+        check_output_directory(out)
         doc = load_json_or_yaml(queues, "--queues")
         live = queues_from_list(doc, source=str(queues), allocated_milli=p.allocated_milli_units)
         frame = read_frame(forecast)
         if TIME not in frame.columns:
             raise InputError(f"{forecast}: missing column {TIME!r}")
-        frame[TIME] = pd.to_datetime(frame[TIME], utc=True, format="ISO8601")
+        frame[TIME] = parse_timestamps(frame[TIME], forecast, TIME)
+        check_forecast_columns(frame, p, source=str(forecast))
         at = parse_time(now, name="--now") if now else frame[TIME].min()
         demand_frame = read_frame(demand) if demand else None
         allocatable = allocatable_from_nodes(load_json_or_yaml(nodes, "--nodes"), forecast_resources(frame, p),
@@ -116,7 +119,12 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         if queues is not None:
             if settings.actuators.mode != "plan":
                 raise InputError("--queues works in actuators.mode plan only (a file cannot be patched)")
-            cluster = FileCluster(load_json_or_yaml(queues, "--queues"))
+            from predictor.planner import queues_from_list
+
+            doc = load_json_or_yaml(queues, "--queues")
+            # A file is the user's input: a bad queue is an error now, not a "source_down" hold every cycle.
+            queues_from_list(doc, source=str(queues), allocated_milli=settings.planner.allocated_milli_units)
+            cluster = FileCluster(doc)
         else:
             from predictor.actuators.volcano import VolcanoActuator, connect
 
@@ -139,9 +147,22 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
             from predictor.registry import ModelRegistry
 
             forecaster = RegistryForecaster(ModelRegistry(settings.mlflow))
-        loop = Loop(settings, cluster=cluster, history=reader, forecaster=forecaster, actuator=actuator)
+        lease = None
+        if actuator is not None and settings.actuators.mode != "plan":
+            from predictor.loop.leader import LeaseLock
+
+            lease = LeaseLock(actuator.api_client, name=settings.loop.lease_name,
+                              namespace=settings.loop.lease_namespace, duration_s=settings.loop.lease_duration_s)
+        loop = Loop(settings, cluster=cluster, history=reader, forecaster=forecaster, actuator=actuator, lease=lease)
         if once:
-            report = loop.run_once(force=force)
+            try:
+                report = loop.run_once(force=force)
+            finally:
+                loop.close()
+            if report.standby:
+                console.print(f"standing by, nothing done: {report.standby}", markup=False, highlight=False,
+                              soft_wrap=True)
+                return
             if report.skipped:
                 console.print(f"cycle {report.cycle} already done (see {settings.actuators.audit_log}); "
                               "use --force to run it again")

@@ -51,12 +51,14 @@ def report(
     import pandas as pd
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from predictor.atomicio import check_output_directory
     from predictor.reports.assemble import make_report
     from predictor.reports.inputs import inputs_from_directory, inputs_from_prometheus
     from predictor.timeparse import parse_time
 
     if (history is None) == (prometheus_url is None):
         raise InputError("give exactly one of --history DIR or --prometheus-url URL")
+    check_output_directory(out)
     settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow={"tracking_uri": registry})
     table = None
     horizon = window_days * 24

@@ -58,12 +58,14 @@ def simulate(
 ) -> None:
     """Simulate a Volcano GPU cluster from a job table and write its Prometheus history."""
     from predictor import sim
+    from predictor.atomicio import check_output_directory
     from predictor.sim.jobs import read_table
 
     if sum([jobs is not None, synthetic, philly_sample]) != 1:
         raise InputError("give exactly one of --jobs FILE, --synthetic or --philly-sample")
     if nodes < 1:
         raise InputError(f"--nodes must be >= 1, got {nodes}")
+    check_output_directory(out)
     step_td = parse_duration(step, name="--step")
     start_ts = parse_time(start, name="--start") if start else None
     settings = sim.SimSettings(start=start_ts, weeks=weeks, step_s=int(step_td.total_seconds()), seed=seed,

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from models.frames import TIME, VALUE
+from predictor.atomicio import child_path
 from predictor.demo import DemoContext, StageResult
 from predictor.errors import redact_url
 from predictor.reports.render import write_text
@@ -171,7 +172,7 @@ def xdp_stage(ctx: DemoContext) -> StageResult:
         targets = [TargetLoad(iface, XDP_LINK_BPS, float(bps) / len(XDP_TARGETS)) for iface in XDP_TARGETS]
         profile = choose_profile(str(node), targets, JobMix(distributed_share=shares.get(str(node), 0.0)),
                                  forecast_age_s=0.0)
-        write_text(out / f"{node}.yaml", dump_profile(profile))
+        write_text(child_path(out, f"{node}.yaml"), dump_profile(profile))  # node names come from the data
         chosen[str(node)] = profile.model_dump()
     write_text(out / "plan.json", json.dumps(chosen, indent=2, sort_keys=True) + "\n")
     sticky = sum(1 for p in chosen.values() if p["sticky"])

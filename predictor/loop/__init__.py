@@ -7,14 +7,16 @@ The public names are the submodules' own ``__all__`` lists (one list per name, n
 
 from __future__ import annotations
 
-from predictor.loop import cycle, inputs, metrics, seams
+from predictor.loop import cycle, inputs, leader, metrics, seams
 from predictor.loop.cycle import *  # noqa: F403
 from predictor.loop.inputs import *  # noqa: F403
+from predictor.loop.leader import *  # noqa: F403
 from predictor.loop.metrics import *  # noqa: F403
 from predictor.loop.seams import *  # noqa: F403
 
 __all__: list[str] = []
 __all__ += cycle.__all__
 __all__ += inputs.__all__
+__all__ += leader.__all__
 __all__ += metrics.__all__
 __all__ += seams.__all__

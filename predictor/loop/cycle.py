@@ -16,28 +16,41 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
-from models.frames import ID, TIME
+from models.frames import ID
 from predictor.actuators import Change
 from predictor.actuators.audit import AuditLog, AuditRecord, read_state, write_state
 from predictor.actuators.volcano import Outcome, write_plan_dir
 from predictor.config import Settings
 from predictor.diagnose.bands import export_forecast_bands, step_at
-from predictor.errors import DataSourceError, InputError, ModelError, PredictorError, RegistryError
+from predictor.errors import (
+    ActuatorError,
+    DataSourceError,
+    InputError,
+    ModelError,
+    PredictorError,
+    RegistryError,
+)
 from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader
+from predictor.loop.leader import FileLock, Leader
 from predictor.loop.metrics import LoopMetrics
 from predictor.loop.seams import QueueActuator
 from predictor.planner import (
     FieldChange,
     Memory,
+    PlannerSettings,
     QueuePlan,
+    capacity_drop,
     forecast_resources,
     parse_quantity,
     plan_cycle,
     queues_from_list,
+    stale_series,
 )
+from predictor.planner.state import is_queue_name
 
 __all__ = ["CycleReport", "Loop", "cycle_slot"]
 
@@ -46,6 +59,16 @@ def cycle_slot(now: pd.Timestamp, interval_s: float) -> str:
     """The id of the interval slot ``now`` falls in: a restarted loop never runs one slot twice."""
     start = math.floor(now.timestamp() / interval_s) * interval_s
     return pd.Timestamp(start, unit="s", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Inputs:
+    """What a cycle plans from: the forecast, its model versions, a hold of every queue, per-queue holds."""
+
+    forecast: pd.DataFrame | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    hold: tuple[str, str] | None = None
+    held: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -59,6 +82,7 @@ class CycleReport:
     outcomes: list[Outcome] = field(default_factory=list)
     skipped: bool = False
     recovered: list[AuditRecord] = field(default_factory=list)
+    standby: str = ""  # why this instance did nothing: another loop holds the lock or the Lease
 
 
 class Loop:
@@ -66,7 +90,7 @@ class Loop:
 
     def __init__(self, settings: Settings, *, cluster: ClusterReader, history: HistoryReader, forecaster: Forecaster,
                  actuator: QueueActuator | None = None, metrics: LoopMetrics | None = None,
-                 clock: Callable[[], pd.Timestamp] | None = None) -> None:
+                 clock: Callable[[], pd.Timestamp] | None = None, lease: Leader | None = None) -> None:
         self.settings, self.cluster, self.history, self.forecaster = settings, cluster, history, forecaster
         self.actuator = actuator
         self.mode = settings.actuators.mode
@@ -76,6 +100,24 @@ class Loop:
         self.state_path = settings.actuators.audit_log.with_name(settings.actuators.audit_log.name + ".state.json")
         self.metrics = metrics or LoopMetrics(ready_within_s=settings.loop.ready_within_s)
         self.clock = clock or (lambda: pd.Timestamp.now(tz="UTC"))
+        # One loop at a time (predictor.loop.leader): the local lock always, the Lease where one is wired.
+        self.leaders: list[Leader] = [FileLock(self.audit.path.with_name(self.audit.path.name + ".lock"))]
+        if lease is not None:
+            self.leaders.append(lease)
+        self._forever = False  # run_forever keeps the local lock between cycles; run_once alone does not
+
+    def lead(self, now: pd.Timestamp) -> str:
+        """Take or renew every lock; ``""`` when this instance may act, else why it stands by."""
+        for leader in self.leaders:
+            why = leader.acquire(now)
+            if why:
+                return why
+        return ""
+
+    def close(self) -> None:
+        """Give up the Lease and the lock (a successor need not wait for the Lease to expire)."""
+        for leader in reversed(self.leaders):
+            leader.release()
 
     # -- audit helpers -------------------------------------------------------------------------------
     def _record(self, now: pd.Timestamp, cycle: str, queue: str, outcome: str, reason: str, *, code: str = "",
@@ -115,6 +157,19 @@ class Loop:
         now = self.clock()
         cycle = cycle_slot(now, self.settings.loop.interval_s)
         report = CycleReport(cycle=cycle, mode=self.mode)
+        report.standby = self.lead(now)
+        try:
+            if report.standby:
+                self.metrics.cycles.labels(result="standby").inc()
+                return report
+            return self._run_locked(now, cycle, report, force, started)
+        finally:
+            if not self._forever:  # one cycle: the audit log is free again for the next process
+                self.leaders[0].release()
+
+    def _run_locked(self, now: pd.Timestamp, cycle: str, report: CycleReport, force: bool,
+                    started: float) -> CycleReport:
+        # Read after taking the lock: a loop that just finished this slot has written its cycle-done.
         if not force and cycle in self.audit.done_cycles():
             report.skipped = True
             return report
@@ -129,26 +184,33 @@ class Loop:
         self.metrics.last_cycle_seconds.set(time.perf_counter() - started)
         return report
 
-    def _inputs(self, now: pd.Timestamp) -> tuple[pd.DataFrame | None, dict[str, str], tuple[str, str] | None]:
+    def _inputs(self, now: pd.Timestamp) -> Inputs:
+        """The forecast, model versions, a hold of everything, and per-queue holds (stale or unusable series)."""
         try:
             history = self.history.history(now)
         except DataSourceError as exc:
-            return None, {}, ("source_down", f"history unavailable: {exc}")
+            return Inputs(hold=("source_down", f"history unavailable: {exc}"))
         if history.empty:
-            return None, {}, ("stale_data", "no history in the lookback window")
-        newest = pd.to_datetime(history[TIME], utc=True).max()
-        age = (now - newest).total_seconds()
-        if age > self.settings.planner.stale_after_s:
-            return None, {}, ("stale_data", f"newest sample is {age / 3600:.1f} h old")
+            return Inputs(hold=("stale_data", "no history in the lookback window"))
+        ids = history[ID].astype(str)
+        bad = sorted({q for q in ids.unique() if not is_queue_name(q)})
+        stale = stale_series(history, self.settings.planner, now=now)
+        held = {q: ("stale_data", reason) for q, reason in stale.items()}
+        history = history.loc[~ids.isin(set(held) | set(bad))]
+        if history.empty:
+            # Nothing fresh at all: the whole cycle holds, as it does when every queue went quiet.
+            reason = min(held.values())[1] if held else f"no history series is a valid queue name: {bad[0]!r}"
+            return Inputs(hold=("stale_data", reason), held=held)
         try:
             frame, versions = self.forecaster.forecast(history, horizon=math.ceil(self.settings.planner.horizon_h) + 1)
         except (RegistryError, ModelError) as exc:
-            return None, {}, ("missing_model", f"no usable model: {exc}")
-        return frame, versions, None
+            return Inputs(hold=("missing_model", f"no usable model: {exc}"), held=held)
+        return Inputs(frame, versions, None, held)
 
     def _cycle(self, now: pd.Timestamp, cycle: str, report: CycleReport) -> None:
         psettings = self.settings.planner
-        forecast, versions, hold = self._inputs(now)
+        inputs = self._inputs(now)
+        forecast, versions, hold = inputs.forecast, inputs.versions, inputs.hold
         try:
             objects = self.cluster.queue_objects()
             queues = queues_from_list(objects, source="live queues", allocated_milli=psettings.allocated_milli_units)
@@ -159,9 +221,12 @@ class Loop:
             self.metrics.held.labels(reason="source_down").inc()
             self.metrics.cycles.labels(result="held").inc()
             return
-        memory = Memory.from_json(read_state(self.state_path).get("memory", {}))
+        state = read_state(self.state_path)
+        memory = Memory.from_json(state.get("memory", {}))
+        reference = _reference(state.get("capacity"), allocatable, now, psettings)
         plan, hold = plan_cycle(queues, forecast, psettings, now=now, allocatable=allocatable, memory=memory,
-                                last_changed=self.audit.last_changed(self.mode), hold=hold)
+                                last_changed=self.audit.last_changed(self.mode), hold=hold, held_queues=inputs.held,
+                                previous_allocatable=reference.get("allocatable"))
         report.plan, report.hold = plan, hold
         write_plan_dir(plan, objects, self.settings.actuators.plan_dir)
         records = [self._record(now, cycle, h.queue, "held", h.reason, code=h.code) for h in plan.held]
@@ -172,13 +237,17 @@ class Loop:
         else:
             self.audit.append(records)
             report.outcomes = self._apply(now, cycle, plan)
-        write_state(self.state_path, {"memory": plan.memory.to_json()})
+        write_state(self.state_path, {"memory": plan.memory.to_json(),
+                                      "capacity": _next_reference(reference, allocatable, now, psettings)})
         self._observe(now, plan, forecast, versions, hold)
         self.audit.append([self._record(now, cycle, "*", "cycle-done", hold[1] if hold else "ok",
                                         code=hold[0] if hold else "")])
 
     def _apply(self, now: pd.Timestamp, cycle: str, plan: QueuePlan) -> list[Outcome]:
         assert self.actuator is not None
+        lost = self.lead(self.clock()) if plan.changes else ""
+        if lost:  # the cycle outlived the Lease and another loop took it: it decides now, not this one
+            raise ActuatorError(f"lost the leader lock before applying, nothing applied: {lost}")
         by_queue: dict[str, list[FieldChange]] = {}
         for c in plan.changes:
             by_queue.setdefault(c.queue, []).append(c)
@@ -227,15 +296,60 @@ class Loop:
         if hold is None:
             m.succeeded(now.timestamp())
 
-    def run_forever(self, stop: Callable[[], bool], sleep: Callable[[float], object] = time.sleep) -> None:
-        """Cycle every ``loop.interval_s`` until ``stop()``; an error in one cycle never ends the loop."""
-        while not stop():
-            try:
-                self.run_once()
-            except Exception as exc:  # one bad cycle (even a bug) must not end the loop
-                now = self.clock()
-                why = str(exc) if isinstance(exc, PredictorError) else f"{type(exc).__name__}: {exc}"
-                self.audit.append([self._record(now, cycle_slot(now, self.settings.loop.interval_s), "*", "failed",
-                                                why.splitlines()[0] if why else type(exc).__name__, code="error")])
-            interval = self.settings.loop.interval_s
-            sleep(interval - (self.clock().timestamp() % interval) + 0.001)
+    def run_forever(self, stop: Callable[[], bool], sleep: Callable[[float], object] = time.sleep,
+                    renew_every_s: float = 20.0) -> None:
+        """Cycle every ``loop.interval_s`` until ``stop()``; an error in one cycle never ends the loop.
+
+        Between cycles the wait is cut into steps of at most ``renew_every_s`` that renew the locks, so a
+        Lease shorter than the interval stays held; a standby instance tries to take it at each step.
+        """
+        self._forever = True
+        try:
+            while not stop():
+                try:
+                    self.run_once()
+                except Exception as exc:  # one bad cycle (even a bug) must not end the loop
+                    now = self.clock()
+                    why = str(exc) if isinstance(exc, PredictorError) else f"{type(exc).__name__}: {exc}"
+                    self.audit.append([self._record(now, cycle_slot(now, self.settings.loop.interval_s), "*",
+                                                    "failed", why.splitlines()[0] if why else type(exc).__name__,
+                                                    code="error")])
+                interval = self.settings.loop.interval_s
+                wait = interval - (self.clock().timestamp() % interval) + 0.001
+                steps = max(1, math.ceil(wait / renew_every_s))
+                for step in range(steps):
+                    sleep(wait / steps)
+                    if stop():
+                        break
+                    if step < steps - 1:
+                        self.lead(self.clock())
+        finally:
+            self.close()
+
+def _reference(saved: object, allocatable: dict[str, float], now: pd.Timestamp,
+               settings: PlannerSettings) -> dict[str, Any]:
+    """The capacity reference a drop is measured against (``planner.capacity_drop_hold``).
+
+    It is the allocatable of the last cycle not held for a drop. A drop that has held for
+    ``capacity_drop_accept_s`` is taken as the new capacity (a decommissioned rack), unless it is zero.
+    """
+    if not isinstance(saved, dict) or not isinstance(saved.get("allocatable"), dict):
+        return {}
+    since = saved.get("drop_since")
+    if isinstance(since, int | float) and now.timestamp() - since >= settings.capacity_drop_accept_s and \
+            all(v > 0 for v in allocatable.values()):
+        return {}
+    return {"allocatable": {str(k): float(v) for k, v in saved["allocatable"].items()},
+            "drop_since": since if isinstance(since, int | float) else None}
+
+
+def _next_reference(reference: dict[str, Any], allocatable: dict[str, float], now: pd.Timestamp,
+                    settings: PlannerSettings) -> dict[str, Any]:
+    """Keep the reference (and when the drop began) while allocatable is down; else this cycle's allocatable.
+
+    Judged apart from the cycle's hold: a cycle held for another reason must not record a collapse either.
+    """
+    if capacity_drop(reference.get("allocatable"), allocatable, settings) is not None:
+        since = reference.get("drop_since") or now.timestamp()
+        return {"allocatable": reference.get("allocatable") or {}, "drop_since": since}
+    return {"allocatable": dict(allocatable), "drop_since": None}

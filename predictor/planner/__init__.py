@@ -9,7 +9,7 @@ state independently. ``plan_cycle`` is those steps in order with the stale-data 
 
 from __future__ import annotations
 
-from predictor.planner.cycle import CyclePlan, plan_cycle, stale_forecast
+from predictor.planner.cycle import CyclePlan, capacity_drop, plan_cycle, stale_forecast, stale_series
 from predictor.planner.decisions import REASON_CODES, FieldChange, Hold, Memory, QueuePlan
 from predictor.planner.invariants import check_invariants
 from predictor.planner.plan import plan_queues
@@ -40,6 +40,7 @@ __all__ = [
     "Target",
     "allocatable_from_nodes",
     "apply_merge_patch",
+    "capacity_drop",
     "check_invariants",
     "desired_object",
     "forecast_resources",
@@ -53,6 +54,7 @@ __all__ = [
     "queue_from_object",
     "queues_from_list",
     "stale_forecast",
+    "stale_series",
     "targets_from_mapping",
     "touched_resources",
 ]

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from models.frames import TIME
+from models.frames import ID, TIME
 from predictor.errors import InputError
 from predictor.planner.decisions import Memory, QueuePlan
 from predictor.planner.invariants import check_invariants
@@ -22,7 +22,7 @@ from predictor.planner.settings import PlannerSettings
 from predictor.planner.state import QueueState
 from predictor.planner.targets import forecast_targets
 
-__all__ = ["CyclePlan", "plan_cycle", "stale_forecast"]
+__all__ = ["CyclePlan", "capacity_drop", "plan_cycle", "stale_forecast", "stale_series"]
 
 HoldAll = tuple[str, str]  # (reason code, reason in words): why every queue is held
 
@@ -51,6 +51,43 @@ def stale_forecast(forecast: pd.DataFrame, settings: PlannerSettings, *, now: pd
     return None
 
 
+def stale_series(history: pd.DataFrame, settings: PlannerSettings, *, now: pd.Timestamp) -> dict[str, str]:
+    """Queue → why its history is stale at ``now``: its own newest sample is older than ``stale_after_s``.
+
+    Per queue, not over the whole frame: one queue whose samples stopped must not ride on the fresh
+    samples of the others (it is held as ``stale_data``; the others are planned).
+    """
+    if history.empty:
+        return {}
+    newest = pd.to_datetime(history[TIME], utc=True).groupby(history[ID].astype(str)).max()
+    out: dict[str, str] = {}
+    for queue, last in newest.items():
+        age = (now - last).total_seconds()
+        if age > settings.stale_after_s:
+            out[str(queue)] = (f"newest sample of this queue is {age / 3600:.1f} h old "
+                               f"(> {settings.stale_after_s:g} s)")
+    return out
+
+
+def capacity_drop(previous: Mapping[str, float] | None, current: Mapping[str, float],
+                  settings: PlannerSettings) -> HoldAll | None:
+    """Why every queue holds because live allocatable collapsed (``None`` if it did not).
+
+    The rule (``planner.capacity_drop_hold``): a resource with zero allocatable (an empty node list, every
+    node NotReady), or one that fell by more than that fraction against ``previous`` (the reference the
+    loop recorded), holds everything. Scaling Σ guarantee down to a collapsed node list would strip every
+    queue's guarantee on what is most often a reporting failure, not a lost cluster.
+    """
+    for resource, now_value in sorted(current.items()):
+        before = (previous or {}).get(resource)
+        if now_value <= 0:
+            return "capacity_drop", f"live allocatable {resource} is 0 (no Ready, schedulable node reports it)"
+        if before is not None and before > 0 and now_value < (1 - settings.capacity_drop_hold) * before:
+            return "capacity_drop", (f"live allocatable {resource} fell from {before:g} to {now_value:g} "
+                                     f"(more than {settings.capacity_drop_hold:.0%})")
+    return None
+
+
 def plan_cycle(
     queues: Sequence[QueueState],
     forecast: pd.DataFrame | None,
@@ -62,19 +99,25 @@ def plan_cycle(
     memory: Memory | None = None,
     last_changed: Mapping[str, float] | None = None,
     hold: HoldAll | None = None,
+    held_queues: Mapping[str, HoldAll] | None = None,
+    previous_allocatable: Mapping[str, float] | None = None,
 ) -> CyclePlan:
     """Plan one cycle from the live ``queues`` and a ``forecast`` (``None``: nothing to plan from).
 
     ``hold`` is a reason found before planning (source down, stale history, no model); a stale forecast
-    adds one. Either way every queue is held with it and no target is computed. A plan that breaks an
+    adds one, and so does a collapse of ``allocatable`` (``capacity_drop``, against ``previous_allocatable``).
+    Either way every queue is held with it and no target is computed. ``held_queues`` holds single queues
+    (queue → (code, reason), e.g. one queue's stale history) while the others are planned. A plan that breaks an
     invariant is replaced by one that holds everything (``invalid_state``): nothing of it may be applied.
     """
     if hold is None and forecast is not None:
         hold = stale_forecast(forecast, settings, now=now)
+    if hold is None and allocatable is not None:
+        hold = capacity_drop(previous_allocatable, allocatable, settings)
     targets = forecast_targets(forecast, settings, now=now, demand=demand) if (
         hold is None and forecast is not None) else None
     plan = plan_queues(queues, targets, settings, now=now, allocatable=allocatable, memory=memory,
-                       last_changed=last_changed, hold_all=hold)
+                       last_changed=last_changed, hold_all=hold, held_queues=held_queues)
     problems = check_invariants(queues, dict(plan.desired), allocatable)
     if problems:  # belt and braces: the policy should make this impossible
         hold = ("invalid_state", f"plan breaks an invariant, nothing applied: {problems[0]}")

@@ -18,7 +18,7 @@ __all__ = ["REASON_CODES", "FieldChange", "Hold", "Memory", "QueuePlan"]
 REASON_CODES = (
     "forecast", "dead_band", "max_step", "cooldown", "stabilising", "below_allocated", "ordering",
     "parent_sum", "guarantee_sum", "capacity", "protected", "opted_out", "no_forecast", "stale_data",
-    "missing_model", "source_down", "invalid_state",
+    "missing_model", "source_down", "invalid_state", "capacity_drop",
 )
 
 

@@ -197,8 +197,10 @@ def plan_queues(
     last_changed: Mapping[str, float] | None = None,
     memory: Memory | None = None,
     hold_all: tuple[str, str] | None = None,
+    held_queues: Mapping[str, tuple[str, str]] | None = None,
 ) -> QueuePlan:
-    """Plan one cycle. ``hold_all=(code, reason)`` holds every queue (stale data, missing model, ...)."""
+    """Plan one cycle. ``hold_all=(code, reason)`` holds every queue (stale data, missing model, ...);
+    ``held_queues`` (queue → (code, reason)) holds single queues."""
     now_s = _seconds(now)
     by_name = {q.name: q for q in queues}
     recs: dict[str, Series] = dict((memory or Memory()).recommendations)
@@ -211,7 +213,8 @@ def plan_queues(
     after = {n: _values(q) for n, q in by_name.items()}
     managed: set[str] = set()
     for queue in queues:
-        hold = _why_not_planned(queue, per_queue.get(queue.name), settings, now_s, last_changed or {}, hold_all, recs)
+        own = hold_all or (held_queues or {}).get(queue.name)
+        hold = _why_not_planned(queue, per_queue.get(queue.name), settings, now_s, last_changed or {}, own, recs)
         if hold is not None:
             held.append(hold)
             continue

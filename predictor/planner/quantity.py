@@ -13,9 +13,13 @@ from decimal import Decimal, InvalidOperation
 
 from predictor.errors import InputError
 
-__all__ = ["MILLI", "format_quantity", "from_milli", "parse_quantity"]
+__all__ = ["MAX_GPUS", "MILLI", "format_quantity", "from_milli", "parse_quantity"]
 
 MILLI = 1000.0
+# The largest GPU count any planner input may hold (a forecast, a demand peak, a limit): a million GPUs is
+# beyond any cluster, so a larger number is a unit mistake or corruption, and refusing it keeps ceil(),
+# headroom and sums finite (1.7e308 × 1.1 is inf).
+MAX_GPUS = 1e6
 
 _QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))((?:[KMGTPE]i)|[numkMGTPE]|(?:[eE][+-]?[0-9]+))?$")
 _SUFFIX: dict[str, Decimal] = {
@@ -28,7 +32,19 @@ _SUFFIX: dict[str, Decimal] = {
 
 
 def parse_quantity(value: object, *, what: str) -> float:
-    """A quantity (``"8"``, ``"500m"``, ``"1k"``, ``8``) as a float; ``what`` names it in errors."""
+    """A quantity (``"8"``, ``"500m"``, ``"1k"``, ``8``) as a float; ``what`` names it in errors.
+
+    Resource amounts are never negative and must fit a float: ``-4`` and ``1e400`` are errors.
+    """
+    number = _parse(value, what=what)
+    if not math.isfinite(number):
+        raise InputError(f"{what}: {value!r} is too large to be a quantity")
+    if number < 0:
+        raise InputError(f"{what}: {value!r} is negative; resource quantities are >= 0")
+    return number
+
+
+def _parse(value: object, *, what: str) -> float:
     if isinstance(value, bool):
         raise InputError(f"{what}: {value!r} is not a Kubernetes quantity")
     if isinstance(value, int | float):

@@ -69,10 +69,25 @@ class PlannerSettings(BaseModel):
     stale_after_s: float = Field(
         7200.0,
         gt=0,
-        description="Hold everything when the data is older than this many seconds at planning time: the "
-        "loop's newest history sample, or the forecast's first step (a forecast that ends before now is "
-        "stale too). The one staleness threshold of queue planning; loop.stale_after_s is its deprecated "
+        description="Hold data older than this many seconds at planning time: a queue whose own newest "
+        "history sample is older is held (stale_data) while the others are planned, and every queue is held "
+        "when all are, or when the forecast's first step is older (a forecast that ends before now is stale "
+        "too). The one staleness threshold of queue planning; loop.stale_after_s is its deprecated "
         "old name. The XDP agent's policy has its own (agent.policy.stale_after_s).",
+    )
+    capacity_drop_hold: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Hold every queue (code capacity_drop) when a resource's live allocatable GPUs fall by more "
+        "than this fraction against the reference the loop recorded (the allocatable of its last cycle that "
+        "was not held for a drop), or are zero (an empty node list, every node NotReady): a collapse of the "
+        "node list must not scale every guarantee down to nothing. The loop accepts a lasting reduction as the "
+        "new reference after capacity_drop_accept_s of holding, unless it is zero.",
+    )
+    capacity_drop_accept_s: float = Field(
+        6 * 3600.0, ge=0, description="Seconds a capacity drop holds before the loop takes the lower capacity as "
+        "the new reference (a zero capacity always holds).",
     )
     allocated_milli_units: bool = Field(
         False, description="status.allocated holds milli-units (Volcano builds that write 8k for 8 GPUs)."

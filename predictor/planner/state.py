@@ -7,6 +7,7 @@ pure planner free of dict-walking and of quantity strings.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -20,12 +21,36 @@ __all__ = [
     "MANAGED_ANNOTATION",
     "QueueState",
     "allocatable_from_nodes",
+    "check_queue_name",
+    "is_queue_name",
     "queues_from_list",
 ]
 
 MANAGED_ANNOTATION = "gpu-capacity-predictor/managed"
 FIELDS = ("guarantee", "deserved", "capability")
 Resources = Mapping[str, float]
+MAX_WEIGHT = 65535  # the Volcano Queue CRD's bound on spec.weight
+# A Queue's metadata.name: a DNS-1123 subdomain (what the API server enforces), so never a path ("../x",
+# "/tmp/x"), never empty, at most 253 characters.
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def is_queue_name(name: object) -> bool:
+    """Whether ``name`` is a valid Queue name (a DNS-1123 subdomain, as Kubernetes requires)."""
+    return isinstance(name, str) and len(name) <= 253 and _DNS1123_SUBDOMAIN.match(name) is not None
+
+
+def check_queue_name(name: object, *, source: str) -> str:
+    """``name`` if it is a valid Queue name, else an ``InputError`` naming ``source``.
+
+    Queue names become file names (``plans/queues/<name>.yaml``) and metric labels; checking them where
+    they enter (queue lists, forecast series ids) keeps a name like ``../../x`` out of every path.
+    """
+    if not is_queue_name(name):
+        raise InputError(f"{source}: {name!r} is not a valid queue name (a DNS-1123 subdomain: lower-case "
+                         "letters, digits, '-' and '.', at most 253 characters)")
+    return str(name)
+
 
 
 def _frozen(values: Mapping[str, float]) -> Mapping[str, float]:
@@ -66,7 +91,7 @@ def queue_from_object(obj: Mapping[str, Any], *, source: str = "queue", allocate
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
         raise InputError(f"{source}: a Queue object has no metadata.name")
-    name = meta["name"]
+    name = check_queue_name(meta["name"], source=source)
     where = f"{source}: queue {name!r}"
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -76,8 +101,8 @@ def queue_from_object(obj: Mapping[str, Any], *, source: str = "queue", allocate
     if not isinstance(guarantee, Mapping):
         raise InputError(f"{where}: spec.guarantee must be a mapping")
     weight = spec.get("weight", 1)
-    if not isinstance(weight, int) or isinstance(weight, bool) or weight < 1:
-        raise InputError(f"{where}: spec.weight must be an integer >= 1, got {weight!r}")
+    if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= MAX_WEIGHT:
+        raise InputError(f"{where}: spec.weight must be an integer 1 … {MAX_WEIGHT}, got {weight!r}")
     annotations = meta.get("annotations") or {}
     managed = str(annotations.get(MANAGED_ANNOTATION, "true")).strip().lower() != "false"
     parent = spec.get("parent")

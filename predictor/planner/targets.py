@@ -15,9 +15,11 @@ import pandas as pd
 
 from models.frames import ID, TIME
 from predictor.errors import InputError
+from predictor.planner.quantity import MAX_GPUS
 from predictor.planner.settings import PlannerSettings
+from predictor.planner.state import check_queue_name
 
-__all__ = ["Target", "ceil_to", "floor_to", "forecast_resources", "forecast_targets"]
+__all__ = ["Target", "ceil_to", "check_forecast_columns", "floor_to", "forecast_resources", "forecast_targets"]
 
 Key = tuple[str, str]  # (queue, resource)
 
@@ -53,8 +55,20 @@ def _demand_peaks(demand: pd.DataFrame | None, settings: PlannerSettings) -> dic
                           "peak": pd.to_numeric(demand[value_col], errors="coerce")})
     if frame["peak"].isna().any():
         raise InputError(f"demand frame: column {value_col!r} has a value that is not a number")
+    if not frame["peak"].between(0, MAX_GPUS).all():
+        raise InputError(f"demand frame: column {value_col!r} has a value outside 0 … {MAX_GPUS:g} GPUs")
     peaks = frame.groupby(["queue", "resource"], sort=False)["peak"].max()
     return {(str(k[0]), str(k[1])): float(v) for k, v in zip(peaks.index, peaks.to_numpy(float), strict=True)}
+
+
+def check_forecast_columns(forecast: pd.DataFrame, settings: PlannerSettings, *,
+                           source: str = "forecast frame") -> None:
+    """The columns the planner reads (series id, time, the three configured quantiles) are all there."""
+    columns = {settings.deserved_quantile, settings.capability_quantile, settings.guarantee_quantile}
+    missing = [c for c in (ID, TIME, *sorted(columns)) if c not in forecast.columns]
+    if missing:
+        known = ", ".join(map(str, forecast.columns))
+        raise InputError(f"{source} is missing column {missing[0]!r} (columns: {known})")
 
 
 def forecast_resources(forecast: pd.DataFrame | None, settings: PlannerSettings) -> list[str]:
@@ -75,22 +89,27 @@ def forecast_targets(
 
     A series whose forecast does not reach into that window is left out, so the caller holds it as stale.
     """
-    columns = {settings.deserved_quantile, settings.capability_quantile, settings.guarantee_quantile}
-    missing = [c for c in (ID, TIME, *sorted(columns)) if c not in forecast.columns]
-    if missing:
-        raise InputError(f"forecast frame is missing column {missing[0]!r} (columns: {', '.join(forecast.columns)})")
+    check_forecast_columns(forecast, settings)
+    for series in forecast[ID].astype(str).unique():
+        check_queue_name(series, source=f"forecast frame {ID}")
     end = now + pd.Timedelta(hours=settings.horizon_h)
     times = pd.to_datetime(forecast[TIME], utc=True)
     window = forecast.loc[(times >= now) & (times < end)]
     resources = window["resource"].astype(str) if "resource" in window.columns else settings.resource
     frame = pd.DataFrame({
-        "queue": window[ID].astype(str), "resource": resources,
-        "d": window[settings.deserved_quantile].astype("float64"),
-        "c": window[settings.capability_quantile].astype("float64"),
-        "g": window[settings.guarantee_quantile].astype("float64"),
+        "queue": window[ID].astype(str), "resource": resources, "t": times.loc[window.index],
+        "d": pd.to_numeric(window[settings.deserved_quantile], errors="coerce"),
+        "c": pd.to_numeric(window[settings.capability_quantile], errors="coerce"),
+        "g": pd.to_numeric(window[settings.guarantee_quantile], errors="coerce"),
     })
     if not np.isfinite(frame[["d", "c", "g"]].to_numpy()).all():
         raise InputError("forecast frame has a missing or infinite value inside the planning horizon")
+    if (frame[["d", "c", "g"]].to_numpy() > MAX_GPUS).any():
+        raise InputError(f"forecast frame has a value above {MAX_GPUS:g} GPUs inside the planning horizon")
+    duplicated = frame.duplicated(["queue", "resource", "t"])
+    if duplicated.any():
+        first = frame.loc[duplicated].iloc[0]
+        raise InputError(f"forecast frame has two rows for queue {first['queue']!r} at {first['t'].isoformat()}")
     grouped = frame.groupby(["queue", "resource"], sort=False).agg(d=("d", "max"), c=("c", "max"), g=("g", "min"))
     peaks = _demand_peaks(demand, settings)
     grow = 1.0 + settings.headroom

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from models.frames import ID, TIME, VALUE, empty_history
 from predictor.atomicio import atomic_path
 from predictor.errors import InputError
 
-__all__ = ["SUFFIXES", "FileSource", "read_frame", "read_history", "write_frame"]
+__all__ = ["SUFFIXES", "FileSource", "parse_timestamps", "read_frame", "read_history", "write_frame"]
 
 SUFFIXES = (".csv", ".parquet", ".pq")
 
@@ -41,19 +42,37 @@ def read_frame(path: Path) -> pd.DataFrame:
         raise InputError(f"{path}: cannot read as {suffix[1:]}: {exc}".splitlines()[0]) from exc
 
 
-def _to_utc(column: pd.Series, path: Path, name: str) -> pd.Series:
-    """Parse timestamps; naive ones are taken as UTC, aware ones converted to UTC."""
+def parse_timestamps(column: pd.Series, path: Path, name: str) -> pd.Series:
+    """Parse a file's timestamp column; naive ones are taken as UTC, aware ones converted to UTC.
+
+    Errors are one line naming the file, the column and the first bad value (pandas' own message spans
+    several lines of advice).
+    """
     if pd.api.types.is_numeric_dtype(column):
         raise InputError(f"{path}: column {name!r} holds numbers, expected ISO 8601 timestamps")
     try:
         parsed = pd.to_datetime(column, utc=True, format="ISO8601")
-    except (ValueError, TypeError) as exc:
-        raise InputError(f"{path}: column {name!r} has a value that is not a timestamp: "
-                         f"{str(exc).splitlines()[0]}") from exc
+    except (ValueError, TypeError, OverflowError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"{path}: column {name!r} has a value that is not a timestamp: {first}") from exc
     if parsed.isna().any():
         row = int(parsed.isna().to_numpy().argmax())
         raise InputError(f"{path}: column {name!r} is empty at row {row + 2}")
     return parsed.astype("datetime64[ns, UTC]")
+
+
+def _check_values(values: pd.Series, path: Path, name: str) -> None:
+    """The rule for history values: every one finite and ≥ 0 (GPUs, utilisation and demand never go below 0).
+
+    An empty cell, NaN or ±Inf is an error naming its row rather than a sample silently dropped by a model;
+    a negative value is an error rather than a forecast clipped to zero. Drop a row to leave a gap.
+    """
+    array = values.to_numpy(dtype="float64")
+    for problem, mask in (("empty, NaN or infinite", ~np.isfinite(array)), ("negative", array < 0)):
+        if mask.any():
+            row = int(mask.argmax())
+            raise InputError(f"{path}: column {name!r} is {problem} at row {row + 2} ({array[row]!r}); "
+                             "history values must be finite and >= 0 (drop the row to leave a gap)")
 
 
 def read_history(
@@ -80,7 +99,7 @@ def read_history(
     if ID not in frame.columns:
         frame[ID] = path.stem
     frame[ID] = frame[ID].astype(str)
-    frame[TIME] = _to_utc(frame[TIME], path, time_col)
+    frame[TIME] = parse_timestamps(frame[TIME], path, time_col)
     values = pd.to_numeric(frame[VALUE], errors="coerce")
     bad = values.isna() & frame[VALUE].notna()
     if bad.any():
@@ -89,6 +108,7 @@ def read_history(
             f"{path}: column {value_col!r} is not numeric (row {row + 2}: {frame[VALUE].iloc[row]!r})"
         )
     frame[VALUE] = values.astype("float64")
+    _check_values(frame[VALUE], path, value_col)
     if not allow_duplicates:
         dup = frame.duplicated([ID, TIME])
         if dup.any():

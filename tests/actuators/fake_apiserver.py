@@ -4,8 +4,10 @@ No kube-apiserver (or envtest) can be installed here, so the actuator's tests po
 ``kubernetes`` client at this server instead of mocking the client. It serves cluster-scoped
 ``queues.scheduling.volcano.sh/v1beta1`` with status, applies JSON merge patches with resourceVersion
 checks (409), enforces the Volcano validating webhook's quota rule (422), honours ``dryRun=All``, and
-records every request. Faults are scripted per request: a status code, a delay (timeouts) or a hook
-that edits a queue just before a patch lands (a concurrent writer).
+records every request. It also serves ``coordination.k8s.io/v1`` Leases (get, create, update with
+resourceVersion checks: 404, 409 AlreadyExists, 409 Conflict) for the loop's leader election.
+Faults are scripted per request: a status code, a delay (timeouts) or a hook that edits a queue just
+before a patch lands (a concurrent writer).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from urllib.parse import parse_qs, urlparse
 from predictor.planner import apply_merge_patch, parse_quantity
 
 PREFIX = "/apis/scheduling.volcano.sh/v1beta1/queues"
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/"
 
 
 @dataclass
@@ -54,6 +57,7 @@ class FakeApiServer:
     nodes: list[dict[str, Any]] = field(default_factory=lambda: [node_object(f"node-{i}") for i in range(12)])
     url: str = ""
     writes: int = 0  # patches that took effect
+    leases: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (namespace, name) → Lease
     _version: int = 100
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -98,6 +102,8 @@ class FakeApiServer:
             return self._serve(method, path, query, ctype, body)
 
     def _serve(self, method: str, path: str, query: dict[str, list[str]], ctype: str, body: Any) -> tuple[int, Any]:
+        if path.startswith(LEASES):
+            return self._lease(method, path[len(LEASES):].strip("/").split("/"), body)
         if path.rstrip("/") == "/api/v1/nodes" and method == "GET":
             return 200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": copy.deepcopy(self.nodes)}
         if path.rstrip("/") == PREFIX and method == "GET":
@@ -134,6 +140,39 @@ class FakeApiServer:
         updated["metadata"]["resourceVersion"] = str(self._version)
         self.queues[name] = updated
         return 200, copy.deepcopy(updated)
+
+
+    def _lease(self, method: str, parts: list[str], body: Any) -> tuple[int, Any]:
+        """``namespaces/<ns>/leases[/<name>]``: GET, POST (create), PUT (update, resourceVersion checked)."""
+        if len(parts) < 2 or parts[1] != "leases":
+            return 404, _status(404, "no route")
+        namespace = parts[0]
+        if len(parts) == 2 and method == "POST":
+            key = (namespace, str(body["metadata"]["name"]))
+            if key in self.leases:
+                return 409, _status(409, f'leases.coordination.k8s.io "{key[1]}" already exists')
+            return 201, self._store_lease(key, body)
+        if len(parts) != 3:
+            return 405, _status(405, "method not allowed")
+        key = (namespace, parts[2])
+        if key not in self.leases:
+            return 404, _status(404, f'leases.coordination.k8s.io "{key[1]}" not found')
+        if method == "GET":
+            return 200, copy.deepcopy(self.leases[key])
+        if method != "PUT":
+            return 405, _status(405, "method not allowed")
+        if (body.get("metadata") or {}).get("resourceVersion") != self.leases[key]["metadata"]["resourceVersion"]:
+            return 409, _status(409, f'Operation cannot be fulfilled on leases.coordination.k8s.io "{key[1]}": '
+                                     "the object has been modified")
+        return 200, self._store_lease(key, body)
+
+    def _store_lease(self, key: tuple[str, str], body: dict[str, Any]) -> dict[str, Any]:
+        lease = copy.deepcopy(body)
+        lease.update(apiVersion="coordination.k8s.io/v1", kind="Lease")
+        self._version += 1
+        lease["metadata"].update(name=key[1], namespace=key[0], resourceVersion=str(self._version))
+        self.leases[key] = lease
+        return copy.deepcopy(lease)
 
 
 def webhook_problem(queue: dict[str, Any]) -> str:

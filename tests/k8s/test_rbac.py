@@ -4,6 +4,10 @@
 |------------------------------------------------------|-----------------------|--------------|------------------------|
 | predictor-loop (gpu-capacity-predictor)              | scheduling.volcano.sh | queues       | get, list, watch, patch|
 | predictor-loop (gpu-capacity-predictor)              | "" (core)             | nodes        | get, list, watch       |
+| predictor-loop (gpu-capacity-predictor), Role        | coordination.k8s.io   | leases/<lease> | get, update          |
+| predictor-loop (gpu-capacity-predictor), Role        | coordination.k8s.io   | leases       | create (by any name)   |
+
+``<lease>`` is gpu-capacity-predictor-loop (``loop.lease_name``); create cannot be limited by name.
 | predictor-train (gpu-capacity-predictor)             | —                     | —            | — (token not mounted)  |
 | predictor-node-agent (gpu-capacity-predictor-node)   | —                     | —            | — (token not mounted)  |
 """
@@ -14,12 +18,14 @@ from collections import defaultdict
 
 import pytest
 
-from tests.k8s.manifests import OVERLAYS, Obj, pod_spec, render
+from tests.k8s.manifests import OVERLAYS, Obj, find, pod_spec, render
 
 EXPECTED = {
     ("gpu-capacity-predictor", "predictor-loop"): {
         ("scheduling.volcano.sh", "queues"): {"get", "list", "watch", "patch"},
         ("", "nodes"): {"get", "list", "watch"},
+        ("coordination.k8s.io", "leases/gpu-capacity-predictor-loop"): {"get", "update"},
+        ("coordination.k8s.io", "leases"): {"create"},
     },
 }
 SERVICE_ACCOUNTS = {
@@ -41,10 +47,13 @@ def grants(objects: list[Obj]) -> dict[tuple[str, str], dict[tuple[str, str], se
         for subject in binding["subjects"]:
             assert subject["kind"] == "ServiceAccount", f"{binding['metadata']['name']} binds a {subject['kind']}"
             for rule in role["rules"]:
-                assert "nonResourceURLs" not in rule and "resourceNames" not in rule
+                assert "nonResourceURLs" not in rule
+                names = rule.get("resourceNames") or [""]
                 for group in rule["apiGroups"]:
                     for resource in rule["resources"]:
-                        table[(subject["namespace"], subject["name"])][(group, resource)] |= set(rule["verbs"])
+                        for name in names:  # a named grant is its own row: "leases/<name>"
+                            key = (group, f"{resource}/{name}" if name else resource)
+                            table[(subject["namespace"], subject["name"])][key] |= set(rule["verbs"])
     return {k: dict(v) for k, v in table.items()}
 
 
@@ -73,6 +82,19 @@ def test_only_the_loop_gets_an_api_token(overlay: str) -> None:
         assert account in SERVICE_ACCOUNTS
         mounted = spec.get("automountServiceAccountToken", accounts[account].get("automountServiceAccountToken", True))
         assert mounted is (account in EXPECTED), f"{obj['kind']}/{obj['metadata']['name']} token mounted={mounted}"
+
+
+def test_the_lease_the_role_names_is_the_one_the_loop_uses() -> None:
+    from predictor.config import LoopSettings
+
+    objects = render("dry-run")
+    role = next(o for o in objects if o["kind"] == "Role" and o["metadata"]["name"].endswith("-lease"))
+    named = [r for r in role["rules"] if r.get("resourceNames")]
+    settings = LoopSettings()
+    assert [n for r in named for n in r["resourceNames"]] == [settings.lease_name]
+    assert role["metadata"]["namespace"] == settings.lease_namespace
+    claim = find(objects, "PersistentVolumeClaim", "predictor-loop-state")
+    assert claim["spec"]["accessModes"] == ["ReadWriteOncePod"]
 
 
 def test_the_code_reads_no_more_than_the_loop_role_grants() -> None:

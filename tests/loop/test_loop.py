@@ -158,7 +158,8 @@ def test_killed_mid_apply_restarts_without_half_patches_or_repeats(fake: FakeApi
     cmd = [sys.executable, "-m", "predictor.cli", "loop", "--once", "--config", str(tmp_path / "config.yaml"),
            "--history", str(tmp_path / "history.csv"), "--model", "naive", "--kubeconfig",
            str(tmp_path / "kubeconfig")]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # One pod (its name is the Lease holder): the restarted container takes its own Lease back at once.
+    env = {**os.environ, "PYTHONPATH": str(REPO), "POD_NAME": "predictor-loop-0"}
     fake.faults.append(Fault(delay_s=4.0, after=1))  # the second patch hangs in flight
     child = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120

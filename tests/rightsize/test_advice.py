@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from tests.rightsize.test_risk import _runs
 
 from predictor.rightsize import RightsizeSettings, recommend
+from tests.rightsize.test_risk import _runs
 
 
 def test_elastic_worker_advice() -> None:
