@@ -10,7 +10,7 @@ import signal
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -19,6 +19,12 @@ from models.frames import TIME
 from predictor.commands._common import console, settings_from
 from predictor.errors import ConfigError, InputError
 from predictor.timeparse import parse_duration, parse_time
+
+if TYPE_CHECKING:  # annotations only: the loop, the actuator and their clients load when a command runs
+    from predictor.actuators.volcano import VolcanoActuator
+    from predictor.config import Settings
+    from predictor.loop import ClusterReader, Forecaster, HistoryReader, Loop
+    from predictor.loop.leader import LeaseLock
 
 __all__ = ["register"]
 
@@ -38,152 +44,171 @@ def _summary(title: str, changes: int, held: Counter[str]) -> Table:
 
 def register(app: typer.Typer, train: typer.Typer) -> None:
     """Add ``plan`` and ``loop`` to the root app."""
+    app.command("plan")(plan_command)
+    app.command("loop")(loop_command)
 
-    @app.command("plan")
-    def plan_command(
-        ctx: typer.Context,
-        queues: Annotated[Path, typer.Option("--queues", help="kubectl get queues.scheduling.volcano.sh -o json.")],
-        forecast: Annotated[Path, typer.Option("--forecast", help="Forecast frame (series_id = queue name).")],
-        out: Annotated[Path, typer.Option("--out", help="Directory for plan.json and queues/<name>.yaml.")],
-        demand: Annotated[Path | None, typer.Option("--demand", help="Demand peaks: queue, peak[, resource].")] = None,
-        nodes: Annotated[Path | None, typer.Option("--nodes", help="kubectl get nodes -o json (allocatable).")] = None,
-        config: Annotated[Path | None, ConfigOption] = None,
-        now: Annotated[str | None, typer.Option("--now", help="Planning time (default: the forecast's "
-                                                             "first timestamp).")] = None,
-    ) -> None:
-        """Plan Volcano queue quotas offline: writes the plan and the desired Queue objects, touches nothing."""
-        from predictor.actuators.volcano import write_plan_dir
-        from predictor.atomicio import check_output_directory
-        from predictor.loop.inputs import load_json_or_yaml
-        from predictor.planner import allocatable_from_nodes, forecast_resources, plan_cycle, queues_from_list
-        from predictor.planner.targets import check_forecast_columns
-        from predictor.sources.files import parse_timestamps, read_frame
 
-        settings = settings_from(ctx, config=config)
-        p = settings.planner
-        check_output_directory(out)
-        doc = load_json_or_yaml(queues, "--queues")
-        live = queues_from_list(doc, source=str(queues), allocated_milli=p.allocated_milli_units)
-        frame = read_frame(forecast)
-        if TIME not in frame.columns:
-            raise InputError(f"{forecast}: missing column {TIME!r}")
-        frame[TIME] = parse_timestamps(frame[TIME], forecast, TIME)
-        check_forecast_columns(frame, p, source=str(forecast))
-        at = parse_time(now, name="--now") if now else frame[TIME].min()
-        demand_frame = read_frame(demand) if demand else None
-        allocatable = allocatable_from_nodes(load_json_or_yaml(nodes, "--nodes"), forecast_resources(frame, p),
-                                             source=str(nodes)) if nodes else None
-        # The loop's own cycle (stale hold, targets, policy, invariant gate): the same plan from the same inputs.
-        plan = plan_cycle(live, frame, p, now=at, allocatable=allocatable, demand=demand_frame).plan
-        items = doc.get("items") if isinstance(doc, dict) else doc
-        write_plan_dir(plan, list(items or []), out)
-        console.print(_summary(f"plan at {at.isoformat()} → {out}", len(plan.changes),
-                               Counter(h.code for h in plan.held)))
+def plan_command(
+    ctx: typer.Context,
+    queues: Annotated[Path, typer.Option("--queues", help="kubectl get queues.scheduling.volcano.sh -o json.")],
+    forecast: Annotated[Path, typer.Option("--forecast", help="Forecast frame (series_id = queue name).")],
+    out: Annotated[Path, typer.Option("--out", help="Directory for plan.json and queues/<name>.yaml.")],
+    demand: Annotated[Path | None, typer.Option("--demand", help="Demand peaks: queue, peak[, resource].")] = None,
+    nodes: Annotated[Path | None, typer.Option("--nodes", help="kubectl get nodes -o json (allocatable).")] = None,
+    config: Annotated[Path | None, ConfigOption] = None,
+    now: Annotated[str | None, typer.Option("--now", help="Planning time (default: the forecast's "
+                                                         "first timestamp).")] = None,
+) -> None:
+    """Plan Volcano queue quotas offline: writes the plan and the desired Queue objects, touches nothing."""
+    from predictor.actuators.volcano import write_plan_dir
+    from predictor.atomicio import check_output_directory
+    from predictor.loop.inputs import load_json_or_yaml
+    from predictor.planner import allocatable_from_nodes, forecast_resources, plan_cycle, queues_from_list
+    from predictor.planner.targets import check_forecast_columns
+    from predictor.sources.files import parse_timestamps, read_frame
 
-    @app.command("loop")
-    def loop_command(
-        ctx: typer.Context,
-        once: Annotated[bool, typer.Option("--once", help="Run one cycle and exit.")] = False,
-        interval: Annotated[str | None, typer.Option("--interval", help="Cycle interval, e.g. 5m, 1h.")] = None,
-        config: Annotated[Path | None, ConfigOption] = None,
-        history: Annotated[Path | None, typer.Option("--history", help="Per-queue history file instead of "
-                                                                        "Prometheus.")] = None,
-        queues: Annotated[Path | None, typer.Option("--queues", help="Queues JSON instead of the API server "
-                                                                     "(plan mode only).")] = None,
-        model: Annotated[str | None, typer.Option("--model", help="Forecaster name instead of the registry "
-                                                                   "champion (e.g. seasonal_naive_24).")] = None,
-        kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig (default: in-cluster, "
-                                                                             "then ~/.kube/config).")] = None,
-        force: Annotated[bool, typer.Option("--force", help="Run even if this interval's cycle is done.")] = False,
-    ) -> None:
-        """Forecast, plan and resize Volcano queues every interval (mode from actuators.mode; plan by default)."""
-        from predictor.loop import (
-            ClusterReader,
-            EstimatorForecaster,
-            FileCluster,
-            FileHistory,
-            Forecaster,
-            HistoryReader,
-            KubeCluster,
-            Loop,
-            MetricsServer,
-            RegistryForecaster,
-            SourceHistory,
-            load_json_or_yaml,
-        )
+    settings = settings_from(ctx, config=config)
+    p = settings.planner
+    check_output_directory(out)
+    doc = load_json_or_yaml(queues, "--queues")
+    live = queues_from_list(doc, source=str(queues), allocated_milli=p.allocated_milli_units)
+    frame = read_frame(forecast)
+    if TIME not in frame.columns:
+        raise InputError(f"{forecast}: missing column {TIME!r}")
+    frame[TIME] = parse_timestamps(frame[TIME], forecast, TIME)
+    check_forecast_columns(frame, p, source=str(forecast))
+    at = parse_time(now, name="--now") if now else frame[TIME].min()
+    demand_frame = read_frame(demand) if demand else None
+    allocatable = allocatable_from_nodes(load_json_or_yaml(nodes, "--nodes"), forecast_resources(frame, p),
+                                         source=str(nodes)) if nodes else None
+    # The loop's own cycle (stale hold, targets, policy, invariant gate): the same plan from the same inputs.
+    plan = plan_cycle(live, frame, p, now=at, allocatable=allocatable, demand=demand_frame).plan
+    items = doc.get("items") if isinstance(doc, dict) else doc
+    write_plan_dir(plan, list(items or []), out)
+    console.print(_summary(f"plan at {at.isoformat()} → {out}", len(plan.changes),
+                           Counter(h.code for h in plan.held)))
 
-        interval_s = parse_duration(interval, name="--interval").total_seconds() if interval else None
-        settings = settings_from(ctx, config=config, loop={"interval_s": interval_s})
-        actuator = None
-        cluster: ClusterReader
-        if queues is not None:
-            if settings.actuators.mode != "plan":
-                raise InputError("--queues works in actuators.mode plan only (a file cannot be patched)")
-            from predictor.planner import queues_from_list
 
-            doc = load_json_or_yaml(queues, "--queues")
-            # A file is the user's input: a bad queue is an error now, not a "source_down" hold every cycle.
-            queues_from_list(doc, source=str(queues), allocated_milli=settings.planner.allocated_milli_units)
-            cluster = FileCluster(doc)
-        else:
-            from predictor.actuators.volcano import VolcanoActuator, connect
+def loop_command(
+    ctx: typer.Context,
+    once: Annotated[bool, typer.Option("--once", help="Run one cycle and exit.")] = False,
+    interval: Annotated[str | None, typer.Option("--interval", help="Cycle interval, e.g. 5m, 1h.")] = None,
+    config: Annotated[Path | None, ConfigOption] = None,
+    history: Annotated[Path | None, typer.Option("--history", help="Per-queue history file instead of "
+                                                                    "Prometheus.")] = None,
+    queues: Annotated[Path | None, typer.Option("--queues", help="Queues JSON instead of the API server "
+                                                                 "(plan mode only).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Forecaster name instead of the registry "
+                                                               "champion (e.g. seasonal_naive_24).")] = None,
+    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig (default: in-cluster, "
+                                                                         "then ~/.kube/config).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Run even if this interval's cycle is done.")] = False,
+) -> None:
+    """Forecast, plan and resize Volcano queues every interval (mode from actuators.mode; plan by default)."""
+    from predictor.loop import Loop
 
-            api = connect(kubeconfig)
-            actuator = VolcanoActuator(api)
-            cluster = KubeCluster(actuator)
-        reader: HistoryReader
-        if history is not None:
-            reader = FileHistory(history)
-        else:
-            from predictor.sources.prometheus import PrometheusSource
+    interval_s = parse_duration(interval, name="--interval").total_seconds() if interval else None
+    settings = settings_from(ctx, config=config, loop={"interval_s": interval_s})
+    cluster, actuator = _cluster(settings, queues, kubeconfig)
+    loop = Loop(settings, cluster=cluster, history=_history(settings, history), forecaster=_forecaster(settings, model),
+                actuator=actuator, lease=_lease(settings, actuator))
+    if once:
+        _run_once(loop, settings, force=force)
+    else:
+        _run_forever(loop, settings)
 
-            reader = SourceHistory(PrometheusSource(settings.prometheus))
-        forecaster: Forecaster
-        if model is not None:
-            from models.forecast import forecasters
 
-            forecaster = EstimatorForecaster(forecasters.create(model), version=f"{model} (unregistered)")
-        else:
-            from predictor.registry import ModelRegistry
+def _cluster(settings: Settings, queues: Path | None, kubeconfig: Path | None) -> tuple[ClusterReader,
+                                                                                       VolcanoActuator | None]:
+    """Queues from a file (plan mode only) or from the API server through the Volcano actuator."""
+    from predictor.loop import FileCluster, KubeCluster, load_json_or_yaml
 
-            forecaster = RegistryForecaster(ModelRegistry(settings.mlflow))
-        lease = None
-        if actuator is not None and settings.actuators.mode != "plan":
-            from predictor.loop.leader import LeaseLock
+    if queues is None:
+        from predictor.actuators.volcano import VolcanoActuator, connect
 
-            lease = LeaseLock(actuator.api_client, name=settings.loop.lease_name,
-                              namespace=settings.loop.lease_namespace, duration_s=settings.loop.lease_duration_s)
-        loop = Loop(settings, cluster=cluster, history=reader, forecaster=forecaster, actuator=actuator, lease=lease)
-        if once:
-            try:
-                report = loop.run_once(force=force)
-            finally:
-                loop.close()
-            if report.standby:
-                console.print(f"standing by, nothing done: {report.standby}", markup=False, highlight=False,
-                              soft_wrap=True)
-                return
-            if report.skipped:
-                console.print(f"cycle {report.cycle} already done (see {settings.actuators.audit_log}); "
-                              "use --force to run it again")
-                return
-            held = Counter(h.code for h in report.plan.held) if report.plan else Counter()
-            changes = len(report.plan.changes) if report.plan else 0
-            console.print(_summary(f"cycle {report.cycle} ({settings.actuators.mode})", changes, held))
-            if report.hold:
-                console.print(f"held everything: {report.hold[1]}", markup=False)
-            return
-        where = f"{settings.loop.metrics_address}:{settings.loop.metrics_port}"
+        actuator = VolcanoActuator(connect(kubeconfig))
+        return KubeCluster(actuator), actuator
+    if settings.actuators.mode != "plan":
+        raise InputError("--queues works in actuators.mode plan only (a file cannot be patched)")
+    from predictor.planner import queues_from_list
+
+    doc = load_json_or_yaml(queues, "--queues")
+    # A file is the user's input: a bad queue is an error now, not a "source_down" hold every cycle.
+    queues_from_list(doc, source=str(queues), allocated_milli=settings.planner.allocated_milli_units)
+    return FileCluster(doc), None
+
+
+def _history(settings: Settings, history: Path | None) -> HistoryReader:
+    from predictor.loop import FileHistory, SourceHistory
+
+    if history is not None:
+        return FileHistory(history)
+    from predictor.sources.prometheus import PrometheusSource
+
+    return SourceHistory(PrometheusSource(settings.prometheus))
+
+
+def _forecaster(settings: Settings, model: str | None) -> Forecaster:
+    """``--model NAME``: that forecaster, unregistered; otherwise the registry's champion."""
+    from predictor.loop import EstimatorForecaster, RegistryForecaster
+
+    if model is not None:
+        from models.forecast import UnknownForecasterError, forecasters
+
         try:
-            server = MetricsServer(loop.metrics, settings.loop.metrics_port, settings.loop.metrics_address)
-        except OSError as exc:
-            raise ConfigError(f"cannot serve /metrics on {where}: {exc.strerror or exc}") from exc
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        with server:
-            console.print(f"loop every {settings.loop.interval_s:g} s in {settings.actuators.mode} mode; "
-                          f"metrics on {settings.loop.metrics_address}:{server.port}/metrics")
-            try:
-                loop.run_forever(stop.is_set, sleep=stop.wait)
-            except KeyboardInterrupt:
-                stop.set()
+            estimator = forecasters.create(model)
+        except UnknownForecasterError as exc:
+            raise InputError(f"--model: {exc}") from exc
+        return EstimatorForecaster(estimator, version=f"{model} (unregistered)")
+    from predictor.registry import ModelRegistry
+
+    return RegistryForecaster(ModelRegistry(settings.mlflow))
+
+
+def _lease(settings: Settings, actuator: VolcanoActuator | None) -> LeaseLock | None:
+    """The leader Lease in the modes that write to the cluster (plan mode writes files only: the lock suffices)."""
+    if actuator is None or settings.actuators.mode == "plan":
+        return None
+    from predictor.loop.leader import LeaseLock
+
+    return LeaseLock(actuator.api_client, name=settings.loop.lease_name,
+                     namespace=settings.loop.lease_namespace, duration_s=settings.loop.lease_duration_s)
+
+
+def _run_once(loop: Loop, settings: Settings, *, force: bool) -> None:
+    try:
+        report = loop.run_once(force=force)
+    finally:
+        loop.close()
+    if report.standby:
+        console.print(f"standing by, nothing done: {report.standby}", markup=False, highlight=False,
+                      soft_wrap=True)
+        return
+    if report.skipped:
+        console.print(f"cycle {report.cycle} already done (see {settings.actuators.audit_log}); "
+                      "use --force to run it again")
+        return
+    held = Counter(h.code for h in report.plan.held) if report.plan else Counter()
+    changes = len(report.plan.changes) if report.plan else 0
+    console.print(_summary(f"cycle {report.cycle} ({settings.actuators.mode})", changes, held))
+    if report.hold:
+        console.print(f"held everything: {report.hold[1]}", markup=False)
+
+
+def _run_forever(loop: Loop, settings: Settings) -> None:
+    from predictor.loop import MetricsServer
+
+    where = f"{settings.loop.metrics_address}:{settings.loop.metrics_port}"
+    try:
+        server = MetricsServer(loop.metrics, settings.loop.metrics_port, settings.loop.metrics_address)
+    except OSError as exc:
+        raise ConfigError(f"cannot serve /metrics on {where}: {exc.strerror or exc}") from exc
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with server:
+        console.print(f"loop every {settings.loop.interval_s:g} s in {settings.actuators.mode} mode; "
+                      f"metrics on {settings.loop.metrics_address}:{server.port}/metrics")
+        try:
+            loop.run_forever(stop.is_set, sleep=stop.wait)
+        except KeyboardInterrupt:
+            stop.set()
