@@ -151,6 +151,7 @@ CASES: list[tuple[str, Callable[[Files], list[str]], Callable[[Files], None] | N
     ("loop-quota-1e400", loop, write("queues.json", _queues(_quota("deserved", "1e400"))), "too large"),
     ("loop-bad-interval", lambda f: [*loop(f), "--interval", "often"], None, "--interval"),
     ("loop-missing-history", loop, lambda f: f["history.csv"].unlink(), "no such file"),
+    ("loop-unknown-model", lambda f: [*loop(f), "--model", "nosuch"], None, "unknown forecaster"),
     # forecast and backtest
     ("forecast-history-negative", forecast, write("history.csv", _history([-1.0] * 48)), "negative"),
     ("forecast-history-nan", forecast, write("history.csv", _history(["nan"] * 48)), "NaN"),
