@@ -62,15 +62,15 @@ def plan_command(
     """Plan Volcano queue quotas offline: writes the plan and the desired Queue objects, touches nothing."""
     from predictor.actuators.volcano import write_plan_dir
     from predictor.atomicio import check_output_directory
-    from predictor.loop.inputs import load_json_or_yaml
     from predictor.planner import allocatable_from_nodes, forecast_resources, plan_cycle, queues_from_list
     from predictor.planner.targets import check_forecast_columns
     from predictor.sources.files import parse_timestamps, read_frame
+    from predictor.userfiles import read_structured
 
     settings = settings_from(ctx, config=config)
     p = settings.planner
     check_output_directory(out)
-    doc = load_json_or_yaml(queues, "--queues")
+    doc = read_structured(queues, "--queues", InputError)
     live = queues_from_list(doc, source=str(queues), allocated_milli=p.allocated_milli_units)
     frame = read_frame(forecast)
     if TIME not in frame.columns:
@@ -79,7 +79,7 @@ def plan_command(
     check_forecast_columns(frame, p, source=str(forecast))
     at = parse_time(now, name="--now") if now else frame[TIME].min()
     demand_frame = read_frame(demand) if demand else None
-    allocatable = allocatable_from_nodes(load_json_or_yaml(nodes, "--nodes"), forecast_resources(frame, p),
+    allocatable = allocatable_from_nodes(read_structured(nodes, "--nodes", InputError), forecast_resources(frame, p),
                                          source=str(nodes)) if nodes else None
     # The loop's own cycle (stale hold, targets, policy, invariant gate): the same plan from the same inputs.
     plan = plan_cycle(live, frame, p, now=at, allocatable=allocatable, demand=demand_frame).plan
@@ -121,7 +121,8 @@ def loop_command(
 def _cluster(settings: Settings, queues: Path | None, kubeconfig: Path | None) -> tuple[ClusterReader,
                                                                                        VolcanoActuator | None]:
     """Queues from a file (plan mode only) or from the API server through the Volcano actuator."""
-    from predictor.loop import FileCluster, KubeCluster, load_json_or_yaml
+    from predictor.loop import FileCluster, KubeCluster
+    from predictor.userfiles import read_structured
 
     if queues is None:
         from predictor.actuators.volcano import VolcanoActuator, connect
@@ -132,7 +133,7 @@ def _cluster(settings: Settings, queues: Path | None, kubeconfig: Path | None) -
         raise InputError("--queues works in actuators.mode plan only (a file cannot be patched)")
     from predictor.planner import queues_from_list
 
-    doc = load_json_or_yaml(queues, "--queues")
+    doc = read_structured(queues, "--queues", InputError)
     # A file is the user's input: a bad queue is an error now, not a "source_down" hold every cycle.
     queues_from_list(doc, source=str(queues), allocated_milli=settings.planner.allocated_milli_units)
     return FileCluster(doc), None

@@ -7,7 +7,6 @@ estimator and the simulator — the cycle itself cannot tell the difference.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pandas as pd
 
 from models.frames import ID, TIME, VALUE
-from predictor.errors import InputError, ModelError, RegistryError
+from predictor.errors import ModelError, RegistryError
 from predictor.planner import allocatable_from_nodes
 from predictor.registry import FORECAST_FAMILY
 from predictor.sources.queries import QUEUE_DEMAND
@@ -35,7 +34,6 @@ __all__ = [
     "KubeCluster",
     "RegistryForecaster",
     "SourceHistory",
-    "load_json_or_yaml",
 ]
 
 
@@ -133,23 +131,6 @@ class KubeCluster:
 
     def allocatable(self, resources: Sequence[str]) -> dict[str, float]:
         return allocatable_from_nodes(self.actuator.list_nodes(), resources, source="live nodes")
-
-
-def load_json_or_yaml(path: Path, what: str) -> Any:
-    """A JSON (or YAML) document from ``path``; errors name the file and the option."""
-    import yaml
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{what} {path}: {exc.strerror or exc}") from exc
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise InputError(f"{what} {path}: neither JSON nor YAML") from exc
 
 
 class FileCluster:

@@ -23,7 +23,7 @@ def test_loop_and_actuator_public_api_is_pinned() -> None:
         "ChampionRegistry", "ClusterReader", "CycleReport", "EstimatorForecaster", "FileCluster",
         "FileHistory", "FileLock", "Leader", "LeaseLock", "default_identity", "Forecaster", "HistoryReader",
         "KubeCluster", "Loop", "LoopMetrics", "MetricsServer",
-        "QueueActuator", "QueueApi", "RegistryForecaster", "SourceHistory", "cycle_slot", "load_json_or_yaml",
+        "QueueActuator", "QueueApi", "RegistryForecaster", "SourceHistory", "cycle_slot",
     ])
     assert sorted(volcano.__all__) == ["GROUP", "Outcome", "PLURAL", "VERSION", "VolcanoActuator", "connect",
                                        "write_plan_dir"]

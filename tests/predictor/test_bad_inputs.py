@@ -128,7 +128,7 @@ CASES: list[tuple[str, Callable[[Files], list[str]], Callable[[Files], None] | N
                                                                           capability=2))), "not a valid queue name"),
     ("plan-queue-absolute", plan, write("queues.json", _queues(queue_object("/tmp/g19-abs-escaped", deserved=1,
                                                                             capability=2))), "not a valid queue name"),
-    ("plan-queues-not-json", plan, write("queues.json", "{[oops"), "neither JSON nor YAML"),
+    ("plan-queues-not-json", plan, write("queues.json", "{[oops"), "is not valid JSON"),
     ("plan-queues-not-a-list", plan, write("queues.json", "42"), "expected a List"),
     # plan: nodes, demand, flags, output
     ("plan-allocatable-negative", plan, write("nodes.json", _nodes(node_object("n0", gpus=-8))), "negative"),
