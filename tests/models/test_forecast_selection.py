@@ -71,12 +71,20 @@ def test_backtest_never_scores_missing_actuals(make_history: Callable[..., pd.Da
     assert recs.loc[recs["series_id"] == "busy-a", "actual"].isna().sum() == 5
 
 
-def test_auto_is_never_worse_than_its_best_single_option_in_sample(make_history: Callable[..., pd.DataFrame]) -> None:
+def test_auto_serves_its_pool_unless_an_option_beats_it_by_the_margin(
+    make_history: Callable[..., pd.DataFrame],
+) -> None:
     frame = make_history(hours=504)
-    auto = AutoForecaster(candidates=CANDIDATES, windows=3, horizon=H, step=H).fit(frame)
-    for plan in auto.states_.values():
-        singles = [plan.scores[m] for m in CANDIDATES if m in plan.scores]
-        assert plan.scores[plan.choice] <= min(singles) + 1e-9
+    pool = ("naive", "window_mean_168")
+    candidates = (*CANDIDATES, "window_mean_168")
+    for margin in (0.0, 1.0):
+        auto = AutoForecaster(candidates=candidates, windows=3, horizon=H, step=H, pool=pool, margin=margin).fit(frame)
+        for plan in auto.states_.values():
+            if margin == 1.0:  # nothing beats the pool by 100 %: the pool is always served
+                assert set(plan.weights) == set(pool) and np.allclose(list(plan.weights.values()), 0.5)
+            else:  # no margin: whatever scored lowest, pool included
+                singles = [plan.scores[m] for m in candidates if m in plan.scores]
+                assert plan.scores[plan.choice] <= min(singles) + 1e-9
 
 
 def test_cached_auto_replay_equals_fitting_auto_at_that_origin(make_history: Callable[..., pd.DataFrame]) -> None:
