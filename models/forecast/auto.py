@@ -222,10 +222,13 @@ class AutoForecaster(BaseForecaster):
         )
 
     def make_candidates(self) -> dict[str, BaseForecaster]:
+        """The models to backtest: every candidate, or only the pool's when nothing can replace it."""
         params = self.candidate_params or {}
-        return {
-            name: forecasters.create(name, freq=self.freq, **dict(params.get(name, {}))) for name in self.candidates
-        }
+        names = list(self.candidates)
+        members = [n for n in names if n in self.pool]
+        if float(self.margin) >= 1 and len(members) >= 2:  # the pool is always served: only its members matter
+            names = members
+        return {name: forecasters.create(name, freq=self.freq, **dict(params.get(name, {}))) for name in names}
 
     def _fit_all(self, series: list[RegularSeries]) -> dict[str, Any]:
         models = self.make_candidates()

@@ -4,9 +4,13 @@ Why regularised: picking the per-series winner among many options on three or fo
 overfits (on an unseen public trace the old ``auto`` lost 2 % to a plain mean of the last week). So the
 default served forecast is a *pool*, an equal-weight mean of a few robust members that fail differently
 (persistence, window means, damped trend); a single model or a backtest-weighted ensemble replaces it only
-when its backtest loss beats the pool's by ``margin`` on at least ``min_windows`` windows. The loss is
+when its backtest loss beats the pool's by ``margin`` on at least ``min_windows`` windows. Where fewer
+than two pool members are candidates there is no pool, and the lowest-loss option is served. The loss is
 MAE, or with ``loss="median"`` the median over windows of the per-window MAE, so one drained or shifted
-window cannot decide on its own. Every constant here was tuned leave-one-trace-out by ``bench/forecast.py``.
+window cannot decide on its own. The constants were tuned by ``bench/forecast.py`` (Philly, Alibaba and
+simulated queues, worst trace first): the global LSTM averaged with persistence beat the best baseline on
+every trace, while every per-series choice that was tried lost to the best baseline on at least one held-out
+trace; so by default (``margin`` 1) the pool is always served and the choice machinery is opt-in.
 
 Calibration is two-sided conformal (CQR): the served bands move out *or in* by the quantile of their
 backtest nonconformity scores. Backtest windows overlap in time and are not exchangeable with the future
@@ -28,8 +32,8 @@ __all__ = ["DEFAULT_RULE", "SelectionRule", "choose", "cqr_shift", "label_of", "
 class SelectionRule:
     """The few numbers the choice depends on (all tuned leave-one-trace-out; see the module docstring)."""
 
-    pool: tuple[str, ...] = ("window_mean_24", "window_mean_168", "ets")
-    margin: float = 0.2
+    pool: tuple[str, ...] = ("naive", "lstm")
+    margin: float = 1.0
     min_windows: int = 1
     loss: str = "mae"
     ensemble_sizes: tuple[int, ...] = (2, 3, 4, 5)
@@ -59,7 +63,7 @@ def option_weights(
     usable = [m for m in models if np.isfinite(scores[m])]
     options: list[tuple[str, dict[str, float]]] = []
     pool = [m for m in rule.pool if m in preds]
-    if pool:
+    if len(pool) >= 2:  # one member is no combination: then every option competes on its loss alone
         options.append(("pool", dict.fromkeys(pool, 1 / len(pool))))
     ranked = sorted(usable, key=lambda m: (scores[m], m))
     options += [(m, {m: 1.0}) for m in ranked]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -19,6 +20,7 @@ from models.forecast import (
     summarize,
 )
 from models.forecast.metrics import coverage, mase_scale, pinball, smape
+from models.forecast.selection import DEFAULT_RULE
 
 H = 48
 CANDIDATES = ("naive", "drift", "seasonal_naive_24", "ets")
@@ -108,7 +110,9 @@ def test_auto_intervals_are_calibrated_on_stationary_noise() -> None:
     )
     models = {m: forecasters.create(m) for m in CANDIDATES}
     result = run_backtest(frame, models, horizon=H, windows=8, step=H)
-    replay = records_for_auto(result, outer_windows=4, inner_windows=4)
+    # gamma 1: plain two-sided CQR, calibrated when windows are exchangeable (the default gamma < 1 widens
+    # for the level shifts real traces have and stationary noise does not)
+    replay = records_for_auto(result, outer_windows=4, inner_windows=4, rule=replace(DEFAULT_RULE, gamma=1.0))
     metrics = summarize(score_records(replay, result.scales, (80, 95)).assign(series_id="all"), by=("model",))
     assert 0.7 <= float(metrics["coverage_80"].iloc[0]) <= 0.92
     assert 0.85 <= float(metrics["coverage_95"].iloc[0]) <= 1.0
