@@ -165,7 +165,9 @@ def evaluate(
                 step=step,
                 freq=estimator.freq,
             )
-            records = records_for_auto(result, windows, int(estimator.windows), estimator.ensemble_sizes)
+            records = records_for_auto(
+                result, windows, int(estimator.windows), estimator.ensemble_sizes, estimator.rule()
+            )
             records = records.assign(model=name)
         else:
             result = run_backtest(

@@ -6,7 +6,7 @@ Importing this package registers every forecaster with ``forecasters`` (explicit
 
 from __future__ import annotations
 
-from models.forecast import auto, baselines, lstm, statistical  # noqa: F401  (registers the forecasters)
+from models.forecast import auto, baselines, lstm, statistical, windows  # noqa: F401  (registers the forecasters)
 from models.forecast.auto import AutoForecaster, plan_from_records, records_for_auto
 from models.forecast.backtest import BacktestResult, run_backtest, score_records, summarize
 from models.forecast.base import BaseForecaster
@@ -15,6 +15,7 @@ from models.forecast.lstm import LSTMForecaster
 from models.forecast.prep import ForecastInputError, parse_freq, regularize
 from models.forecast.registry import UnknownForecasterError, forecasters
 from models.forecast.statistical import ETSForecaster, MSTLForecaster
+from models.forecast.windows import SeasonalWindowForecaster, WindowMeanForecaster
 
 __all__ = [
     "AutoForecaster",
@@ -27,7 +28,9 @@ __all__ = [
     "MSTLForecaster",
     "NaiveForecaster",
     "SeasonalNaiveForecaster",
+    "SeasonalWindowForecaster",
     "UnknownForecasterError",
+    "WindowMeanForecaster",
     "forecasters",
     "parse_freq",
     "plan_from_records",

@@ -1,15 +1,18 @@
-"""``auto``: per series, serve whatever won the rolling backtest — one model or a weighted ensemble.
+"""``auto``: per series, serve a robust pool unless the rolling backtest clearly prefers something else.
 
-The candidates are backtested on the last ``windows`` origins of the training history; per series the
-lowest-MAE option among every single model and inverse-MAE-weighted ensembles of the best 2–5 wins.
-Because each single baseline is itself an option, the served forecast is never worse than the best
-baseline *on that backtest*. Intervals are conformalised quantile bands (CQR): the winner's own bands are
-widened or narrowed by the level-quantile of their backtest misses, so their coverage is measured rather
-than assumed; a level the backtest did not record uses residual quantiles per day of lead. Series too
-short for any backtest fall back to persistence with its own empirical bands, and ``notes_`` says so.
+The candidates are backtested on the last ``windows`` origins of the training history. What is served is
+decided by ``models.forecast.selection``: an equal-weight *pool* of robust members by default, replaced by
+a single model or an inverse-loss-weighted ensemble of the best 2–5 only when it beats the pool's backtest
+MAE by ``margin`` (a regularised choice: a few windows of one series are thin evidence, and picking the
+per-series winner among many options overfitted on traces it was not tuned on). Intervals are
+conformalised quantile bands (CQR), two-sided: the served bands move out or in by a quantile of their
+backtest misses, taken at miscoverage ``(1 - L) * gamma`` because backtest windows are not exchangeable
+with the future (``gamma`` tuned on held-out traces by ``bench/forecast.py``). A level the backtest did
+not record uses residual quantiles per day of lead. Series too short for any backtest fall back to
+persistence with its own empirical bands, and ``notes_`` says so.
 
 ``records_for_auto`` replays exactly this selection on a longer backtest's cached records, which is how
-the benchmark scores ``auto`` without refitting every candidate at every nested origin.
+the pipeline scores ``auto`` without refitting every candidate at every nested origin.
 """
 
 from __future__ import annotations
@@ -25,16 +28,26 @@ from models.forecast.backtest import BacktestResult, run_backtest
 from models.forecast.base import Bands, BaseForecaster, PointForecast, _tidy
 from models.forecast.prep import RegularSeries, to_frame
 from models.forecast.registry import forecasters
+from models.forecast.selection import DEFAULT_RULE, SelectionRule, choose, cqr_shift, label_of
 from models.frames import ID, TIME
 
 __all__ = ["DEFAULT_CANDIDATES", "AutoForecaster", "SeriesPlan", "plan_from_records", "records_for_auto"]
 
-DEFAULT_CANDIDATES = ("naive", "drift", "seasonal_naive_24", "seasonal_naive_168", "ets", "mstl", "lstm")
+DEFAULT_CANDIDATES = (
+    "naive",
+    "drift",
+    "seasonal_naive_24",
+    "seasonal_naive_168",
+    "window_mean_24",
+    "window_mean_168",
+    "seasonal_mean_24",
+    "ets",
+    "mstl",
+    "lstm",
+)
 FALLBACK = "naive"
 CALIBRATED_LEVELS = (50, 80, 90, 95)  # levels whose bands auto conformalises on its backtest
-# inverse-MAE ensembles of the best k; larger ones matter on noisy queues (Philly: MAE 35.9 → 34.6 GPUs
-# going from k ≤ 3 to k ≤ 5, while the best single baseline scored 35.1)
-ENSEMBLE_SIZES = (2, 3, 4, 5)
+ENSEMBLE_SIZES = DEFAULT_RULE.ensemble_sizes  # inverse-MAE ensembles of the best k
 _BUCKET = 24  # leads pooled per conformal quantile: one day of an hourly horizon
 
 
@@ -47,16 +60,14 @@ class SeriesPlan:
     band_scores: dict[int, np.ndarray] = field(default_factory=dict)  # CQR scores per level (observed only)
     choice: str = FALLBACK
     scores: dict[str, float] = field(default_factory=dict)  # backtest MAE of every option considered
+    gamma: float = 1.0  # miscoverage multiplier of the conformal step (see the module docstring)
 
 
-def _label(weights: Mapping[str, float]) -> str:
-    if len(weights) == 1:
-        return next(iter(weights))
-    return "ensemble(" + ", ".join(f"{m} {w:.2f}" for m, w in weights.items()) + ")"
-
-
-def plan_from_records(records: pd.DataFrame, ensemble_sizes: Sequence[int] = ENSEMBLE_SIZES) -> dict[str, SeriesPlan]:
+def plan_from_records(
+    records: pd.DataFrame, ensemble_sizes: Sequence[int] = ENSEMBLE_SIZES, rule: SelectionRule = DEFAULT_RULE
+) -> dict[str, SeriesPlan]:
     """Per-series choice from backtest records (``model, window, series_id, lead, mean, actual``)."""
+    rule = SelectionRule(**{**rule.__dict__, "ensemble_sizes": tuple(ensemble_sizes)})
     plans: dict[str, SeriesPlan] = {}
     for series_id, g in records.groupby(ID, sort=True):
         newest = int(g["window"].min())
@@ -69,33 +80,24 @@ def plan_from_records(records: pd.DataFrame, ensemble_sizes: Sequence[int] = ENS
         actual = observed.reindex(wide.index).to_numpy(float)
         scored = np.isfinite(actual)
         if not scored.any():
-            plans[str(series_id)] = SeriesPlan(weights={FALLBACK: 1.0})
+            plans[str(series_id)] = SeriesPlan(weights={FALLBACK: 1.0}, gamma=rule.gamma)
             continue
-        scores = {m: float(np.mean(np.abs(actual[scored] - wide[m].to_numpy(float)[scored]))) for m in candidates}
-        ranked = sorted(candidates, key=lambda m: (scores[m], m))
-        options: list[dict[str, float]] = [{m: 1.0} for m in ranked]
-        for k in ensemble_sizes:
-            top = ranked[:k]
-            if len(top) == k and all(scores[m] > 0 for m in top):
-                inverse = np.array([1 / scores[m] for m in top])
-                options.append(dict(zip(top, (inverse / inverse.sum()).tolist(), strict=True)))
-        option_scores = []
-        for weights in options:
-            combined = sum(w * wide[m].to_numpy(float) for m, w in weights.items())
-            option_scores.append(float(np.mean(np.abs(actual[scored] - np.asarray(combined)[scored]))))
-        best = int(np.argmin(option_scores))  # ties keep the earlier, simpler option
-        weights = options[best]
-        combined = np.asarray(sum(w * wide[m].to_numpy(float) for m, w in weights.items()))
         horizon = int(g["lead"].max())
-        errors = (actual - combined).reshape(len(windows), horizon)
-        all_scores = {**scores, **{_label(o): s for o, s in zip(options, option_scores, strict=True)}}
+        shape = (len(windows), horizon)
+        preds = {m: wide[m].to_numpy(float).reshape(shape) for m in candidates}
+        label, weights = choose(preds, actual.reshape(shape), rule)
+        scores = {m: float(np.mean(np.abs(actual[scored] - wide[m].to_numpy(float)[scored]))) for m in candidates}
+        combined = np.asarray(sum(w * wide[m].to_numpy(float) for m, w in weights.items()))
+        errors = (actual - combined).reshape(shape)
+        choice = label_of(label, weights)
+        scores[choice] = float(np.mean(np.abs(errors[np.isfinite(errors)])))
         band_scores: dict[int, np.ndarray] = {}
         for level in _record_levels(g):
             lo = sum(w * _pivot(g, wide.index, f"lo-{level}", m) for m, w in weights.items())
             hi = sum(w * _pivot(g, wide.index, f"hi-{level}", m) for m, w in weights.items())
             band_scores[level] = np.maximum(np.asarray(lo) - actual, actual - np.asarray(hi))[scored]
         plans[str(series_id)] = SeriesPlan(
-            weights=weights, errors=errors, band_scores=band_scores, choice=_label(weights), scores=all_scores
+            weights=weights, errors=errors, band_scores=band_scores, choice=choice, scores=scores, gamma=rule.gamma
         )
     return plans
 
@@ -109,20 +111,16 @@ def _pivot(records: pd.DataFrame, index: pd.Index, column: str, model: str) -> n
     return one.reindex(index).to_numpy(float)
 
 
-def _cqr(bands: Bands, scores: Mapping[int, np.ndarray], levels: tuple[int, ...]) -> Bands:
-    """Conformalised bands (CQR): widen each member band by the level-quantile of its backtest
-    nonconformity scores ``max(lo − y, y − hi)``, keeping the models' own shape over the horizon.
-
-    Widen only, never narrow: a handful of weekly windows is not exchangeable (a level shift lands in one
-    of them or none), and the members' bands are already calibrated on their whole history. On the Philly
-    backtest, two-sided CQR gave 69 % / 88 % coverage at 80 / 95 %, widen-only 80 % / 97 %.
-    """
+def _cqr(bands: Bands, scores: Mapping[int, np.ndarray], levels: tuple[int, ...], gamma: float) -> Bands:
+    """Conformalised bands (CQR), two-sided: move each band by the adjusted quantile of its backtest
+    nonconformity scores ``max(lo − y, y − hi)``, out when it missed too often, in when it was too wide,
+    keeping the members' shape over the horizon."""
     out: Bands = {}
     for level in levels:
         lo, hi = bands[level]
         s = scores.get(level)
-        if s is not None and s.size >= 20:
-            q = max(0.0, float(np.quantile(s, min(1.0, level / 100 * (1 + 1 / s.size)))))
+        q = cqr_shift(s, level, gamma) if s is not None else None
+        if q is not None:
             lo, hi = lo - q, hi + q
         out[level] = (lo, hi)
     return out
@@ -167,7 +165,7 @@ def combine(plan: SeriesPlan, members: Mapping[str, PointForecast], levels: tupl
         )
         for lvl in levels
     }
-    calibrated = _cqr(member_bands, plan.band_scores, levels)
+    calibrated = _cqr(member_bands, plan.band_scores, levels, plan.gamma)
     # levels the backtest did not record: residual quantiles of the served mean, else the members' bands
     residual = _conformal(mean, plan.errors, levels) if plan.errors is not None else None
     for lvl in levels:
@@ -198,6 +196,9 @@ class AutoForecaster(BaseForecaster):
         horizon: int = 168,
         ensemble_sizes: Sequence[int] = ENSEMBLE_SIZES,
         candidate_params: Mapping[str, Mapping[str, Any]] | None = None,
+        pool: Sequence[str] = DEFAULT_RULE.pool,
+        margin: float = DEFAULT_RULE.margin,
+        gamma: float = DEFAULT_RULE.gamma,
         freq: str = "1h",
     ) -> None:
         self.candidates = candidates
@@ -205,14 +206,29 @@ class AutoForecaster(BaseForecaster):
         self.step = step
         self.horizon = horizon
         self.ensemble_sizes = ensemble_sizes
+        self.pool = pool
+        self.margin = margin
+        self.gamma = gamma
         self.candidate_params = candidate_params
         self.freq = freq
 
+    def rule(self) -> SelectionRule:
+        """The selection rule these parameters describe."""
+        return SelectionRule(
+            pool=tuple(self.pool),
+            margin=float(self.margin),
+            gamma=float(self.gamma),
+            ensemble_sizes=tuple(self.ensemble_sizes),
+        )
+
     def make_candidates(self) -> dict[str, BaseForecaster]:
+        """The models to backtest: every candidate, or only the pool's when nothing can replace it."""
         params = self.candidate_params or {}
-        return {
-            name: forecasters.create(name, freq=self.freq, **dict(params.get(name, {}))) for name in self.candidates
-        }
+        names = list(self.candidates)
+        members = [n for n in names if n in self.pool]
+        if float(self.margin) >= 1 and len(members) >= 2:  # the pool is always served: only its members matter
+            names = members
+        return {name: forecasters.create(name, freq=self.freq, **dict(params.get(name, {}))) for name in names}
 
     def _fit_all(self, series: list[RegularSeries]) -> dict[str, Any]:
         models = self.make_candidates()
@@ -229,7 +245,7 @@ class AutoForecaster(BaseForecaster):
                 freq=self.freq,
                 level=CALIBRATED_LEVELS,
             )
-            plans = plan_from_records(result.records, self.ensemble_sizes)
+            plans = plan_from_records(result.records, self.ensemble_sizes, self.rule())
             skipped = result.skipped
         except ValueError as exc:  # every series too short to backtest: all fall back below
             skipped = [str(exc)]
@@ -273,7 +289,11 @@ class AutoForecaster(BaseForecaster):
 
 
 def records_for_auto(
-    result: BacktestResult, outer_windows: int, inner_windows: int, ensemble_sizes: Sequence[int] = ENSEMBLE_SIZES
+    result: BacktestResult,
+    outer_windows: int,
+    inner_windows: int,
+    ensemble_sizes: Sequence[int] = ENSEMBLE_SIZES,
+    rule: SelectionRule = DEFAULT_RULE,
 ) -> pd.DataFrame:
     """Backtest records of ``auto`` at windows ``0..outer_windows-1`` from a backtest of its candidates.
 
@@ -286,7 +306,7 @@ def records_for_auto(
     for outer in range(outer_windows):
         inner = records[(records["window"] > outer) & (records["window"] <= outer + inner_windows)].copy()
         inner["window"] -= outer + 1
-        plans = plan_from_records(inner, ensemble_sizes) if not inner.empty else {}
+        plans = plan_from_records(inner, ensemble_sizes, rule) if not inner.empty else {}
         here = records[records["window"] == outer]
         for sid, g in here.groupby(ID, sort=True):
             plan = plans.get(str(sid), SeriesPlan(weights={FALLBACK: 1.0}))

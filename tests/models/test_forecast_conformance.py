@@ -44,7 +44,19 @@ def fitted(name: str, history: pd.DataFrame) -> BaseForecaster:
 
 
 def test_every_family_is_registered() -> None:
-    for name in ("naive", "drift", "seasonal_naive_24", "seasonal_naive_168", "ets", "mstl", "lstm", "auto"):
+    for name in (
+        "naive",
+        "drift",
+        "seasonal_naive_24",
+        "seasonal_naive_168",
+        "window_mean_24",
+        "window_mean_168",
+        "seasonal_mean_24",
+        "ets",
+        "mstl",
+        "lstm",
+        "auto",
+    ):
         assert name in forecasters
 
 

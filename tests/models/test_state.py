@@ -12,7 +12,7 @@ import torch
 from safetensors.numpy import load, save
 
 from models.demand import DemandRegressor
-from models.forecast import LSTMForecaster, NaiveForecaster
+from models.forecast import LSTMForecaster, NaiveForecaster, SeasonalWindowForecaster, WindowMeanForecaster
 from models.state import STATE_FORMAT, StateError, from_state, to_state, type_name
 from models.state_types import TYPES
 
@@ -77,8 +77,9 @@ def test_fitted_estimators_round_trip_with_identical_predictions() -> None:
 
     t = pd.date_range("2026-03-02", periods=24 * 10, freq="h", tz="UTC")
     frame = pd.DataFrame({"series_id": "q", "timestamp": t, "value": 10 + np.sin(np.arange(t.size) / 4)})
-    naive = NaiveForecaster().fit(frame)
-    pd.testing.assert_frame_equal(round_trip(naive).predict(12), naive.predict(12), check_exact=True)
+    for forecaster in (NaiveForecaster(), WindowMeanForecaster(window=24), SeasonalWindowForecaster(cycles=3)):
+        fitted = forecaster.fit(frame)
+        pd.testing.assert_frame_equal(round_trip(fitted).predict(12), fitted.predict(12), check_exact=True)
 
 
 def test_loading_an_lstm_leaves_the_global_torch_generator_alone() -> None:

@@ -1,0 +1,116 @@
+"""How ``auto`` turns a few backtest windows into what it serves: a regularised choice, then calibration.
+
+Why regularised: picking the per-series winner among many options on three or four windows of one trace
+overfits (on an unseen public trace the old ``auto`` lost 2 % to a plain mean of the last week). So the
+default served forecast is a *pool*, an equal-weight mean of a few robust members that fail differently
+(persistence, window means, damped trend); a single model or a backtest-weighted ensemble replaces it only
+when its backtest loss beats the pool's by ``margin`` on at least ``min_windows`` windows. Where fewer
+than two pool members are candidates there is no pool, and the lowest-loss option is served. The loss is
+MAE, or with ``loss="median"`` the median over windows of the per-window MAE, so one drained or shifted
+window cannot decide on its own. The constants were tuned by ``bench/forecast.py`` (Philly, Alibaba and
+simulated queues, worst trace first): the global LSTM averaged with persistence beat the best baseline on
+every trace, while every per-series choice that was tried lost to the best baseline on at least one held-out
+trace; so by default (``margin`` 1) the pool is always served and the choice machinery is opt-in.
+
+Calibration is two-sided conformal (CQR): the served bands move out *or in* by the quantile of their
+backtest nonconformity scores. Backtest windows overlap in time and are not exchangeable with the future
+(a level shift lands in one window or none), so plain CQR can under-cover; the quantile is taken at
+miscoverage ``(1 - L) · gamma`` instead of ``1 - L``, with ``gamma`` tuned on held-out traces. For the
+default pool the tuning chose ``gamma`` 1 (plain two-sided CQR): its bands already over-cover slightly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["DEFAULT_RULE", "SelectionRule", "choose", "cqr_shift", "label_of", "option_weights"]
+
+
+@dataclass(frozen=True)
+class SelectionRule:
+    """The few numbers the choice depends on (all tuned leave-one-trace-out; see the module docstring)."""
+
+    pool: tuple[str, ...] = ("naive", "lstm")
+    margin: float = 1.0
+    min_windows: int = 1
+    loss: str = "mae"
+    ensemble_sizes: tuple[int, ...] = (2, 3, 4, 5)
+    gamma: float = 1.0
+
+
+DEFAULT_RULE = SelectionRule()
+FALLBACK = "naive"
+
+
+def _loss(actual: np.ndarray, pred: np.ndarray, kind: str) -> float:
+    """``actual``, ``pred``: (windows, horizon); NaN actuals are not scored."""
+    err = np.abs(actual - pred)
+    if kind == "median":
+        per_window = [float(np.mean(e[np.isfinite(e)])) for e in err if np.isfinite(e).any()]
+        return float(np.median(per_window)) if per_window else float("nan")
+    finite = np.isfinite(err)
+    return float(np.mean(err[finite])) if finite.any() else float("nan")
+
+
+def option_weights(
+    preds: Mapping[str, np.ndarray], actual: np.ndarray, rule: SelectionRule
+) -> list[tuple[str, dict[str, float], float]]:
+    """Every option with its label, member weights and backtest loss: the pool, singles, ensembles."""
+    models = sorted(preds)
+    scores = {m: _loss(actual, preds[m], rule.loss) for m in models}
+    usable = [m for m in models if np.isfinite(scores[m])]
+    options: list[tuple[str, dict[str, float]]] = []
+    pool = [m for m in rule.pool if m in preds]
+    if len(pool) >= 2:  # one member is no combination: then every option competes on its loss alone
+        options.append(("pool", dict.fromkeys(pool, 1 / len(pool))))
+    ranked = sorted(usable, key=lambda m: (scores[m], m))
+    options += [(m, {m: 1.0}) for m in ranked]
+    for k in rule.ensemble_sizes:
+        top = ranked[:k]
+        if len(top) == k and all(scores[m] > 0 for m in top):
+            inverse = np.array([1 / scores[m] for m in top])
+            options.append((f"top{k}", dict(zip(top, (inverse / inverse.sum()).tolist(), strict=True))))
+    out = []
+    for label, weights in options:
+        combined = sum(w * preds[m] for m, w in weights.items())
+        out.append((label, weights, _loss(actual, np.asarray(combined), rule.loss)))
+    return out
+
+
+def choose(preds: Mapping[str, np.ndarray], actual: np.ndarray, rule: SelectionRule) -> tuple[str, dict[str, float]]:
+    """The served option: the pool unless another beats it by ``margin`` on ≥ ``min_windows`` windows."""
+    scored_windows = int(np.isfinite(actual).any(axis=1).sum()) if actual.size else 0
+    options = option_weights(preds, actual, rule)
+    if not options:
+        return FALLBACK, {FALLBACK: 1.0}
+    if options[0][0] != "pool":  # no pool member can run on this series: plain lowest loss
+        label, weights, _ = min(options, key=lambda o: o[2] if np.isfinite(o[2]) else np.inf)
+        return label, weights
+    pool_label, pool_weights, pool_loss = options[0]
+    if scored_windows < rule.min_windows or not np.isfinite(pool_loss):
+        return pool_label, pool_weights
+    label, weights, loss = min(options[1:], key=lambda o: o[2] if np.isfinite(o[2]) else np.inf, default=options[0])
+    if np.isfinite(loss) and loss < (1 - rule.margin) * pool_loss:
+        return label, weights
+    return pool_label, pool_weights
+
+
+def cqr_shift(scores: np.ndarray, level: int, gamma: float) -> float | None:
+    """How far to move a band out (positive) or in (negative); None when the evidence is too thin."""
+    scores = scores[np.isfinite(scores)]
+    if scores.size < 20:
+        return None
+    alpha = (1 - level / 100) * gamma
+    prob = min(1.0, (1 - alpha) * (1 + 1 / scores.size))
+    return float(np.quantile(scores, prob))
+
+
+def label_of(choice: str, weights: Mapping[str, float]) -> str:
+    """Human-readable name of what is served (``pool(naive, ets)``, ``ets``, ``ensemble(...)``)."""
+    if len(weights) == 1:
+        return next(iter(weights))
+    kind = "pool" if choice == "pool" else "ensemble"
+    return f"{kind}(" + ", ".join(f"{m} {w:.2f}" for m, w in weights.items()) + ")"
