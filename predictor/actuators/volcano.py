@@ -25,7 +25,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from predictor.actuators import Change
 from predictor.actuators.schemas import validate_object
-from predictor.errors import ActuatorError, TemporaryActuatorError
+from predictor.errors import ActuatorError, InputError, TemporaryActuatorError
 from predictor.planner import QueuePlan, apply_merge_patch, merge_patch, parse_quantity, touched_resources
 from predictor.planner.state import FIELDS
 
@@ -265,6 +265,18 @@ def _status_message(exc: ApiException) -> str:
     return str(body.get("message") or exc.reason or "") if isinstance(body, dict) else str(exc.reason or "")
 
 
+def _is_queue_file(path: Path) -> bool:
+    """A Queue object this writer could have written (only those are removed: a user's own YAML stays)."""
+    import yaml
+
+    try:
+        obj = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    return isinstance(obj, dict) and obj.get("kind") == "Queue" and str(obj.get("apiVersion", "")).startswith(
+        f"{GROUP}/")
+
+
 def write_plan_dir(plan: QueuePlan, live: Sequence[Mapping[str, Any]], out: Path) -> Path:
     """``out/plan.json`` and ``out/queues/<name>.yaml`` (full desired object per managed queue), atomically.
 
@@ -281,6 +293,8 @@ def write_plan_dir(plan: QueuePlan, live: Sequence[Mapping[str, Any]], out: Path
 
     by_name = {str((o.get("metadata") or {}).get("name")): o for o in live}
     directory = out / "queues"
+    if directory.is_symlink():  # a link could lead the files (and the clean-up below) anywhere
+        raise InputError(f"{directory} is a symbolic link; the plan's queues/ must be a real directory")
     written = set()
     for name, state in sorted(plan.desired.items()):
         path = child_path(directory, check_queue_name(name, source="plan") + ".yaml")
@@ -288,7 +302,8 @@ def write_plan_dir(plan: QueuePlan, live: Sequence[Mapping[str, Any]], out: Path
         write_text(path, yaml.safe_dump(obj, sort_keys=False))
         written.add(path.name)
     if directory.is_dir():
-        stale = [p for p in directory.glob("*.yaml") if p.name not in written and p.is_file()]
+        stale = [p for p in directory.glob("*.yaml")
+                 if p.name not in written and p.is_file() and not p.is_symlink() and _is_queue_file(p)]
         for path in stale:
             path.unlink(missing_ok=True)
         if stale:

@@ -53,7 +53,8 @@ def parse_timestamps(column: pd.Series, path: Path, name: str) -> pd.Series:
     try:
         parsed = pd.to_datetime(column, utc=True, format="ISO8601")
     except (ValueError, TypeError, OverflowError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        # pandas' message goes on with advice for programmers ("You might want to try: passing format=…")
+        first = (str(exc).split(" You might want to try")[0].splitlines() or [type(exc).__name__])[0]
         raise InputError(f"{path}: column {name!r} has a value that is not a timestamp: {first}") from exc
     if parsed.isna().any():
         row = int(parsed.isna().to_numpy().argmax())

@@ -126,9 +126,23 @@ def test_plan_files_stay_inside_out_and_unplanned_queues_leave(tmp_path: Path) -
     write_plan_dir(plan, live, out)
     assert sorted(p.name for p in (out / "queues").iterdir()) == ["team-a.yaml", "team-b.yaml"]
     fewer = plan_cycle(queues_from_list(live[:1]), frame, PlannerSettings(), now=NOW).plan
+    (out / "queues" / "my-notes.yaml").write_text("mine: 1\n")  # a user's file is not a plan file: it stays
     write_plan_dir(fewer, live[:1], out)
-    assert sorted(p.name for p in (out / "queues").iterdir()) == ["team-a.yaml"]
+    assert sorted(p.name for p in (out / "queues").iterdir()) == ["my-notes.yaml", "team-a.yaml"]
     assert {c["queue"] for c in json.loads((out / "plan.json").read_text())["changes"]} <= {"team-a"}
+
+
+def test_a_symlinked_queues_directory_is_refused_and_left_alone(tmp_path: Path) -> None:
+    elsewhere, out = tmp_path / "manifests", tmp_path / "out"
+    elsewhere.mkdir()
+    out.mkdir()
+    (elsewhere / "deployment.yaml").write_text("kind: Queue\napiVersion: scheduling.volcano.sh/v1beta1\n")
+    (out / "queues").symlink_to(elsewhere)
+    frame = Flat().forecast(History({"team-a": (6.0, FRESH)}).history(NOW), horizon=25)[0]
+    plan = plan_cycle(queues_from_list(queues()[:1]), frame, PlannerSettings(), now=NOW).plan
+    with pytest.raises(InputError, match="symbolic link"):
+        write_plan_dir(plan, queues()[:1], out)
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["deployment.yaml"]
 
 
 @pytest.mark.parametrize("name", ["../../escaped", "/tmp/abs-escaped"])
