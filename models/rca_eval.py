@@ -8,6 +8,7 @@ healthy windows (how often a quiet cluster gets blamed).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,16 +16,35 @@ import pandas as pd
 from sklearn.metrics import confusion_matrix, f1_score, precision_recall_fscore_support
 
 from models.rca import CLASSES, HEALTHY, RootCauseTree, top_k_accuracy
-from models.rca_features import FEATURE_NAMES
+from models.rca_features import FEATURE_NAMES, mark_not_applicable
 
-__all__ = ["RcaReport", "evaluate", "fit_rca"]
+__all__ = ["RcaReport", "augment_missing", "evaluate", "fit_rca"]
 
 
-def fit_rca(rows: pd.DataFrame, *, min_strength: float = 0.0, model: RootCauseTree | None = None) -> RootCauseTree:
-    """Fit on labelled rows (``FEATURE_NAMES`` + ``label``), leaving out faults weaker than ``min_strength``."""
+def augment_missing(rows: pd.DataFrame, groups: Sequence[Sequence[str]], share: float, seed: int = 0
+                    ) -> pd.DataFrame:
+    """``rows`` plus a copy of a random ``share`` of them with one random feature group set to NaN.
+
+    Why: the tree should meet every metric family missing at random (so missingness carries no class
+    information) and learn splits on what is still measured, instead of one learned side for NaN.
+    """
+    if share <= 0 or not groups:
+        return rows
+    rng = np.random.default_rng(seed)
+    pick = rows.iloc[rng.choice(len(rows), int(share * len(rows)), replace=False)].copy()
+    which = rng.integers(len(groups), size=len(pick))
+    for g, cols in enumerate(groups):
+        pick.loc[pick.index[which == g], list(cols)] = np.nan
+    return pd.concat([rows, mark_not_applicable(pick)], ignore_index=True)
+
+
+def fit_rca(rows: pd.DataFrame, *, min_strength: float = 0.0, model: RootCauseTree | None = None,
+            missing_groups: Sequence[Sequence[str]] = (), missing_share: float = 0.0) -> RootCauseTree:
+    """Fit on labelled rows (``FEATURE_NAMES`` + ``label``), leaving out faults weaker than ``min_strength``
+    and adding ``missing_share`` copies with a feature group unmeasured (``augment_missing``)."""
     strength = rows["strength"] if "strength" in rows.columns else pd.Series(np.nan, index=rows.index)
     keep = (rows["label"] == HEALTHY) | strength.isna() | (strength >= min_strength)
-    train = rows[keep]
+    train = augment_missing(rows[keep], missing_groups, missing_share)
     return (model or RootCauseTree()).fit(train[list(FEATURE_NAMES)], train["label"].to_numpy())
 
 

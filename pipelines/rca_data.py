@@ -16,6 +16,7 @@ training jobs and runtime diagnosis (``predictor.diagnose``) imports no simulato
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,8 @@ import pandas as pd
 
 from models.frames import ID, TIME, VALUE
 from models.rca import CLASSES, HEALTHY
-from models.rca_features import WindowData, window_features
+from models.rca_features import WindowData, mark_not_applicable, window_features
+from pipelines.rca_perturb import perturb
 from predictor import sim
 from predictor.diagnose.engine import NEEDED_METRICS
 from predictor.errors import InputError
@@ -57,7 +59,14 @@ WINDOW = pd.Timedelta(minutes=15)
 
 @dataclass(frozen=True)
 class Scenario:
-    """One simulator run: seed, cluster size, fault rate (faults/day) and length."""
+    """One simulator run and what varies in it (see ``pipelines.rca_configs`` for the catalogue).
+
+    ``queues`` > 0 replaces the eight Philly queues with that many (Zipf-weighted); ``capability`` is each
+    queue's hard cap as a share of the cluster (1: borrow anything); ``hot_gpus`` a share of GPUs that run
+    8-16 °C hotter while healthy; ``noisy_nodes`` a share of nodes with a CPU-hungry neighbour now and then
+    (no GPU effect); ``drop`` metric families absent from the history, as on a cluster that does not scrape
+    them; ``family`` the configuration family the scenario belongs to (held out together).
+    """
 
     seed: int
     nodes: int = 8
@@ -65,19 +74,39 @@ class Scenario:
     days: float = 1.0
     step_s: int = 60
     jobs_per_hour: float = 25.0
+    queues: int = 0
+    capability: float = 1.0
+    hot_gpus: float = 0.0
+    noisy_nodes: float = 0.0
+    drop: tuple[str, ...] = ()
+    family: str = ""
 
     @property
     def name(self) -> str:
-        return f"seed{self.seed}-n{self.nodes}-r{self.fault_rate_per_day:g}"
+        base = f"seed{self.seed}-n{self.nodes}-r{self.fault_rate_per_day:g}"
+        extra = [f"q{self.queues}" if self.queues else "", f"c{self.capability:g}" if self.capability < 1 else "",
+                 f"h{self.hot_gpus:g}" if self.hot_gpus else "", f"z{self.noisy_nodes:g}" if self.noisy_nodes else "",
+                 f"j{self.jobs_per_hour:g}" if self.jobs_per_hour != 25.0 else "",
+                 f"x{zlib.crc32(','.join(self.drop).encode()):08x}" if self.drop else ""]
+        return "-".join([base, *[e for e in extra if e]])
 
 
 def simulate_scenario(s: Scenario) -> sim.SimResult:
     start = _START + pd.Timedelta(days=7 * (s.seed % 5))
+    names = tuple(f"q{i:02d}" for i in range(s.queues)) if s.queues else None
+    extra = {"queues": names, "queue_probs": 1 / np.arange(1, s.queues + 1)} if names else {}
     jobs = sim.synthetic_jobs(start - pd.Timedelta(days=1), start + pd.Timedelta(days=s.days + 0.1), seed=s.seed,
-                              jobs_per_hour=s.jobs_per_hour * s.nodes / 8)
+                              jobs_per_hour=s.jobs_per_hour * s.nodes / 8, **extra)  # type: ignore[arg-type]
     settings = sim.SimSettings(start=start, weeks=s.days / 7, step_s=s.step_s, seed=s.seed,
                                fault_rate_per_day=s.fault_rate_per_day, warmup_days=1)
-    return sim.simulate(jobs, sim.ClusterSpec.uniform(s.nodes), settings)
+    cluster = sim.ClusterSpec.uniform(s.nodes)
+    queues = None
+    if s.capability < 1:
+        total = cluster.n_gpus
+        cap = max(8.0, round(s.capability * total))
+        queues = [sim.QueueSpec(q.name, q.weight, min(q.deserved, cap), cap)
+                  for q in sim.default_queues(jobs, total)]
+    return sim.simulate(jobs, cluster, settings, queues=queues)
 
 
 def to_long_frame(result: sim.SimResult, names: Iterable[str] = NEEDED_METRICS) -> pd.DataFrame:
@@ -129,7 +158,7 @@ def _affected(fault: pd.Series) -> tuple[set[str], set[str]]:
     node = str(fault["node"])
     if cause in _SINGLE_GPU:
         return {node}, set()
-    if cause == "gpu_hardware":
+    if cause in ("gpu_hardware", "nic_link_flap"):  # the gang waits on the broken node: its peers only stall
         return {node}, job_nodes - {node}
     if cause == "node_not_ready":
         return {node}, set()
@@ -171,7 +200,7 @@ def scenario_windows(s: Scenario, window: pd.Timedelta = WINDOW,
                      every: pd.Timedelta | None = None) -> pd.DataFrame:
     """Every labelled candidate window of one simulated scenario."""
     result = simulate_scenario(s)
-    data = to_window_data(result)
+    data = perturb(to_window_data(result), s)
     every = every or window
     first = pd.Timestamp(result.grid.start_s, unit="s", tz="UTC")
     last = pd.Timestamp(result.grid.end_s, unit="s", tz="UTC")
@@ -181,7 +210,8 @@ def scenario_windows(s: Scenario, window: pd.Timedelta = WINDOW,
         feats = window_features(data, at, window)
         rows.append(label_windows(feats, result.faults, at, window).assign(at=at))
     out = pd.concat(rows, ignore_index=True)
-    return out.assign(scenario=s.name, seed=s.seed, nodes=s.nodes, fault_rate=s.fault_rate_per_day)
+    return out.assign(scenario=s.name, seed=s.seed, nodes=s.nodes, fault_rate=s.fault_rate_per_day,
+                      family=s.family or "default", missing=",".join(s.drop))
 
 
 def read_incidents(path: Path) -> pd.DataFrame:
@@ -250,4 +280,4 @@ def build_dataset(scenarios: Iterable[Scenario], window: pd.Timedelta = WINDOW,
             with atomic_path(path) as tmp:
                 rows.to_parquet(tmp)
         parts.append(rows)
-    return pd.concat(parts, ignore_index=True)
+    return mark_not_applicable(pd.concat(parts, ignore_index=True))

@@ -3,7 +3,10 @@
 The same ``window_features`` the tree was trained on run on whatever source answers; every candidate
 (node or queue) is scored, candidates whose most likely class is a cause become findings, the findings of
 one job-wide cause are merged (a congested job shows on all its nodes), and an all-clear window yields one
-``healthy`` finding. The output is the JSON contract of ``predictor diagnose``.
+``healthy`` finding. Every finding carries a ``remediation`` sentence; the result lists the metric
+``families`` it found and missed. Missing data are unknown, not evidence: a candidate whose answer rests
+mostly on unmeasured features gives ``insufficient_data`` instead of a fault. The output is the JSON
+contract of ``predictor diagnose``.
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ import pandas as pd
 
 from models.frames import TIME
 from models.rca import HEALTHY, RootCauseTree
-from models.rca_features import FEATURE_NAMES, SCOPE_COLUMNS, WindowData, window_features
+from models.rca_features import FEATURE_NAMES, WindowData, window_features
+from predictor.diagnose.remediation import INSUFFICIENT, remediation
 from predictor.errors import InputError
 from predictor.sources import MetricSource, Selector
 
 __all__ = [
     "GPU_COLUMN",
+    "MIN_MEASURED",
     "NEEDED_METRICS",
     "diagnose",
     "fetch_window",
@@ -36,18 +41,24 @@ NEEDED_METRICS = (
     "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_POWER_USAGE",
     "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
     "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "node_network_receive_bytes_total", "node_network_receive_drop_total",
-    "node_netstat_Tcp_RetransSegs", "node_cpu_seconds_total", "node_load1", "volcano_queue_allocated_scalar_resources",
-    "volcano_queue_request_scalar_resources", "volcano_queue_deserved_scalar_resources",
-    "volcano_queue_capacity_scalar_resources", "volcano_queue_pod_group_pending_count", "kube_node_status_capacity",
-    "kube_node_status_allocatable", "kube_node_status_condition", "kube_pod_labels",
-    "kube_pod_container_status_restarts_total", "kube_pod_container_status_last_terminated_reason", "ALERTS",
+    "node_netstat_Tcp_RetransSegs", "node_network_carrier_changes_total", "node_ethtool_rx_prio3_pause",
+    "node_ethtool_tx_prio3_pause", "node_ethtool_np_ecn_marked_roce_packets", "node_ethtool_np_cnp_sent",
+    "node_ethtool_rp_cnp_handled", "node_cpu_seconds_total", "node_load1",
+    "volcano_queue_allocated_scalar_resources", "volcano_queue_request_scalar_resources",
+    "volcano_queue_deserved_scalar_resources", "volcano_queue_capacity_scalar_resources",
+    "volcano_queue_pod_group_pending_count", "kube_node_status_capacity", "kube_node_status_allocatable",
+    "kube_node_status_condition", "kube_pod_labels", "kube_pod_container_status_restarts_total",
+    "kube_pod_container_status_last_terminated_reason", "ALERTS",
 )
 
 # Which GPU a finding names, by cause: the argmax of the symptom that points at one GPU.
 GPU_COLUMN = {"gpu_thermal": "gpu_hot", "gpu_power_cap": "gpu_slow", "gpu_hardware": "gpu_xid",
               "nvlink": "gpu_crc", "gpu_oom": "gpu_fb"}
-_JOB_WIDE = ("nvlink", "gpu_oom", "network_congestion", "io_stall", "cpu_contention")
+MIN_MEASURED = 0.5  # below this share of measured evidence a candidate's answer is not a finding
+_JOB_WIDE = ("nvlink", "gpu_oom", "network_congestion", "io_stall", "cpu_contention", "roce_pfc_storm",
+             "roce_congestion")
 SCOPE_KEYS = ("node", "gpu", "job", "queue")
 
 
@@ -95,52 +106,89 @@ def _none(value: Any) -> str | None:
     return str(value) if isinstance(value, str) and value else None
 
 
+def _families(data: WindowData) -> dict[str, list[str]]:
+    found = [m for m in NEEDED_METRICS if m in data.tables]
+    return {"found": found, "missing": [m for m in NEEDED_METRICS if m not in data.tables]}
+
+
 def diagnose(frame: pd.DataFrame, model: RootCauseTree, at: pd.Timestamp, window: pd.Timedelta,
-             scope: dict[str, str] | None = None, *, min_probability: float = 0.5) -> dict[str, Any]:
-    """The findings for the window ending at ``at``, in the ``predictor diagnose`` JSON shape."""
-    result: dict[str, Any] = {"at": at.isoformat().replace("+00:00", "Z"), "window": format_window(window),
-                              "findings": []}
+             scope: dict[str, str] | None = None, *, min_probability: float = 0.5,
+             min_measured: float = MIN_MEASURED) -> dict[str, Any]:
+    """The findings for the window ending at ``at``, in the ``predictor diagnose`` JSON shape.
+
+    A candidate whose answer rests mostly on unmeasured features (``measured_share < min_measured``) never
+    yields a fault: it can only add to an ``insufficient_data`` finding, which is also the answer when most
+    candidates are in that state and nothing else was found.
+    """
     if frame.empty:
         raise InputError(f"no samples between {(at - 2 * window).isoformat()} and {at.isoformat()}")
-    feats = window_features(WindowData(frame), at, window)
+    data = WindowData(frame)
+    families = _families(data)
+    result: dict[str, Any] = {"at": at.isoformat().replace("+00:00", "Z"), "window": format_window(window),
+                              "families": families, "findings": []}
+    feats = window_features(data, at, window)
     for name, value in (scope or {}).items():
         feats = feats[feats[name] == value] if name != "gpu" else feats
     if feats.empty:
         raise InputError(f"--scope {scope}: no such node, job or queue in the window")
     X = feats[list(FEATURE_NAMES)]
     proba = model.predict_proba(X)
+    measured = model.measured_share(X)
+    unknown = model.unmeasured(X)
     explanations = model.explain(X)
     classes = [str(c) for c in model.classes_]
+    missing = tuple(families["missing"])
+    records: list[dict[str, Any]] = [{str(k): v for k, v in r.items()} for r in feats.to_dict("records")]
     findings: dict[tuple[str, str], dict[str, Any]] = {}
-    for i, row in enumerate(feats[list(SCOPE_COLUMNS)].to_dict("records")):
+    unsure: list[str] = []
+    for i, row in enumerate(records):
         node, queue = str(row["node"]), str(row["queue"])
+        where = f"queue={queue}" if queue else f"node={node}"
         for j in np.argsort(-proba[i]):
             cause, p = classes[j], float(proba[i, j])
             if cause == HEALTHY or p < min_probability:
+                continue
+            if measured[i] < min_measured:
+                unsure.append(f"{where} might be {cause} ({p:.2f}) but {1 - measured[i]:.0%} of that answer "
+                              f"rests on unmeasured {', '.join(unknown[i][:4])}")
                 continue
             gpu = _none(row[GPU_COLUMN[cause]]) if cause in GPU_COLUMN else None
             if scope and "gpu" in scope and gpu != scope["gpu"]:
                 continue
             on_gpu = dict(pair.split(":", 1) for pair in str(row["gpu_jobs"]).split(",") if ":" in pair)
             job = _none(on_gpu.get(gpu, row["job"]) if gpu else row["job"]) if cause != "node_not_ready" else None
-            where = f"queue={queue}" if queue else f"node={node}" + (f" gpu={gpu}" if gpu else "")
+            here = f"queue={queue}" if queue else f"node={node}" + (f" gpu={gpu}" if gpu else "")
             finding = {"cause": cause, "probability": round(p, 4),
                        "scope": {"node": _none(node), "gpu": gpu, "job": job},
-                       "explanation": f"{where}: {explanations[i]}"}
+                       "explanation": f"{here}: {explanations[i]}",
+                       "remediation": remediation(cause, row, gpu)}
             # One finding per job for job-wide causes (all its nodes show them), else one per node/queue.
             key = (cause, job if cause in _JOB_WIDE and job else (queue or node))
             if key not in findings or findings[key]["probability"] < finding["probability"]:
                 findings[key] = finding
     ordered = sorted(findings.values(), key=lambda f: (-f["probability"], f["cause"], str(f["scope"])))
     if not ordered:
-        h = classes.index(HEALTHY) if HEALTHY in classes else None
-        p_healthy = float(proba[:, h].min()) if h is not None else 0.0
-        worst = int(np.argmin(proba[:, h])) if h is not None else 0
-        worst_queue, worst_node = str(feats["queue"].iloc[worst]), str(feats["node"].iloc[worst])
-        where = f"queue={worst_queue}" if worst_queue else f"node={worst_node}"
-        ordered = [{"cause": HEALTHY, "probability": round(p_healthy, 4),
-                    "scope": {"node": None, "gpu": None, "job": None},
-                    "explanation": f"{len(feats)} candidates scored healthy; least healthy {where}: "
-                                   f"{explanations[worst]}"}]
+        ordered = [_all_clear(feats, proba, measured, classes, explanations, unsure, missing, min_measured)]
     result["findings"] = ordered
     return result
+
+
+def _all_clear(feats: pd.DataFrame, proba: np.ndarray, measured: np.ndarray, classes: list[str],
+               explanations: list[str], unsure: list[str], missing: tuple[str, ...], min_measured: float
+               ) -> dict[str, Any]:
+    """``healthy`` when enough was measured, else ``insufficient_data`` naming what was not."""
+    nobody = {"node": None, "gpu": None, "job": None}
+    thin = measured < min_measured
+    if unsure or thin.mean() > 0.5:
+        text = "; ".join(unsure[:3]) or f"{int(thin.sum())} of {len(feats)} candidates were mostly unmeasured"
+        return {"cause": INSUFFICIENT, "probability": round(float(1 - np.median(measured)), 4), "scope": nobody,
+                "explanation": f"{text} → {INSUFFICIENT}", "remediation": remediation(INSUFFICIENT, {},
+                                                                                         missing=missing)}
+    h = classes.index(HEALTHY) if HEALTHY in classes else None
+    p_healthy = float(proba[:, h].min()) if h is not None else 0.0
+    worst = int(np.argmin(proba[:, h])) if h is not None else 0
+    worst_queue, worst_node = str(feats["queue"].iloc[worst]), str(feats["node"].iloc[worst])
+    where = f"queue={worst_queue}" if worst_queue else f"node={worst_node}"
+    return {"cause": HEALTHY, "probability": round(p_healthy, 4), "scope": nobody,
+            "explanation": f"{len(feats)} candidates scored healthy; least healthy {where}: {explanations[worst]}",
+            "remediation": remediation(HEALTHY, {})}

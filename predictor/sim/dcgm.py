@@ -131,7 +131,7 @@ class DcgmGenerator:
             frac = o.profiles.mem_frac.astype(np.float32)[job]
             m = np.where(o.busy, frac * self.memory_mib[:, None], np.float32(0))
             m *= 1 + rng.normal(0, 0.005, shape).astype(np.float32)
-        elif name in ("nvlink_rate", "crc_rate", "ecc_dbe_rate"):
+        elif name in ("nvlink_rate", "crc_rate", "ecc_dbe_rate", "nvlink_replay_rate", "nvlink_recovery_rate"):
             if name == "nvlink_rate":
                 job = o.job_of(o.owner)
                 multi = (o.jobs["num_gpus"].to_numpy() > 1)[job] & o.busy
@@ -185,4 +185,8 @@ class DcgmGenerator:
               lambda: self._counter("crc_rate"), kind="counter"),
             f("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.",
               lambda: self._counter("ecc_dbe_rate"), kind="counter"),
+            f("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "Total number of NVLink retries.",
+              lambda: self._counter("nvlink_replay_rate"), kind="counter"),
+            f("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "Total number of NVLink recovery errors.",
+              lambda: self._counter("nvlink_recovery_rate"), kind="counter"),
         ]

@@ -67,6 +67,9 @@ def apply_gpu_effects(name: str, m: np.ndarray, o: Occupancy, extra: dict[str, n
                 "nvlink": 0.75 - 0.3 * s,
                 "network_congestion": 0.7 - 0.35 * s,
                 "cpu_contention": 0.8 - 0.25 * s,
+                "roce_pfc_storm": 0.65 - 0.35 * s,
+                "roce_congestion": 0.75 - 0.3 * s,
+                "nic_link_flap": 0.6 - 0.3 * s,
             }.get(f.cause)
             rows = np.array([g]) if f.cause in ("gpu_thermal", "gpu_power_cap") else jg
             if factor is not None:
@@ -94,8 +97,10 @@ def apply_gpu_effects(name: str, m: np.ndarray, o: Occupancy, extra: dict[str, n
             m[g, k0:k1] = THROTTLE_SW_THERMAL | (THROTTLE_HW_THERMAL | THROTTLE_HW_SLOWDOWN if s > 0.6 else 0)
         elif name == "throttle" and f.cause == "gpu_power_cap":
             m[g, k0:k1] = THROTTLE_SW_POWER
-        elif name == "xid" and f.cause == "gpu_hardware":
+        elif name == "xid" and f.cause in ("gpu_hardware", "nvlink") and f.xid:
             m[g, k0:k1] = f.xid
+        elif name in ("nvlink_replay_rate", "nvlink_recovery_rate") and f.cause == "nvlink":
+            m[g, k0:k1] = rng.uniform(1, 20, n) * s * (1.0 if name == "nvlink_replay_rate" else 0.05)
         elif name == "ecc_dbe_rate" and f.cause == "gpu_hardware" and f.xid in (48, 94):
             m[g, k0] += 1.0 / grid.step_s
         elif name == "nvlink_rate" and f.cause == "nvlink":
@@ -129,6 +134,18 @@ def apply_node_effects(name: str, m: np.ndarray, o: Occupancy) -> None:
                 m[nodes, k0:k1] += rng.uniform(20, 300, shape) * s
             elif name == "net_rate":
                 m[nodes, k0:k1] *= 0.6 - 0.3 * s
+        elif f.cause == "roce_pfc_storm" and name == "pfc_pause_rate":
+            m[nodes, k0:k1] = m[nodes, k0:k1] * (50 + 200 * s) + rng.uniform(2e3, 2e4, shape) * s
+        elif f.cause == "roce_congestion" and name == "ecn_rate":
+            m[nodes, k0:k1] = m[nodes, k0:k1] * (20 + 80 * s) + rng.uniform(1e3, 1e4, shape) * s
+        elif f.cause == "nic_link_flap" and f.node >= 0:
+            if name == "carrier_rate":
+                flaps = np.zeros(n, dtype=np.float32)
+                # Down and up again about every two minutes, from the second step on.
+                flaps[1 :: max(1, round(120 / o.grid.step_s))] = 2.0 / o.grid.step_s
+                m[f.node, k0:k1] += flaps
+            elif name == "drop_rate":
+                m[f.node, k0:k1] += rng.uniform(50, 400, n) * s
         elif f.cause == "io_stall" and name == "iowait":
             m[nodes, k0:k1] = np.maximum(m[nodes, k0:k1], 0.3 + 0.4 * s + rng.normal(0, 0.03, shape))
         elif f.cause == "io_stall" and name == "disk_read_rate":

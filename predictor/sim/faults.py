@@ -12,7 +12,15 @@ signatures rather than artefacts:
   OOM is not a cgroup OOMKill);
 - congestion → retransmits and drops up on the job's nodes, utilisation down on all its GPUs;
 - I/O stall → utilisation sawtooth with iowait up;
-- CPU contention → user CPU and load up, jittery utilisation.
+- CPU contention → user CPU and load up, jittery utilisation;
+- RoCE PFC storm → PFC pause frames (``node_ethtool_{rx,tx}_prio3_pause``) many times their usual rate on
+  the job's nodes, utilisation down on all its GPUs, TCP untouched (RDMA bypasses it);
+- RoCE congestion → ECN-marked RoCE packets and CNPs up (``node_ethtool_np_ecn_marked_roce_packets``,
+  ``node_ethtool_np_cnp_sent``, ``node_ethtool_rp_cnp_handled``), utilisation down, no pause storm;
+- NIC link flap → ``node_network_carrier_changes_total`` steps on one node, drops, the gang stalls.
+
+NVLink faults also raise the replay/recovery counters and, when strong, XID 74 (an NVLink error), which
+is what the root-cause tree uses to tell them from other GPU faults.
 
 ``node_not_ready`` and ``scheduling_starvation`` act through the scheduler (node lost, quota cut)
 before any metric is generated.
@@ -40,7 +48,12 @@ CAUSES = (
     "cpu_contention",
     "scheduling_starvation",
     "node_not_ready",
+    "roce_pfc_storm",
+    "roce_congestion",
+    "nic_link_flap",
 )
+# Drawn from their own random stream, after the first ten, so adding them moved no existing fault.
+NETWORK_CAUSES = ("roce_pfc_storm", "roce_congestion", "nic_link_flap")
 SCHEDULER_CAUSES = ("scheduling_starvation", "node_not_ready")
 XID_CODES = (48, 63, 64, 79, 94)
 _MARGIN_S = 3600  # quiet time kept around a fault on the same node
@@ -56,6 +69,9 @@ _DURATION_MIN = {
     "cpu_contention": (20, 90),
     "scheduling_starvation": (60, 240),
     "node_not_ready": (20, 120),
+    "roce_pfc_storm": (15, 60),
+    "roce_congestion": (20, 90),
+    "nic_link_flap": (15, 45),
 }
 
 
@@ -94,7 +110,7 @@ def _duration_s(cause: str, grid: StepGrid, rng: np.random.Generator) -> int:
 
 
 def _causes(n: int, rng: np.random.Generator) -> list[str]:
-    return [str(c) for c in rng.choice(np.array(CAUSES), size=n)]
+    return [str(c) for c in rng.choice(np.array(CAUSES[: len(CAUSES) - len(NETWORK_CAUSES)]), size=n)]
 
 
 def plan_scheduler_faults(
@@ -103,6 +119,9 @@ def plan_scheduler_faults(
     """Draw all fault causes; return the scheduler-level plans and the causes left for jobs."""
     rng = np.random.default_rng([seed, 0xFA17])
     causes = _causes(_count(rate_per_day, grid, rng), rng)
+    net_rng = np.random.default_rng([seed, 0xAE7])
+    share = len(NETWORK_CAUSES) / (len(CAUSES) - len(NETWORK_CAUSES))
+    extra = [str(c) for c in net_rng.choice(np.array(NETWORK_CAUSES), size=_count(rate_per_day * share, grid, net_rng))]
     plans: list[FaultPlan] = []
     rest: list[str] = []
     span = grid.n_steps * grid.step_s
@@ -120,7 +139,7 @@ def plan_scheduler_faults(
             plan.queue = str(rng.choice(np.array(queues)))
             plan.detail = "queue capability cut to 0"
         plans.append(plan)
-    return plans, rest
+    return plans, rest + extra
 
 
 def plan_job_faults(
@@ -161,7 +180,8 @@ def plan_job_faults(
         for _ in range(20):  # a few tries to land on a running job long enough
             t = grid.start_s + int(rng.uniform(0, max(span - dur, 1)))
             running = (start <= t) & (end >= t + dur) & ~np.isin(np.arange(len(start)), list(taken))
-            if cause == "network_congestion" and (running & (ngpu > gpus_per_node)).any():
+            if cause in ("network_congestion", "roce_pfc_storm", "roce_congestion") and (
+                    running & (ngpu > gpus_per_node)).any():
                 running &= ngpu > gpus_per_node
             if cause == "nvlink" and (running & (ngpu > 1)).any():
                 running &= ngpu > 1
@@ -192,6 +212,8 @@ def plan_job_faults(
         if cause == "gpu_hardware":
             plan.xid = int(rng.choice(np.array(XID_CODES)))
             plan.detail = f"XID {plan.xid}"
+        if cause == "nvlink" and plan.strength > 0.6:
+            plan.xid, plan.detail = 74, "XID 74 (NVLink error)"
         plans.append(plan)
     return plans
 

@@ -1,4 +1,5 @@
-"""node_exporter series per node: network counters, TCP retransmits, CPU time by mode, load.
+"""node_exporter series per node: network counters, TCP retransmits, CPU time by mode, load, and the RDMA
+NIC's ethtool counters (PFC pause frames, ECN marks and CNPs) and the link's carrier changes.
 
 Derived from what the node's GPUs are doing (multi-node jobs move bytes in proportion to how busy their
 GPUs are; data loaders cost user CPU and iowait), so a node's host metrics agree with its GPUs unless a
@@ -59,6 +60,12 @@ class _NodeMetrics:
             return r.exponential(0.02, shape).astype(np.float32)
         if name == "retrans_rate":
             return (0.2 + self.net() * 2e-8 + r.exponential(0.3, shape)).astype(np.float32)
+        if name == "pfc_pause_rate":  # lossless RoCE pauses a little all the time
+            return (self.net() * 2e-9 + r.exponential(2.0, shape)).astype(np.float32)
+        if name == "ecn_rate":
+            return (self.net() * 1e-9 + r.exponential(1.0, shape)).astype(np.float32)
+        if name == "carrier_rate":
+            return np.zeros(shape, dtype=np.float32)
         if name == "iowait":
             return np.clip(0.004 + self._per_node_sum(self._job_param(o.profiles.iowait_frac)) / 8
                            + r.normal(0, 0.002, shape), 0, 1).astype(np.float32)
@@ -114,6 +121,11 @@ def node_families(gen: DcgmGenerator) -> list[Family]:
     nm = _NodeMetrics(gen)
     fam, net, counter = nm.family, nm.net, nm.counter
     eth = {"device": "eth0"}
+    rdma = {"device": "mlx5_0"}
+
+    def nic(rate: str, share: float, offset: float) -> _Variant:
+        """A counter of the RDMA NIC (mlx5, ethtool collector): a share of one per-node rate."""
+        return rdma, lambda: np.floor(counter(lambda: nm.rate(rate) * share, offset))
 
     def cpu(mode: str, offset: float) -> _Variant:
         return {"cpu": "0", "mode": mode}, lambda: counter(lambda: nm.cpu_modes()[mode], offset)
@@ -129,6 +141,12 @@ def node_families(gen: DcgmGenerator) -> list[Family]:
             [(eth, lambda: np.zeros(nm.shape))]),
         fam("node_netstat_Tcp_RetransSegs", "unknown", "Statistic TcpRetransSegs.",
             [({}, lambda: np.floor(counter(lambda: nm.rate("retrans_rate"), 1e5)))]),
+        fam("node_network_carrier_changes_total", "counter", "Network device property: carrier_changes_total.",
+            [(eth, lambda: np.rint(counter(lambda: nm.rate("carrier_rate"), 0) + 2))]),
+        *[fam(f"node_ethtool_{d}_prio3_pause", "unknown", f"Network interface {d}_prio3_pause.",
+              [nic("pfc_pause_rate", 0.5, 1e7)]) for d in ("rx", "tx")],
+        *[fam(f"node_ethtool_{stat}", "unknown", f"Network interface {stat}.", [nic("ecn_rate", share, 1e6)])
+          for stat, share in (("np_ecn_marked_roce_packets", 1.0), ("np_cnp_sent", 0.6), ("rp_cnp_handled", 0.6))],
         fam("node_cpu_seconds_total", "counter", "Seconds the CPUs spent in each mode.",
             [cpu("iowait", 1e4), cpu("user", 1e5), cpu("idle", 1e5)], decimals=2),
         fam("node_load1", "gauge", "1m load average.", [({}, lambda: nm.rate("load"))], decimals=2),

@@ -35,12 +35,14 @@ def _quiet(run: sim.SimResult, at: str) -> None:
 
 
 def _check_shape(result: dict[str, Any], at: str) -> None:
-    assert set(result) == {"at", "window", "findings"}
+    assert set(result) == {"at", "window", "families", "findings"}
+    assert set(result["families"]) == {"found", "missing"} and "DCGM_FI_DEV_GPU_UTIL" in result["families"]["found"]
     assert pd.Timestamp(result["at"]) == pd.Timestamp(at) and result["window"] == "15m"
     probs = [f["probability"] for f in result["findings"]]
     assert probs == sorted(probs, reverse=True) and probs
     for f in result["findings"]:
-        assert set(f) == {"cause", "probability", "scope", "explanation"}
+        assert set(f) == {"cause", "probability", "scope", "explanation", "remediation"}
+        assert isinstance(f["remediation"], str) and len(f["remediation"]) > 20
         assert set(f["scope"]) == {"node", "gpu", "job"}
         assert isinstance(f["explanation"], str) and "→" in f["explanation"]
 
@@ -96,6 +98,37 @@ def test_real_prometheus_names_the_injected_cause_and_says_healthy_when_clean(
     assert top["scope"]["job"] and fault["job_id"] in top["scope"]["job"]
     clean = _diagnose([*url, "--at", CLEAN_AT], tmp_path / "b.json")
     assert [f["cause"] for f in clean["findings"]] == ["healthy"], clean
+
+
+def test_history_without_volcano_request_series_is_not_a_fault(
+    small_sim: sim.SimResult, tmp_path: Path
+) -> None:
+    # Issue 16: a history that lacks volcano_queue_request_scalar_resources made every quiet window a
+    # scheduling_starvation at 0.996. Unknown is not evidence: a clean window is not a fault, the family is
+    # listed as missing, and a real fault in the same history is still found.
+    _quiet(small_sim, CLEAN_AT)
+    frame = to_long_frame(small_sim)
+    path = tmp_path / "no-request.parquet"
+    write_frame(frame[frame["__name__"] != "volcano_queue_request_scalar_resources"], path)
+    clean = _diagnose(["--history", str(path), "--at", CLEAN_AT], tmp_path / "c.json")
+    _check_shape(clean, CLEAN_AT)
+    assert "volcano_queue_request_scalar_resources" in clean["families"]["missing"]
+    assert {f["cause"] for f in clean["findings"]} <= {"healthy", "insufficient_data"}, clean
+    fault = _fault(small_sim, "gpu_thermal", THERMAL_AT)
+    hot = _diagnose(["--history", str(path), "--at", THERMAL_AT], tmp_path / "h.json")
+    thermal = [f for f in hot["findings"] if f["cause"] == "gpu_thermal"]
+    assert thermal and thermal[0]["scope"]["node"] == fault["node"] and thermal[0]["scope"]["gpu"] == fault["gpu"]
+    assert "cooling" in thermal[0]["remediation"]
+
+
+def test_history_with_almost_nothing_measured_is_insufficient_data(small_sim: sim.SimResult, tmp_path: Path
+                                                                  ) -> None:
+    frame = to_long_frame(small_sim)
+    path = tmp_path / "thin.parquet"
+    write_frame(frame[frame["__name__"].isin(["node_load1", "volcano_queue_allocated_scalar_resources"])], path)
+    result = _diagnose(["--history", str(path), "--at", THERMAL_AT], tmp_path / "t.json")
+    assert [f["cause"] for f in result["findings"]] == ["insufficient_data"], result
+    assert "DCGM_FI_DEV_GPU_UTIL" in result["findings"][0]["remediation"]
 
 
 def test_bad_inputs_are_one_line_errors(history_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -9,7 +9,7 @@ import pytest
 from models.frames import ID, TIME, VALUE
 from models.rca_features import FEATURE_NAMES, SPECS, WindowData, window_features
 from pipelines.rca_data import label_windows, to_long_frame, to_window_data
-from pipelines.rca_default import FEATURES_MD, features_markdown
+from pipelines.rca_default import DESIGN_MD, FEATURES_MD, design_section, features_markdown
 from predictor import sim
 
 W = pd.Timedelta(minutes=15)
@@ -17,6 +17,9 @@ W = pd.Timedelta(minutes=15)
 
 def test_every_feature_is_documented_in_features_md() -> None:
     assert FEATURES_MD.read_text(encoding="utf-8") == features_markdown()
+    # docs/design.md carries the same table with why each feature is scale-free, and every metric read.
+    assert design_section() in DESIGN_MD.read_text(encoding="utf-8")
+    assert all(s.why for s in SPECS)
     assert len({s.name for s in SPECS}) == len(SPECS)
     assert all(s.source and s.meaning for s in SPECS)
 
@@ -29,7 +32,7 @@ def test_missing_series_are_nan_not_errors() -> None:
     assert list(feats["node"]) == ["n1"]
     row = feats.iloc[0]
     assert row["gpu_util_mean"] == pytest.approx(50.0)
-    assert np.isnan(row["gpu_temp_p95_max"]) and np.isnan(row["tcp_retrans_rate"])
+    assert np.isnan(row["gpu_temp_p95_max"]) and np.isnan(row["tcp_retrans_ratio"])
     assert set(FEATURE_NAMES) <= set(feats.columns)
 
 
@@ -59,7 +62,7 @@ def test_injected_faults_show_in_their_features(small_sim: sim.SimResult) -> Non
         "gpu_hardware": lambda r: r["xid_max"] > 0,
         "nvlink": lambda r: r["nvlink_crc_rate_max"] > 0.5,
         "node_not_ready": lambda r: r["node_ready_min"] == 0,
-        "scheduling_starvation": lambda r: r["queue_capability_gpus"] == 0,
+        "scheduling_starvation": lambda r: r["queue_capability_zero"] == 1,
     }
     seen = set()
     for f in faults.to_dict("records"):
@@ -72,3 +75,32 @@ def test_injected_faults_show_in_their_features(small_sim: sim.SimResult) -> Non
         assert hit.apply(checks[f["cause"]], axis=1).any(), f"{f['cause']} at {at}: {hit.iloc[0].to_dict()}"
         seen.add(f["cause"])
     assert len(seen) >= 5
+
+
+def test_features_do_not_grow_with_cluster_or_quota_size(small_sim: sim.SimResult) -> None:
+    # Scale-free: doubling every queue's quota and request (a cluster twice the size) changes no feature.
+    data = to_window_data(small_sim)
+    at = pd.Timestamp(small_sim.grid.start_s, unit="s", tz="UTC") + pd.Timedelta(hours=5, minutes=30)
+    before = window_features(data, at, W)
+    for name, table in data.tables.items():
+        if name.startswith("volcano_queue_") and name.endswith("_scalar_resources"):
+            table.values *= 2
+    after = window_features(data, at, W)
+    pd.testing.assert_frame_equal(before, after)
+
+
+def test_a_missing_family_blanks_exactly_its_features(small_sim: sim.SimResult) -> None:
+    from models.rca_specs import features_of_family
+
+    at = pd.Timestamp(small_sim.grid.start_s, unit="s", tz="UTC") + pd.Timedelta(hours=5, minutes=30)
+    full = window_features(to_window_data(small_sim), at, W)
+    family = "volcano_queue_request_scalar_resources"
+    data = to_window_data(small_sim)
+    del data.tables[family]
+    part = window_features(data, at, W)
+    blanked = set(features_of_family(family))
+    queues = part["is_queue"] == 1
+    assert blanked == {"queue_unmet_frac"} and part.loc[queues, "queue_unmet_frac"].isna().all()
+    assert full.loc[queues, "queue_unmet_frac"].notna().any()
+    others = [c for c in FEATURE_NAMES if c not in blanked]
+    pd.testing.assert_frame_equal(full[others], part[others])

@@ -66,6 +66,25 @@ def test_bad_model_files_name_the_file(tmp_path: pytest.TempPathFactory) -> None
 
 
 def test_bundled_default_loads_and_knows_every_cause() -> None:
+    from models.rca import CLASSES
+
     model = load_default()
-    assert "healthy" in set(model.classes_)
-    assert len(model.classes_) == 11
+    assert set(model.classes_) == set(CLASSES)
+
+
+def test_an_unmeasured_feature_is_unknown_not_evidence() -> None:
+    # The toy tree decides "thermal" on temperature; with the temperature missing, the answer is averaged
+    # over both branches (it loses probability), says it rests on the missing feature, and never gains.
+    X, y = _toy()
+    model = RootCauseTree().fit(X, y)
+    hot = X.iloc[[5]]
+    blind = hot.assign(gpu_temp_p95_max=np.nan, sm_clock_drop_max=np.nan)
+    thermal = list(model.classes_).index("gpu_thermal")
+    assert model.predict_proba(hot)[0, thermal] > 0.9
+    assert model.predict_proba(blind)[0, thermal] < 0.5
+    assert model.measured_share(hot)[0] == pytest.approx(1.0)
+    assert model.measured_share(blind)[0] < 0.5
+    named = model.unmeasured(blind)[0]
+    assert named and set(named) <= {"gpu_temp_p95_max", "sm_clock_drop_max"}
+    assert "not measured" in model.explain(blind)[0] and named[0] in model.explain(blind)[0]
+    np.testing.assert_allclose(model.predict_proba(blind).sum(axis=1), 1.0)

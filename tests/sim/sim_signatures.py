@@ -77,6 +77,14 @@ def _host_fault(cause: str, nodes: list[str], get: Getter, start: pd.Timestamp, 
     if cause == "cpu_contention":
         load = [get("node_load1", {"node": n}, start, end)["value"].median() for n in nodes]
         return bool(np.nanmin(load) > 96), f"load1 {load}"
+    if cause in ("roce_pfc_storm", "roce_congestion"):
+        metric = "node_ethtool_rx_prio3_pause" if cause == "roce_pfc_storm" else "node_ethtool_np_cnp_sent"
+        during = [_rate(get(metric, {"node": n}, start, end)) for n in nodes]
+        before = [_rate(get(metric, {"node": n}, before_start, before_end)) for n in nodes]
+        return bool(np.nanmax(during) > 10 * max(np.nanmax(before), 1)), f"{metric}/s {during} vs {before}"
+    if cause == "nic_link_flap":
+        flaps = [_rate(get("node_network_carrier_changes_total", {"node": n}, start, end)) for n in nodes]
+        return bool(np.nanmax(flaps) > 0), f"carrier changes/s {flaps}"
     raise AssertionError(f"unknown cause {cause}")
 
 

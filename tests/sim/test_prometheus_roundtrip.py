@@ -26,7 +26,7 @@ FAMILIES = ",".join([
     "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "volcano_queue_allocated_scalar_resources",
     "volcano_queue_capacity_scalar_resources", "kube_node_status_condition", "kube_pod_container_resource_requests",
     "kube_pod_container_status_last_terminated_reason", "node_netstat_Tcp_RetransSegs", "node_cpu_seconds_total",
-    "node_load1",
+    "node_load1", "node_ethtool_rx_prio3_pause", "node_ethtool_np_cnp_sent", "node_network_carrier_changes_total",
 ])
 
 pytestmark = [
