@@ -38,22 +38,13 @@ sys.path.insert(0, str(REPO / "bench"))
 from forecast_traces import load_traces  # noqa: E402
 
 from models.forecast import forecasters, run_backtest  # noqa: E402
+from models.forecast.auto import DEFAULT_CANDIDATES  # noqa: E402
 from models.forecast.base import _tidy  # noqa: E402
 from models.forecast.selection import SelectionRule, choose, cqr_shift  # noqa: E402
 
 H, STEP, INNER_STEP, INNER = 168, 24, 168, 3
 LEVELS = (80, 95)
-BASELINES = (
-    "naive",
-    "drift",
-    "seasonal_naive_24",
-    "seasonal_naive_168",
-    "window_mean_24",
-    "window_mean_168",
-    "seasonal_mean_24",
-    "ets",
-    "mstl",
-)
+BASELINES = tuple(name for name in DEFAULT_CANDIDATES if name != "lstm")  # every candidate but the LSTM
 POOLS = {
     "n+w24+w168+ets": ("naive", "window_mean_24", "window_mean_168", "ets"),
     "w24+w168+ets": ("window_mean_24", "window_mean_168", "ets"),

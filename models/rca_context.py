@@ -17,15 +17,21 @@ from models.rca_window import WindowData, col, increase, node_of, quiet, rate, r
 __all__ = ["host_features", "kube_features", "queue_rows"]
 
 
+def _matching(labels: pd.DataFrame, where: dict[str, str] | None) -> np.ndarray:
+    """Which series (columns) carry every label value in ``where``."""
+    keep = np.ones(len(labels), dtype=bool)
+    for k, v in (where or {}).items():
+        keep &= col(labels, k) == v
+    return keep
+
+
 def _per_node(data: WindowData, name: str, stat: Callable[[np.ndarray], np.ndarray],
               where: dict[str, str] | None = None) -> pd.Series:
     """``stat`` per series (columns of the window matrix), summed per node."""
     t = data.tables.get(name)
     if t is None:
         return pd.Series(dtype=np.float64)
-    keep = np.ones(len(t.labels), dtype=bool)
-    for k, v in (where or {}).items():
-        keep &= col(t.labels, k) == v
+    keep = _matching(t.labels, where)
     values = stat(t.values[:, keep])
     frame = pd.DataFrame({"node": node_of(t.labels)[keep], "v": values})
     return frame.groupby("node")["v"].sum(min_count=1)
@@ -124,9 +130,7 @@ def kube_features(data: WindowData, W: slice, gpu: pd.DataFrame) -> dict[str, di
         t = data.tables.get(name)
         if t is None:
             return pd.Series(dtype=np.float64)
-        keep = np.ones(len(t.labels), dtype=bool)
-        for k, v in (where or {}).items():
-            keep &= col(t.labels, k) == v
+        keep = _matching(t.labels, where)
         node = np.array([pod_node.get((ns, p), "") for ns, p in zip(col(t.labels, "namespace"),
                                                                      col(t.labels, "pod"), strict=True)])
         frame = pd.DataFrame({"node": node[keep], "v": stat(t.values[:, keep])})
