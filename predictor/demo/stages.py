@@ -16,10 +16,9 @@ from typing import Any
 import pandas as pd
 
 from models.frames import TIME, VALUE
-from predictor.atomicio import child_path
+from predictor.atomicio import child_path, write_text
 from predictor.demo import DemoContext, StageResult
 from predictor.errors import redact_url
-from predictor.reports.render import write_text
 
 __all__ = ["SIM_DEFAULTS", "history_stage", "plan_stage", "report_stage", "rightsize_stage", "xdp_stage"]
 

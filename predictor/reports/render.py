@@ -13,6 +13,7 @@ import json
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from predictor import atomicio
 from predictor.reports.columns import QUEUE_COLUMNS, fmt
 from predictor.reports.model import QueueRow, Report
 
@@ -92,8 +93,6 @@ def render_json(report: Report) -> str:
 
 def write_text(path: Path, text: str) -> Path:
     """Write one report file through the project's atomic writer, readable by everyone (``0o644``)."""
-    from predictor import atomicio
-
     return atomicio.write_text(path, text, permissions=0o644)  # a report is meant to be shared
 
 
