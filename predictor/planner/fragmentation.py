@@ -97,7 +97,8 @@ def defrag_advice(workload: Workload, *, nodes_wanted: int | None = None) -> Def
     wanted, gang = _blocked_nodes(workload) if nodes_wanted is None else (nodes_wanted, "")
     free = {n.name: n.free for n in workload.nodes}
     by_name = {n.name: n for n in workload.nodes}
-    pods_on: dict[str, list[JobSummary]] = {}
+    jobs = {j.name: j for j in workload.jobs}
+    pods_on: dict[str, list[JobSummary]] = {n.name: [] for n in workload.nodes}
     for job in workload.jobs:
         for name in job.nodes:
             pods_on.setdefault(name, []).append(job)
@@ -107,6 +108,8 @@ def defrag_advice(workload: Workload, *, nodes_wanted: int | None = None) -> Def
     for node in candidates:
         if len(drained) >= wanted:
             break
+        if not 0 < free[node.name] < node.gpus:  # filled by earlier moves: no longer partly used
+            continue
         trial = dict(free)
         planned: list[Move] = []
         for job in sorted(pods_on.get(node.name, []), key=lambda j: (-j.gpus_per_pod, j.name)):
@@ -124,9 +127,11 @@ def defrag_advice(workload: Workload, *, nodes_wanted: int | None = None) -> Def
             free = trial
             drained.append(node.name)
             moves.extend(planned)
+            for move in planned:  # the moved pods now live on their targets (a later drain sees them there)
+                pods_on[move.target].append(jobs[move.job])
+            pods_on[node.name] = []
     after_nodes = [NodeSummary(n.name, n.gpus, n.gpus - free[n.name], n.labels, n.taints) for n in workload.nodes]
     restarted = sorted({m.job for m in moves})
-    jobs = {j.name: j for j in workload.jobs}
     reason = (f"{len(drained)} of {wanted} whole nodes freed" + (f" for pending gang {gang}" if gang else "")
               if wanted else "no pending whole-node gang waits on fragmentation")
     return DefragAdvice(tuple(drained), tuple(moves), tuple(restarted), sum(jobs[j].gpus for j in restarted),
