@@ -8,8 +8,7 @@ import pytest
 
 from predictor.errors import InputError
 from predictor.planner.fragmentation import Move, defrag_advice, fgd, task_mix
-from predictor.planner.workload import JobSummary, NodeSummary, Taint, Toleration, workload_from_objects
-from predictor.planner.workload import Workload as W
+from predictor.planner.workload import JobSummary, NodeSummary, Taint, Toleration, Workload, workload_from_objects
 
 TAINT = Taint("dedicated", "infer", "NoSchedule")
 
@@ -18,12 +17,12 @@ def running(name: str, gpus: int, node: str) -> JobSummary:
     return JobSummary("train", name, 1, gpus, phase="running", nodes=(node,))
 
 
-def cluster(n2_taint: bool = False) -> W:
+def cluster(n2_taint: bool = False) -> Workload:
     jobs = (running("a", 2, "n1"), running("b", 4, "n2"), running("c", 2, "n2"), running("d", 3, "n3"),
             running("e", 5, "n4"), JobSummary("train", "g", 2, 8))
     used = {"n1": 2, "n2": 6, "n3": 3, "n4": 5}
     nodes = tuple(NodeSummary(n, 8, u, taints=(TAINT,) if n2_taint and n == "n2" else ()) for n, u in used.items())
-    return W(jobs, nodes)
+    return Workload(jobs, nodes)
 
 
 def test_fgd_counts_the_free_gpus_each_task_of_the_mix_cannot_use() -> None:
@@ -52,14 +51,14 @@ def test_advice_only_moves_pods_onto_nodes_they_may_run_on() -> None:
     assert advice.drain == ("n1",)
     assert advice.moves[0] == Move("a", 2, "n1", "n4")
     assert advice.reason == "1 of 2 whole nodes freed for pending gang g"
-    tolerant = W(tuple(j if j.name != "a" else JobSummary("train", "a", 1, 2, "running",
+    tolerant = Workload(tuple(j if j.name != "a" else JobSummary("train", "a", 1, 2, "running",
                  tolerations=(Toleration("dedicated", "Equal", "infer"),), nodes=("n1",))
                  for j in cluster(True).jobs), cluster(True).nodes)
     assert defrag_advice(tolerant).moves[0] == Move("a", 2, "n1", "n2")
 
 
 def test_no_advice_when_no_whole_node_gang_waits() -> None:
-    workload = W(cluster().jobs[:-1], cluster().nodes)
+    workload = Workload(cluster().jobs[:-1], cluster().nodes)
     advice = defrag_advice(workload)
     assert (advice.drain, advice.moves, advice.restarted_gpus) == ((), (), 0)
     assert advice.reason == "no pending whole-node gang waits on fragmentation"
@@ -95,5 +94,5 @@ def test_workload_from_the_pod_and_node_lists() -> None:
         ("n1", 8, 4, ()), ("n2", 8, 4, (Taint("k", "", "NoSchedule"),)), ("off", 0, 0, ())]
     with pytest.raises(InputError, match="live pods: expected a List"):
         workload_from_objects("nope", nodes)
-    with pytest.raises(InputError, match="pod 'w-0' nvidia.com/gpu"):
+    with pytest.raises(InputError, match=r"pod 'w-0' nvidia\.com/gpu"):
         workload_from_objects({"items": [pod("w-0", -1)]}, nodes)
