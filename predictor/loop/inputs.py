@@ -22,6 +22,7 @@ from predictor.sources.queries import QUEUE_DEMAND
 if TYPE_CHECKING:  # the seams' Protocols, for annotations only
     from models.forecast.base import BaseForecaster
     from predictor.loop.seams import ChampionRegistry, QueueApi
+    from predictor.planner.workload import Workload
     from predictor.sources import MetricSource
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "KubeCluster",
     "RegistryForecaster",
     "SourceHistory",
+    "WorkloadReader",
 ]
 
 
@@ -53,6 +55,12 @@ class ClusterReader(Protocol):
     def queue_objects(self) -> list[dict[str, Any]]: ...
 
     def allocatable(self, resources: Sequence[str]) -> dict[str, float]: ...
+
+
+class WorkloadReader(Protocol):
+    def workload(self, now: pd.Timestamp) -> Workload | None:
+        """Jobs and GPU nodes at ``now`` (``predictor.planner.workload``); ``None`` when unknown."""
+        ...
 
 
 class SourceHistory:
