@@ -23,7 +23,7 @@ from predictor.timeparse import parse_duration, parse_time
 if TYPE_CHECKING:  # annotations only: the loop, the actuator and their clients load when a command runs
     from predictor.actuators.volcano import VolcanoActuator
     from predictor.config import Settings
-    from predictor.loop import ClusterReader, Forecaster, HistoryReader, Loop
+    from predictor.loop import ClusterReader, Forecaster, HistoryReader, Loop, WorkloadReader
     from predictor.loop.leader import LeaseLock
 
 __all__ = ["register"]
@@ -111,7 +111,7 @@ def loop_command(
     settings = settings_from(ctx, config=config, loop={"interval_s": interval_s})
     cluster, actuator = _cluster(settings, queues, kubeconfig)
     loop = Loop(settings, cluster=cluster, history=_history(settings, history), forecaster=_forecaster(settings, model),
-                actuator=actuator, lease=_lease(settings, actuator))
+                actuator=actuator, lease=_lease(settings, actuator), workload=_workload(settings, history))
     if once:
         _run_once(loop, settings, force=force)
     else:
@@ -147,6 +147,16 @@ def _history(settings: Settings, history: Path | None) -> HistoryReader:
     from predictor.sources.prometheus import PrometheusSource
 
     return SourceHistory(PrometheusSource(settings.prometheus))
+
+
+def _workload(settings: Settings, history: Path | None) -> WorkloadReader | None:
+    """Jobs and GPU nodes from kube-state-metrics where history comes from Prometheus; else unknown."""
+    if history is not None:
+        return None
+    from predictor.loop import SourceWorkload
+    from predictor.sources.prometheus import PrometheusSource
+
+    return SourceWorkload(PrometheusSource(settings.prometheus))
 
 
 def _forecaster(settings: Settings, model: str | None) -> Forecaster:

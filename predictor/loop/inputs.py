@@ -35,6 +35,7 @@ __all__ = [
     "KubeCluster",
     "RegistryForecaster",
     "SourceHistory",
+    "SourceWorkload",
     "WorkloadReader",
 ]
 
@@ -61,6 +62,23 @@ class WorkloadReader(Protocol):
     def workload(self, now: pd.Timestamp) -> Workload | None:
         """Jobs and GPU nodes at ``now`` (``predictor.planner.workload``); ``None`` when unknown."""
         ...
+
+
+class SourceWorkload:
+    """The workload from kube-state-metrics through any ``MetricSource`` (one instant per family)."""
+
+    def __init__(self, source: MetricSource, *, gpus_per_node: int = 8, step_s: float = 60) -> None:
+        self.source, self.gpus_per_node, self.step = source, gpus_per_node, pd.Timedelta(seconds=step_s)
+
+    def workload(self, now: pd.Timestamp) -> Workload | None:
+        from predictor.planner.workload_ksm import workload_from_ksm
+        from predictor.sources.queries import WORKLOAD
+
+        frames = {name: self.source.query_range(query, now - self.step, now, self.step)
+                  for name, query in WORKLOAD.items()}
+        if frames["pod_gpus"].empty and frames["node_gpus"].empty:
+            return None  # no kube-state-metrics at all: unknown, not an empty cluster
+        return workload_from_ksm(frames, gpus_per_node=self.gpus_per_node)
 
 
 class SourceHistory:

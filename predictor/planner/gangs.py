@@ -12,7 +12,8 @@ value says why (the codes are in ``decisions.REASON_CODES``):
   rejects a gang whose ``minResources`` exceeds the capability: it would wait forever). The floor is hard:
   the safety policy's step limits do not apply to it (``Target.capability_floor``);
 * ``steady_priority``: the guarantee covers no more than the steady high-priority demand (recurring jobs at
-  ``planner.high_priority`` or above); low-priority and one-off work is reclaimable and needs no reservation.
+  ``planner.high_priority`` or above, or of unknown priority); low-priority and one-off work is reclaimable
+  and needs no reservation.
 
 Missing job data is *unknown*: with no workload nothing changes (no floor, rather than a zero floor); a
 queue with no jobs gets no pool (its future jobs' tolerations are unknown); with no job marked recurring
@@ -75,7 +76,9 @@ def _shape(target: Target, jobs: list[JobSummary], workload: Workload, settings:
         move("capability", ceil_to(values["capability"], node), "whole_nodes", why)
         move("guarantee", floor_to(values["guarantee"], node), "whole_nodes", why)
     if any_recurring:
-        steady = float(sum(j.gpus for j in jobs if j.recurring and j.priority >= settings.high_priority))
+        # An unknown priority counts as high: missing data must not strip a guarantee.
+        steady = float(sum(j.gpus for j in jobs if j.recurring and (j.priority is None or
+                                                                   j.priority >= settings.high_priority)))
         if _whole_node(jobs, node):
             steady = floor_to(steady, node)
         if steady < values["guarantee"]:

@@ -73,7 +73,7 @@ class JobSummary:
     gpus_per_pod: int
     phase: str = "pending"  # pending | running
     recurring: bool = False
-    priority: int = 0
+    priority: int | None = 0  # None: unknown (kube-state-metrics does not export it as a number)
     tolerations: tuple[Toleration, ...] = ()
     node_selector: tuple[tuple[str, str], ...] = ()
     nodes: tuple[str, ...] = ()  # one entry per running pod: where it runs
