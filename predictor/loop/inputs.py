@@ -68,17 +68,13 @@ class SourceWorkload:
     """The workload from kube-state-metrics through any ``MetricSource`` (one instant per family)."""
 
     def __init__(self, source: MetricSource, *, gpus_per_node: int = 8, step_s: float = 60) -> None:
-        self.source, self.gpus_per_node, self.step = source, gpus_per_node, pd.Timedelta(seconds=step_s)
+        self.source, self.gpus_per_node, self.step_s = source, gpus_per_node, step_s
 
     def workload(self, now: pd.Timestamp) -> Workload | None:
         from predictor.planner.workload_ksm import workload_from_ksm
-        from predictor.sources.queries import WORKLOAD
+        from predictor.sources.queries import workload_frames
 
-        frames = {name: self.source.query_range(query, now - self.step, now, self.step)
-                  for name, query in WORKLOAD.items()}
-        if frames["pod_gpus"].empty and frames["node_gpus"].empty:
-            return None  # no kube-state-metrics at all: unknown, not an empty cluster
-        return workload_from_ksm(frames, gpus_per_node=self.gpus_per_node)
+        return workload_from_ksm(workload_frames(self.source, now, self.step_s), gpus_per_node=self.gpus_per_node)
 
 
 class SourceHistory:

@@ -42,8 +42,14 @@ def _by_pod(frame: pd.DataFrame, prefix: str) -> dict[Pod, dict[str, str]]:
             for r in frame.to_dict("records")}
 
 
-def workload_from_ksm(frames: Mapping[str, pd.DataFrame], *, gpus_per_node: int = 8) -> Workload:
-    """Gangs (grouped by the PodGroup annotation, else the Volcano job label, else the pod) and GPU nodes."""
+def workload_from_ksm(frames: Mapping[str, pd.DataFrame], *, gpus_per_node: int = 8) -> Workload | None:
+    """Gangs (grouped by the PodGroup annotation, else the Volcano job label, else the pod) and GPU nodes.
+
+    ``None`` without any pod GPU request: kube-state-metrics is absent (or the cluster idle); either way
+    the gangs are unknown, not an empty cluster, so nothing is floored or measured on them.
+    """
+    if frames.get("pod_gpus") is None or frames["pod_gpus"].empty:
+        return None
     gpus = _latest(frames, "pod_gpus", "namespace", "pod")
     phase = {(str(r["namespace"]), str(r["pod"])): str(r["phase"])
              for r in _latest(frames, "pod_phase", "namespace", "pod", "phase").to_dict("records")}

@@ -14,8 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+import pandas as pd
 
 from predictor.sources.promql import Selector
+
+if TYPE_CHECKING:
+    from predictor.sources import MetricSource
 
 __all__ = [
     "CATALOGUE",
@@ -36,6 +42,7 @@ __all__ = [
     "series_count",
     "volcano_queue_gpus",
     "volcano_queue_metric",
+    "workload_frames",
 ]
 
 GPU_RESOURCE = "nvidia.com/gpu"  # Volcano's resource name
@@ -137,6 +144,12 @@ WORKLOAD: Mapping[str, str] = MappingProxyType({
     "node_unschedulable": "kube_node_spec_unschedulable == 1",
     "node_not_ready": str(Selector.of("kube_node_status_condition", condition="Ready", status="true")) + " == 0",
 })
+
+
+def workload_frames(source: MetricSource, now: pd.Timestamp, step_s: float = 60.0) -> dict[str, pd.DataFrame]:
+    """Every ``WORKLOAD`` family over one step before ``now`` (the parser keeps each series' newest sample)."""
+    step = pd.Timedelta(seconds=step_s)
+    return {name: source.query_range(query, now - step, now, step) for name, query in WORKLOAD.items()}
 
 # Right-sizing's queries depend on the step and the metric, so they are builders rather than constants.
 def fresh_pod_samples(metric: str, step_s: int) -> str:
