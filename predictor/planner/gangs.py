@@ -5,7 +5,8 @@ rules close that gap, each leaving a ``(field, code, reason)`` note on the targe
 value says why (the codes are in ``decisions.REASON_CODES``):
 
 * ``pool``: a queue's jobs can only use the nodes whose taints they tolerate and whose labels match their
-  node selector; no field may promise more than the allocatable GPUs of those nodes (``Target.ceiling``);
+  node selector; no field may promise more than the allocatable GPUs of those nodes (``Target.ceiling``),
+  and the queues confined to the same nodes share them: their guarantees together fit those nodes;
 * ``whole_nodes``: where every job of the queue takes whole nodes, deserved and capability round up and the
   guarantee down to whole nodes (a 12-GPU deserved for 8-GPU pods is 4 GPUs nobody can use);
 * ``gang_floor``: capability is never below the largest pending or recurring gang (Volcano's enqueue gate
@@ -29,16 +30,22 @@ from predictor.planner.settings import PlannerSettings
 from predictor.planner.targets import Target, ceil_to, floor_to
 from predictor.planner.workload import GPU_RESOURCE, JobSummary, Workload
 
-__all__ = ["hard_bounds", "pool_gpus", "shape_targets"]
+__all__ = ["hard_bounds", "pool_gpus", "pool_nodes", "shape_targets"]
 
 Key = tuple[str, str]
 
 
-def pool_gpus(jobs: list[JobSummary], workload: Workload) -> float | None:
-    """Allocatable GPUs of the nodes at least one of ``jobs`` can run on; ``None`` when there are no jobs."""
+def pool_nodes(jobs: list[JobSummary], workload: Workload) -> frozenset[str] | None:
+    """The nodes at least one of ``jobs`` can run on; ``None`` when there are no jobs (or no nodes)."""
     if not jobs or not workload.nodes:
         return None
-    return float(sum(n.gpus for n in workload.nodes if any(j.can_run_on(n) for j in jobs)))
+    return frozenset(n.name for n in workload.nodes if any(j.can_run_on(n) for j in jobs))
+
+
+def pool_gpus(jobs: list[JobSummary], workload: Workload) -> float | None:
+    """Allocatable GPUs of the nodes at least one of ``jobs`` can run on; ``None`` when there are no jobs."""
+    nodes = pool_nodes(jobs, workload)
+    return None if nodes is None else float(sum(n.gpus for n in workload.nodes if n.name in nodes))
 
 
 def _whole_node(jobs: list[JobSummary], node: int) -> bool:
@@ -56,7 +63,32 @@ def shape_targets(targets: Mapping[Key, Target], workload: Workload | None,
         queue, resource = key
         jobs = workload.queue_jobs(queue)
         out[key] = target if resource != GPU_RESOURCE else _shape(target, jobs, workload, settings, any_recurring)
+    _pool_guarantees(out, workload)
     return out
+
+
+def _pool_guarantees(out: dict[Key, Target], workload: Workload) -> None:
+    """Σ guarantee of the queues confined to a set of nodes ≤ the GPUs of those nodes.
+
+    Two queues whose jobs only tolerate the same tainted nodes cannot both be guaranteed all of them. For
+    each pool (smallest first), the guarantees of the queues whose pool lies inside it are scaled down by
+    one factor (whole GPUs, whole nodes where the queue rounds to them) when they do not fit.
+    """
+    gpus = {n.name: n.gpus for n in workload.nodes}
+    pools = {key: pool_nodes(workload.queue_jobs(key[0]), workload) for key in out if key[1] == GPU_RESOURCE}
+    known = {key: nodes for key, nodes in pools.items() if nodes is not None}
+    for pool in sorted(set(known.values()), key=lambda p: (len(p), sorted(p))):
+        inside = [key for key, nodes in known.items() if nodes <= pool and out[key].guarantee > 0]
+        limit = float(sum(gpus[n] for n in pool))
+        total = sum(out[key].guarantee for key in inside)
+        if total <= limit + 1e-9:
+            continue
+        for key in inside:
+            step = workload.gpus_per_node if _whole_node(workload.queue_jobs(key[0]), workload.gpus_per_node) else 1
+            value = floor_to(out[key].guarantee * limit / total, step)
+            why = (f"lowered so Σ guarantee of the queues confined to these {len(pool)} nodes ≤ their "
+                   f"{limit:g} GPUs")
+            out[key] = replace(out[key], guarantee=value, notes=(*out[key].notes, ("guarantee", "pool", why)))
 
 
 def _shape(target: Target, jobs: list[JobSummary], workload: Workload, settings: PlannerSettings,

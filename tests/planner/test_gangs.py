@@ -127,3 +127,20 @@ def test_a_field_already_at_its_shaped_target_is_neither_changed_nor_held() -> N
     plan = plan_queues([queue("q", 24.0, 8.0)], targets, SETTINGS, now=NOW)
     assert [c for c in plan.changes if c.field == "capability"] == []
     assert [h for h in plan.held if h.field == "capability"] == []
+
+
+def test_queues_confined_to_the_same_nodes_share_them_in_their_guarantees() -> None:
+    # infer-a and infer-b tolerate no taint: both are confined to the untainted a1, a2, h1 (24 GPUs), the
+    # a100 selector narrows infer-b to a1, a2 (16 GPUs); free tolerates everything (all 40 GPUs).
+    targets = targets_from_mapping({("infer-a", GPU): (24.0, 24.0, 18.0), ("infer-b", GPU): (16.0, 16.0, 12.0),
+                                    ("free", GPU): (40.0, 40.0, 30.0)})
+    jobs = (job("infer-a", 1, 1), job("infer-b", 1, 1, node_selector=(("gpu", "a100"),)),
+            job("free", 1, 1, tolerations=(Toleration(operator="Exists"),)))
+    out = shape_targets(targets, Workload(jobs, NODES), SETTINGS)
+    # pool {a1, a2} (16): infer-b alone, 12 fits. Pool {a1, a2, h1} (24): 18 + 12 = 30 > 24 → × 0.8 → 14, 9.
+    # Every node (40 GPUs): 14 + 9 + 30 = 53 > 40 → × 40/53 → 10, 6, 22 (whole GPUs, rounded down).
+    assert [out[(q, GPU)].guarantee for q in ("infer-a", "infer-b", "free")] == [10.0, 6.0, 22.0]
+    assert codes(out[("infer-a", GPU)])["guarantee"] == "pool"
+    small = shape_targets(targets_from_mapping({("infer-b", GPU): (16.0, 16.0, 12.0)}), Workload(jobs, NODES),
+                          SETTINGS)
+    assert small[("infer-b", GPU)].guarantee == 12.0  # alone in its pool: it fits
