@@ -69,7 +69,10 @@ def mixture_quantile(steps: pd.DataFrame, level: float) -> float:
     if steps.empty:
         raise InputError("planner.objective: no forecast step inside the planning horizon")
     levels = np.array([BAND_LEVELS[c] for c in columns])
-    values = np.maximum.accumulate(steps[columns].to_numpy(float), axis=1)  # crossed bands: keep monotone
+    raw = steps[columns].apply(pd.to_numeric, errors="coerce").to_numpy(float)
+    if not np.isfinite(raw).all():
+        raise InputError("planner.objective: the forecast has a missing or infinite band inside the planning horizon")
+    values = np.maximum.accumulate(raw, axis=1)  # crossed bands: keep monotone
     # The tails beyond the outer bands sit on them: F jumps from 0 to the outer level there.
     lows, highs = values[:, 0], values[:, -1]
 

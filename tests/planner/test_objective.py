@@ -40,6 +40,8 @@ def test_several_steps_give_the_quantile_of_their_mixture() -> None:
     assert mixture_quantile(flat, 0.6) == pytest.approx(30.0, abs=1e-5)
     with pytest.raises(InputError, match="at least two of the forecast columns"):
         mixture_quantile(pd.DataFrame({"mean": [1.0]}), 0.5)
+    with pytest.raises(InputError, match="missing or infinite band"):
+        mixture_quantile(pd.DataFrame({"mean": [1.0], "hi-95": [float("nan")]}), 0.5)
 
 
 def test_the_solution_minimises_the_stated_expected_cost() -> None:
