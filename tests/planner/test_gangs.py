@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from predictor.planner import PlannerSettings, QueueState, plan_queues, targets_from_mapping
 from predictor.planner.decisions import REASON_CODES
@@ -144,3 +146,37 @@ def test_queues_confined_to_the_same_nodes_share_them_in_their_guarantees() -> N
     small = shape_targets(targets_from_mapping({("infer-b", GPU): (16.0, 16.0, 12.0)}), Workload(jobs, NODES),
                           SETTINGS)
     assert small[("infer-b", GPU)].guarantee == 12.0  # alone in its pool: it fits
+
+
+@st.composite
+def workloads(draw: st.DrawFn) -> Workload:
+    taints = st.sampled_from([(), (INFER_TAINT,)])
+    nodes = tuple(NodeSummary(f"n{i}", draw(st.sampled_from([0, 8])), labels=(("gpu", draw(st.sampled_from(
+        ["a100", "h100"]))),), taints=draw(taints)) for i in range(draw(st.integers(1, 6))))
+    jobs = tuple(JobSummary(
+        queue=draw(st.sampled_from(["q1", "q2"])), name=f"j{i}", pods=draw(st.integers(1, 4)),
+        gpus_per_pod=draw(st.sampled_from([1, 2, 4, 8])), phase=draw(st.sampled_from(["pending", "running"])),
+        recurring=draw(st.booleans()), priority=draw(st.sampled_from([0, 1000, None])),
+        tolerations=draw(st.sampled_from([(), (Toleration(operator="Exists"),)])),
+        node_selector=draw(st.sampled_from([(), (("gpu", "a100"),)]))) for i in range(draw(st.integers(0, 5))))
+    return Workload(jobs, nodes)
+
+
+@given(workloads(), st.lists(st.integers(0, 80), min_size=6, max_size=6))
+@settings(max_examples=200, deadline=None)
+def test_shaped_targets_stay_ordered_inside_their_pool_and_above_their_gang(
+        workload: Workload, raw: list[int]) -> None:
+    values = {}
+    for i, queue in enumerate(("q1", "q2")):
+        g, d, c = sorted(float(v) for v in raw[3 * i: 3 * i + 3])
+        values[(queue, GPU)] = (d, c, g)
+    out = shape_targets(targets_from_mapping(values), workload, SETTINGS)
+    for (queue, _), target in out.items():
+        assert 0 <= target.guarantee <= target.deserved <= target.capability
+        jobs = workload.queue_jobs(queue)
+        pool = pool_gpus(jobs, workload)
+        if pool is not None:
+            assert target.capability <= pool and target.ceiling == pool
+        gang = max((j.gpus for j in jobs if j.phase == "pending" or j.recurring), default=0)
+        assert target.capability >= min(gang, pool if pool is not None else gang)
+        assert {code for _, code, _ in target.notes} <= {"gang_floor", "whole_nodes", "pool", "steady_priority"}
