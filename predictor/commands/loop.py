@@ -23,7 +23,7 @@ from predictor.timeparse import parse_duration, parse_time
 if TYPE_CHECKING:  # annotations only: the loop, the actuator and their clients load when a command runs
     from predictor.actuators.volcano import VolcanoActuator
     from predictor.config import Settings
-    from predictor.loop import ClusterReader, Forecaster, HistoryReader, Loop
+    from predictor.loop import ClusterReader, Forecaster, HistoryReader, Loop, WorkloadReader
     from predictor.loop.leader import LeaseLock
 
 __all__ = ["register"]
@@ -58,6 +58,8 @@ def plan_command(
     config: Annotated[Path | None, ConfigOption] = None,
     now: Annotated[str | None, typer.Option("--now", help="Planning time (default: the forecast's "
                                                          "first timestamp).")] = None,
+    pods: Annotated[Path | None, typer.Option("--pods", help="kubectl get pods -A -o json: gang floors, whole "
+                                                             "nodes, pools (with --nodes).")] = None,
 ) -> None:
     """Plan Volcano queue quotas offline: writes the plan and the desired Queue objects, touches nothing."""
     from predictor.actuators.volcano import write_plan_dir
@@ -81,8 +83,14 @@ def plan_command(
     demand_frame = read_frame(demand) if demand else None
     allocatable = allocatable_from_nodes(read_structured(nodes, "--nodes", InputError), forecast_resources(frame, p),
                                          source=str(nodes)) if nodes else None
+    workload = None
+    if pods is not None:
+        from predictor.planner.workload import workload_from_objects
+
+        node_doc = read_structured(nodes, "--nodes", InputError) if nodes else {"items": []}
+        workload = workload_from_objects(read_structured(pods, "--pods", InputError), node_doc, source=str(pods))
     # The loop's own cycle (stale hold, targets, policy, invariant gate): the same plan from the same inputs.
-    plan = plan_cycle(live, frame, p, now=at, allocatable=allocatable, demand=demand_frame).plan
+    plan = plan_cycle(live, frame, p, now=at, allocatable=allocatable, demand=demand_frame, workload=workload).plan
     items = doc.get("items") if isinstance(doc, dict) else doc
     write_plan_dir(plan, list(items or []), out)
     console.print(_summary(f"plan at {at.isoformat()} → {out}", len(plan.changes),
@@ -111,7 +119,7 @@ def loop_command(
     settings = settings_from(ctx, config=config, loop={"interval_s": interval_s})
     cluster, actuator = _cluster(settings, queues, kubeconfig)
     loop = Loop(settings, cluster=cluster, history=_history(settings, history), forecaster=_forecaster(settings, model),
-                actuator=actuator, lease=_lease(settings, actuator))
+                actuator=actuator, lease=_lease(settings, actuator), workload=_workload(settings, history))
     if once:
         _run_once(loop, settings, force=force)
     else:
@@ -147,6 +155,16 @@ def _history(settings: Settings, history: Path | None) -> HistoryReader:
     from predictor.sources.prometheus import PrometheusSource
 
     return SourceHistory(PrometheusSource(settings.prometheus))
+
+
+def _workload(settings: Settings, history: Path | None) -> WorkloadReader | None:
+    """Jobs and GPU nodes from kube-state-metrics where history comes from Prometheus; else unknown."""
+    if history is not None:
+        return None
+    from predictor.loop import SourceWorkload
+    from predictor.sources.prometheus import PrometheusSource
+
+    return SourceWorkload(PrometheusSource(settings.prometheus))
 
 
 def _forecaster(settings: Settings, model: str | None) -> Forecaster:

@@ -34,7 +34,7 @@ from predictor.errors import (
     PredictorError,
     RegistryError,
 )
-from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader
+from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader, WorkloadReader
 from predictor.loop.leader import FileLock, Leader
 from predictor.loop.metrics import LoopMetrics
 from predictor.loop.seams import QueueActuator
@@ -50,7 +50,9 @@ from predictor.planner import (
     queues_from_list,
     stale_series,
 )
+from predictor.planner.fragmentation import fgd, task_mix
 from predictor.planner.state import is_queue_name
+from predictor.planner.workload import Workload
 
 __all__ = ["CycleReport", "Loop", "cycle_slot"]
 
@@ -90,8 +92,10 @@ class Loop:
 
     def __init__(self, settings: Settings, *, cluster: ClusterReader, history: HistoryReader, forecaster: Forecaster,
                  actuator: QueueActuator | None = None, metrics: LoopMetrics | None = None,
-                 clock: Callable[[], pd.Timestamp] | None = None, lease: Leader | None = None) -> None:
+                 clock: Callable[[], pd.Timestamp] | None = None, lease: Leader | None = None,
+                 workload: WorkloadReader | None = None) -> None:
         self.settings, self.cluster, self.history, self.forecaster = settings, cluster, history, forecaster
+        self.workload = workload  # jobs and GPU nodes (gang floors, pools, fragmentation); None: unknown
         self.actuator = actuator
         self.mode = settings.actuators.mode
         if self.mode != "plan" and actuator is None:
@@ -221,12 +225,13 @@ class Loop:
             self.metrics.held.labels(reason="source_down").inc()
             self.metrics.cycles.labels(result="held").inc()
             return
+        workload = self._workload(now)
         state = read_state(self.state_path)
         memory = Memory.from_json(state.get("memory", {}))
         reference = _reference(state.get("capacity"), allocatable, now, psettings)
         plan, hold = plan_cycle(queues, forecast, psettings, now=now, allocatable=allocatable, memory=memory,
                                 last_changed=self.audit.last_changed(self.mode), hold=hold, held_queues=inputs.held,
-                                previous_allocatable=reference.get("allocatable"))
+                                previous_allocatable=reference.get("allocatable"), workload=workload)
         report.plan, report.hold = plan, hold
         write_plan_dir(plan, objects, self.settings.actuators.plan_dir)
         records = [self._record(now, cycle, h.queue, "held", h.reason, code=h.code) for h in plan.held]
@@ -239,7 +244,7 @@ class Loop:
             report.outcomes = self._apply(now, cycle, plan)
         write_state(self.state_path, {"memory": plan.memory.to_json(),
                                       "capacity": _next_reference(reference, allocatable, now, psettings)})
-        self._observe(now, plan, forecast, versions, hold)
+        self._observe(now, plan, forecast, versions, hold, workload)
         self.audit.append([self._record(now, cycle, "*", "cycle-done", hold[1] if hold else "ok",
                                         code=hold[0] if hold else "")])
 
@@ -267,14 +272,32 @@ class Loop:
         self.audit.append(records)
         return outcomes
 
+    def _workload(self, now: pd.Timestamp) -> Workload | None:
+        """This cycle's jobs and GPU nodes; a failed read is unknown (no gang floor), never an empty cluster."""
+        if self.workload is None:
+            return None
+        try:
+            return self.workload.workload(now)
+        except (PredictorError, OSError):
+            return None
+
     def _observe(self, now: pd.Timestamp, plan: QueuePlan, forecast: pd.DataFrame | None, versions: dict[str, str],
-                 hold: tuple[str, str] | None) -> None:
+                 hold: tuple[str, str] | None, workload: Workload | None = None) -> None:
         m = self.metrics
         for h in plan.held:
             m.held.labels(reason=h.code).inc()
         for c in plan.changes:
             if c.code != "forecast":
-                m.held.labels(reason=c.code).inc()  # clipped: counted by the rule that clipped it
+                # Clipped or raised: counted by the rule that moved it (safety codes, and the workload rules
+                # gang_floor / whole_nodes / pool / steady_priority).
+                m.held.labels(reason=c.code).inc()
+        m.fragmentation.clear()
+        if workload is not None and workload.nodes:
+            frag = fgd(workload.nodes, task_mix(workload))
+            measures = {"fgd_gpus": frag.gpus, "rate": frag.rate, "free_gpus": float(frag.free),
+                        "free_nodes": float(frag.free_nodes)}
+            for measure, amount in measures.items():
+                m.fragmentation.labels(measure=measure).set(amount)
         if forecast is not None and not forecast.empty:
             # Both band families show the step that covers now (for a fresh forecast: its first step).
             current = step_at(forecast, now)

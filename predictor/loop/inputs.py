@@ -22,6 +22,7 @@ from predictor.sources.queries import QUEUE_DEMAND
 if TYPE_CHECKING:  # the seams' Protocols, for annotations only
     from models.forecast.base import BaseForecaster
     from predictor.loop.seams import ChampionRegistry, QueueApi
+    from predictor.planner.workload import Workload
     from predictor.sources import MetricSource
 
 __all__ = [
@@ -34,6 +35,8 @@ __all__ = [
     "KubeCluster",
     "RegistryForecaster",
     "SourceHistory",
+    "SourceWorkload",
+    "WorkloadReader",
 ]
 
 
@@ -53,6 +56,25 @@ class ClusterReader(Protocol):
     def queue_objects(self) -> list[dict[str, Any]]: ...
 
     def allocatable(self, resources: Sequence[str]) -> dict[str, float]: ...
+
+
+class WorkloadReader(Protocol):
+    def workload(self, now: pd.Timestamp) -> Workload | None:
+        """Jobs and GPU nodes at ``now`` (``predictor.planner.workload``); ``None`` when unknown."""
+        ...
+
+
+class SourceWorkload:
+    """The workload from kube-state-metrics through any ``MetricSource`` (one instant per family)."""
+
+    def __init__(self, source: MetricSource, *, gpus_per_node: int = 8, step_s: float = 60) -> None:
+        self.source, self.gpus_per_node, self.step_s = source, gpus_per_node, step_s
+
+    def workload(self, now: pd.Timestamp) -> Workload | None:
+        from predictor.planner.workload_ksm import workload_from_ksm
+        from predictor.sources.queries import workload_frames
+
+        return workload_from_ksm(workload_frames(self.source, now, self.step_s), gpus_per_node=self.gpus_per_node)
 
 
 class SourceHistory:

@@ -41,6 +41,10 @@ class LoopMetrics:
                           ["queue", "band"], registry=r)
         self.quota = Gauge("predictor_loop_desired_quota_gpus", "Desired quota per queue and field.",
                            ["queue", "field"], registry=r)
+        # FGD (predictor.planner.fragmentation) of the last cycle's nodes and pods: fgd_gpus, rate (÷ free),
+        # free_gpus, free_nodes (whole free nodes). Absent while the workload is unknown.
+        self.fragmentation = Gauge("predictor_loop_fragmentation", "GPU fragmentation (FGD) of the cluster by measure.",
+                                   ["measure"], registry=r)
         self.model = Gauge("predictor_loop_model_info", "Model versions used by the last cycle (value 1).",
                            ["family", "version"], registry=r)
         self.last_success_unix = 0.0

@@ -16,11 +16,13 @@ import pandas as pd
 from models.frames import ID, TIME
 from predictor.errors import InputError
 from predictor.planner.decisions import Memory, QueuePlan
+from predictor.planner.gangs import shape_targets
 from predictor.planner.invariants import check_invariants
 from predictor.planner.plan import plan_queues
 from predictor.planner.settings import PlannerSettings
 from predictor.planner.state import QueueState
 from predictor.planner.targets import forecast_targets
+from predictor.planner.workload import Workload
 
 __all__ = ["CyclePlan", "capacity_drop", "plan_cycle", "stale_forecast", "stale_series"]
 
@@ -101,6 +103,7 @@ def plan_cycle(
     hold: HoldAll | None = None,
     held_queues: Mapping[str, HoldAll] | None = None,
     previous_allocatable: Mapping[str, float] | None = None,
+    workload: Workload | None = None,
 ) -> CyclePlan:
     """Plan one cycle from the live ``queues`` and a ``forecast`` (``None``: nothing to plan from).
 
@@ -109,12 +112,14 @@ def plan_cycle(
     Either way every queue is held with it and no target is computed. ``held_queues`` holds single queues
     (queue → (code, reason), e.g. one queue's stale history) while the others are planned. A plan that breaks an
     invariant is replaced by one that holds everything (``invalid_state``): nothing of it may be applied.
+    ``workload`` (jobs and GPU nodes; ``None``: unknown) shapes the targets by gangs, whole nodes, pools and
+    steady high-priority demand (``predictor.planner.gangs``).
     """
     if hold is None and forecast is not None:
         hold = stale_forecast(forecast, settings, now=now)
     if hold is None and allocatable is not None:
         hold = capacity_drop(previous_allocatable, allocatable, settings)
-    targets = forecast_targets(forecast, settings, now=now, demand=demand) if (
+    targets = shape_targets(forecast_targets(forecast, settings, now=now, demand=demand), workload, settings) if (
         hold is None and forecast is not None) else None
     plan = plan_queues(queues, targets, settings, now=now, allocatable=allocatable, memory=memory,
                        last_changed=last_changed, hold_all=hold, held_queues=held_queues)

@@ -12,13 +12,17 @@ from typing import Any
 
 from predictor.planner.state import QueueState
 
-__all__ = ["REASON_CODES", "FieldChange", "Hold", "Memory", "QueuePlan"]
+__all__ = ["REASON_CODES", "SHAPING_CODES", "FieldChange", "Hold", "Memory", "QueuePlan"]
 
+# Codes of rules that shape a target from the workload (predictor.planner.gangs): a field they moved that the
+# queue already holds is no change and no hold either.
+SHAPING_CODES = ("gang_floor", "whole_nodes", "pool", "steady_priority")
 # Low-cardinality reason codes (metric labels); the free text of a reason carries the numbers.
 REASON_CODES = (
     "forecast", "dead_band", "max_step", "cooldown", "stabilising", "below_allocated", "ordering",
     "parent_sum", "guarantee_sum", "capacity", "protected", "opted_out", "no_forecast", "stale_data",
     "missing_model", "source_down", "invalid_state", "capacity_drop",
+    *SHAPING_CODES,
 )
 
 

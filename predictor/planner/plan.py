@@ -13,7 +13,8 @@ from dataclasses import replace
 
 import pandas as pd
 
-from predictor.planner.decisions import FieldChange, Hold, Memory, QueuePlan, Series
+from predictor.planner.decisions import SHAPING_CODES, FieldChange, Hold, Memory, QueuePlan, Series
+from predictor.planner.gangs import hard_bounds
 from predictor.planner.safety import children_of, decide_field, depth, remember, scale_guarantees
 from predictor.planner.settings import PROTECTED_QUEUES, PlannerSettings
 from predictor.planner.state import FIELDS, QueueState
@@ -63,6 +64,7 @@ def _plan_queue(
     fields = FIELDS if settings.set_guarantee else ("deserved", "capability")
     for resource, target in targets.items():
         allocated = queue.allocated.get(resource, 0.0)
+        shaped = {f: (code, note) for f, code, note in target.notes}  # gangs.py: why the target moved
         for name in fields:
             key = Memory.key(queue.name, name, resource)
             raw = float(getattr(target, name))
@@ -70,8 +72,10 @@ def _plan_queue(
             decided = decide_field(name, queue.get(name).get(resource), raw, allocated, recs[key], now_s, settings)
             if decided.value is not None:
                 values[name][resource] = decided.value
-            notes[(queue.name, name, resource)] = (decided.code or "forecast",
-                                                   decided.note or f"{name} target {raw:g} from {target.basis}")
+            code, note = shaped.get(name, ("forecast", f"{name} target {raw:g} from {target.basis}"))
+            notes[(queue.name, name, resource)] = (decided.code or code, decided.note or note)
+        for name, code, note in hard_bounds(values, resource, target, allocated):
+            notes[(queue.name, name, resource)] = (code, note)
         for name, note in _order(values, resource):
             notes[(queue.name, name, resource)] = ("ordering", note)
     return values
@@ -310,5 +314,5 @@ def _field_changes(
             code, note = notes.get((name, field, resource), ("forecast", ""))
             if new is not None and new != old:
                 changes.append(FieldChange(name, field, resource, old, new, note, code))
-            elif code != "forecast" and managed:
+            elif code != "forecast" and code not in SHAPING_CODES and managed:
                 held.append(Hold(name, note, code, field, resource))

@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from predictor.planner.objective import Objective
+
 __all__ = ["PROTECTED_QUEUES", "PlannerSettings", "QueueLimits"]
 
 PROTECTED_QUEUES = ("root", "default")
@@ -93,6 +95,14 @@ class PlannerSettings(BaseModel):
         False, description="status.allocated holds milli-units (Volcano builds that write 8k for 8 GPUs)."
     )
     queues: dict[str, QueueLimits] = Field(default_factory=dict, description="Per-queue clamps by name.")
+    objective: Objective | None = Field(
+        None, description="Size deserved and guarantee as the newsvendor optimum of these costs (docs/design.md, "
+        "predictor.planner.objective) instead of the fixed quantile columns.",
+    )
+    high_priority: int = Field(
+        1000, description="Pods with spec.priority at or above this are high priority: their steady (recurring) "
+        "GPUs bound the guarantee when job data is known (predictor.planner.gangs).",
+    )
 
     @model_validator(mode="after")
     def _windows(self) -> PlannerSettings:

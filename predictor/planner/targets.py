@@ -15,6 +15,7 @@ import pandas as pd
 
 from models.frames import ID, TIME
 from predictor.errors import InputError
+from predictor.planner.objective import mixture_quantile
 from predictor.planner.quantity import MAX_GPUS
 from predictor.planner.settings import PlannerSettings
 from predictor.planner.state import check_queue_name
@@ -32,6 +33,11 @@ class Target:
     capability: float
     guarantee: float
     basis: str
+    # Set by predictor.planner.gangs from the workload: (field, code, reason) for every value a rule moved,
+    # the smallest capability the largest gang needs, and the GPUs of the pool the queue's jobs can reach.
+    notes: tuple[tuple[str, str, str], ...] = ()
+    capability_floor: float = 0.0
+    ceiling: float | None = None
 
 
 def ceil_to(value: float, step: int) -> float:
@@ -111,6 +117,9 @@ def forecast_targets(
         first = frame.loc[duplicated].iloc[0]
         raise InputError(f"forecast frame has two rows for queue {first['queue']!r} at {first['t'].isoformat()}")
     grouped = frame.groupby(["queue", "resource"], sort=False).agg(d=("d", "max"), c=("c", "max"), g=("g", "min"))
+    if settings.objective is not None:  # the newsvendor optimum replaces the fixed quantiles (objective.py)
+        grouped = _objective_levels(grouped, window.assign(queue=frame["queue"], resource=frame["resource"]),
+                                    settings)
     peaks = _demand_peaks(demand, settings)
     grow = 1.0 + settings.headroom
     step = settings.round_to
@@ -122,7 +131,7 @@ def forecast_targets(
         peak = peaks.get(key, 0.0)
         want = max(float(d_q), peak, 0.0) * grow
         deserved = max(ceil_to(want, step), limits.min_deserved)
-        basis = f"{settings.deserved_quantile} {d_q:.1f}" + (f", demand peak {peak:.1f}" if peak > d_q else "")
+        basis = f"{_deserved_source(settings)} {d_q:.1f}" + (f", demand peak {peak:.1f}" if peak > d_q else "")
         if limits.max_deserved is not None and deserved > limits.max_deserved:
             deserved, basis = limits.max_deserved, basis + f", max_deserved {limits.max_deserved:g}"
         capability = max(ceil_to(max(float(c_q), peak, 0.0) * grow, step), deserved)
@@ -131,6 +140,21 @@ def forecast_targets(
         guarantee = min(max(floor_to(max(float(g_q), 0.0), step), limits.min_guarantee), deserved)
         out[key] = Target(deserved=deserved, capability=capability, guarantee=guarantee,
                           basis=f"{basis} +{settings.headroom:.0%} headroom")
+    return out
+
+
+def _deserved_source(settings: PlannerSettings) -> str:
+    objective = settings.objective
+    return settings.deserved_quantile if objective is None else f"newsvendor p={objective.deserved_level:.2f}"
+
+
+def _objective_levels(grouped: pd.DataFrame, window: pd.DataFrame, settings: PlannerSettings) -> pd.DataFrame:
+    """Deserved and guarantee of each (queue, resource) as the mixture quantiles the objective asks for."""
+    assert settings.objective is not None
+    out = grouped.copy()
+    for (queue, resource), steps in window.groupby(["queue", "resource"], sort=False):
+        out.loc[(queue, resource), "d"] = mixture_quantile(steps, settings.objective.deserved_level)
+        out.loc[(queue, resource), "g"] = mixture_quantile(steps, settings.objective.guarantee_level)
     return out
 
 

@@ -59,6 +59,7 @@ def make_report(
         recommendations=recommendations, total_gpus=inputs.total_gpus, rightsize=rightsize,
         fragmentation=inputs.fragmentation, window_days=window_days, title=title,
         sources={**inputs.sources, **(sources or {})}, notes=tuple(inputs.notes),
+        fragmentation_advice=inputs.fragmentation_advice,
     )
     say("writing tables")
     tables = out / "inputs"

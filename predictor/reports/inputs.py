@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from models.frames import ID, TIME, VALUE
 from predictor.config import PrometheusSettings
 from predictor.errors import DataSourceError, InputError, redact_url
+from predictor.reports.fragmentation import live_fragmentation
 from predictor.reports.model import DEFAULT_RESOURCE
 from predictor.sources import queries
 
@@ -45,6 +46,7 @@ class ReportInputs:
     fragmentation: float | None = None
     sources: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    fragmentation_advice: tuple[str, ...] = ()  # the live FGD and what to drain (reports.fragmentation)
 
     @property
     def as_of(self) -> pd.Timestamp:
@@ -181,12 +183,16 @@ def inputs_from_prometheus(settings: PrometheusSettings, *, end: pd.Timestamp, d
                            "deserved": [float(deserved[n]) for n in names],
                            "capability": [float(capability.get(n, np.inf)) for n in names]})
     total = float(frames["total"].sort_values(TIME)[VALUE].iloc[-1])
+    live = live_fragmentation(source, end)
     return ReportInputs(
         quotas=quotas, allocated=frames["allocated"], used=_on_grid(frames["used"], frames["allocated"]),
         demand=frames["demand"], total_gpus=total,
         sources={"history": f"Prometheus {redact_url(settings.url)}, {days} days to {end.isoformat()}"},
         notes=["guarantee is not exported by Volcano's metrics: shown as 0",
-               "fragmentation needs node-level allocation: not computed from Prometheus"],
+               *(["fragmentation needs kube-state-metrics pod GPU requests with their node: none found"]
+                 if live is None else [])],
+        fragmentation=None if live is None else live[0],
+        fragmentation_advice=() if live is None else live[1],
     )
 
 

@@ -134,6 +134,7 @@ class Report:
     sources: Mapping[str, str]
     notes: tuple[str, ...]
     charts: ChartData | None = None
+    fragmentation_advice: tuple[str, ...] = ()  # live FGD and what to drain; empty: section left out
 
     def to_dict(self) -> dict[str, Any]:
         daily = {}
@@ -149,6 +150,7 @@ class Report:
             "daily_utilisation": daily,
             "sources": dict(self.sources),
             "notes": list(self.notes),
+            "fragmentation_advice": list(self.fragmentation_advice),
         }
 
 
@@ -225,6 +227,7 @@ def build_report(
     sources: Mapping[str, str] | None = None,
     notes: tuple[str, ...] = (),
     top_workloads: int = 10,
+    fragmentation_advice: tuple[str, ...] = (),
 ) -> Report:
     """The report model from its input tables (see the module docstring for every definition).
 
@@ -248,7 +251,8 @@ def build_report(
     charts = ChartData(demand=tables.demand, used=tables.used, forecast=tables.forecast, days=days,
                        daily_utilisation=daily)
     return Report(title=title, summary=summary, queues=tuple(rows), workloads=_workloads(rightsize, top_workloads),
-                  sources=dict(sources or {}), notes=tuple(notes), charts=charts)
+                  sources=dict(sources or {}), notes=tuple(notes), charts=charts,
+                  fragmentation_advice=tuple(fragmentation_advice))
 
 
 def _validated_tables(quotas: pd.DataFrame, allocated: pd.DataFrame, used: pd.DataFrame, demand: pd.DataFrame,

@@ -58,6 +58,9 @@ def render_markdown(report: Report) -> str:
                 f"| {fmt(w.savings_gpu_h)} |" for w in report.workloads]
     else:
         out.append("No right-sizing table was available for this report.")
+    if report.fragmentation_advice:
+        out += ["", "## Fragmentation", ""]
+        out += [f"- {_cell(line)}" for line in report.fragmentation_advice]
     out += ["", "## Data", ""]
     out += [f"- {_cell(k)}: {_cell(v)}" for k, v in sorted(report.sources.items())]
     out += [f"- note: {_cell(n)}" for n in report.notes]

@@ -14,8 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+import pandas as pd
 
 from predictor.sources.promql import Selector
+
+if TYPE_CHECKING:
+    from predictor.sources import MetricSource
 
 __all__ = [
     "CATALOGUE",
@@ -30,11 +36,13 @@ __all__ = [
     "QUEUE_DESERVED",
     "QUEUE_LABEL",
     "QUEUE_USED",
+    "WORKLOAD",
     "fresh_pod_samples",
     "per_pod_max",
     "series_count",
     "volcano_queue_gpus",
     "volcano_queue_metric",
+    "workload_frames",
 ]
 
 GPU_RESOURCE = "nvidia.com/gpu"  # Volcano's resource name
@@ -108,6 +116,40 @@ CATALOGUE: Mapping[str, str] = MappingProxyType({
     "cluster_allocatable": CLUSTER_ALLOCATABLE,
 })
 
+
+# The workload the planner shapes targets with and measures fragmentation on (predictor.planner.workload_ksm):
+# each query is one kube-state-metrics family, read as an instant (the newest sample). Pod labels,
+# annotations and node labels need kube-state-metrics' --metric-{labels,annotations}-allowlist; where they
+# are absent the parser falls back (a pod is its own gang, no selector, no recurring marks: unknown).
+_ACTIVE = f"max by (namespace, pod, phase) ({_ACTIVE_PODS} == 1)"
+
+
+def _renamed_value(expr: str, name: str) -> str:
+    """``expr`` with its ``value`` label moved to ``name``: a label called ``value`` would collide with the
+    sample column of the long frame every source returns."""
+    return f'label_replace(label_replace({expr}, "{name}", "$1", "value", "(.*)"), "value", "", "value", ".*")'
+
+
+WORKLOAD: Mapping[str, str] = MappingProxyType({
+    "pod_gpus": f"sum by (namespace, pod, node) ({KSM_GPU_REQUESTS})",
+    "pod_phase": _ACTIVE,
+    "pod_labels": f"kube_pod_labels * on(namespace, pod) group_left() {_ACTIVE}",
+    "pod_annotations": f"kube_pod_annotations * on(namespace, pod) group_left() {_ACTIVE}",
+    "pod_tolerations": _renamed_value(f"kube_pod_tolerations * on(namespace, pod) group_left() {_ACTIVE}",
+                                      "toleration_value"),
+    "pod_nodeselectors": f"kube_pod_nodeselectors * on(namespace, pod) group_left() {_ACTIVE}",
+    "node_gpus": str(Selector.of("kube_node_status_allocatable", resource=KSM_GPU_RESOURCE)),
+    "node_taints": _renamed_value("kube_node_spec_taint", "taint_value"),
+    "node_labels": "kube_node_labels",
+    "node_unschedulable": "kube_node_spec_unschedulable == 1",
+    "node_not_ready": str(Selector.of("kube_node_status_condition", condition="Ready", status="true")) + " == 0",
+})
+
+
+def workload_frames(source: MetricSource, now: pd.Timestamp, step_s: float = 60.0) -> dict[str, pd.DataFrame]:
+    """Every ``WORKLOAD`` family over one step before ``now`` (the parser keeps each series' newest sample)."""
+    step = pd.Timedelta(seconds=step_s)
+    return {name: source.query_range(query, now - step, now, step) for name, query in WORKLOAD.items()}
 
 # Right-sizing's queries depend on the step and the metric, so they are builders rather than constants.
 def fresh_pod_samples(metric: str, step_s: int) -> str:

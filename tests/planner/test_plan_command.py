@@ -54,3 +54,19 @@ def test_bad_input_is_one_line_naming_the_file(inputs: dict[str, Path], tmp_path
                "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert rc == 1 and "queues.json" in err and len(err.strip().splitlines()) == 1
+
+
+def test_pods_give_the_offline_plan_the_loops_gang_floor(inputs: dict[str, Path], tmp_path: Path) -> None:
+    gang = [{"metadata": {"name": f"big-{i}", "namespace": "ml", "labels": {"volcano.sh/queue-name": "team-a"},
+                          "annotations": {"scheduling.k8s.io/group-name": "big"}},
+             "spec": {"containers": [{"resources": {"requests": {GPU: "8"}}}]}, "status": {"phase": "Pending"}}
+            for i in range(5)]
+    pods = tmp_path / "pods.json"
+    pods.write_text(json.dumps({"items": gang}))
+    out = tmp_path / "out"
+    rc = main(["plan", "--queues", str(inputs["queues"]), "--forecast", str(inputs["forecast"]),
+               "--nodes", str(inputs["nodes"]), "--pods", str(pods), "--out", str(out)])
+    assert rc == 0
+    changes = {(c["queue"], c["field"]): c for c in json.loads((out / "plan.json").read_text())["changes"]}
+    capability = changes[("team-a", "capability")]
+    assert (capability["before"], capability["after"], capability["code"]) == (32.0, 40.0, "gang_floor")

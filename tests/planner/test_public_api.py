@@ -23,7 +23,8 @@ def test_loop_and_actuator_public_api_is_pinned() -> None:
         "ChampionRegistry", "ClusterReader", "CycleReport", "EstimatorForecaster", "FileCluster",
         "FileHistory", "FileLock", "Leader", "LeaseLock", "default_identity", "Forecaster", "HistoryReader",
         "KubeCluster", "Loop", "LoopMetrics", "MetricsServer",
-        "QueueActuator", "QueueApi", "RegistryForecaster", "SourceHistory", "cycle_slot",
+        "QueueActuator", "QueueApi", "RegistryForecaster", "SourceHistory", "SourceWorkload", "WorkloadReader",
+        "cycle_slot",
     ])
     assert sorted(volcano.__all__) == ["GROUP", "Outcome", "PLURAL", "VERSION", "VolcanoActuator", "connect",
                                        "write_plan_dir"]
