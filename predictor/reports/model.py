@@ -31,6 +31,7 @@ import pandas as pd
 
 from models.frames import ID, TIME, VALUE
 from predictor.errors import InputError
+from predictor.reports.energy import EnergyRow, energy_rows
 from predictor.reports.window import (
     forecast_window,
     idle_gpu_hours,
@@ -134,6 +135,7 @@ class Report:
     sources: Mapping[str, str]
     notes: tuple[str, ...]
     charts: ChartData | None = None
+    energy: tuple[EnergyRow, ...] = ()  # per queue, when the right-sizing table carries energy columns
 
     def to_dict(self) -> dict[str, Any]:
         daily = {}
@@ -146,6 +148,7 @@ class Report:
                         "borrowing": list(self.summary.borrowing), "top_actions": list(self.summary.top_actions)},
             "queues": [asdict(q) for q in self.queues],
             "workloads": [asdict(w) for w in self.workloads],
+            "energy": [asdict(e) for e in self.energy],
             "daily_utilisation": daily,
             "sources": dict(self.sources),
             "notes": list(self.notes),
@@ -231,7 +234,8 @@ def build_report(
     ``quotas``: ``queue, [resource,] guarantee, deserved, capability``. ``allocated``/``used``/``demand``:
     history frames with ``series_id`` = queue, in GPUs. ``forecast``: a forecast frame with ``series_id`` =
     queue. ``recommendations``: ``queue, [resource,] guarantee, deserved, capability, reason``.
-    ``rightsize``: ``workload, queue, requested_gpus, recommended_gpus, savings_gpu_h``.
+    ``rightsize``: ``workload, queue, requested_gpus, recommended_gpus, savings_gpu_h`` and, for the energy
+    section, ``energy_kwh, energy_saving_kwh_week`` (``predictor.reports.energy``).
     """
     if window_days < 1:
         raise InputError(f"window_days must be >= 1, got {window_days}")
@@ -248,7 +252,7 @@ def build_report(
     charts = ChartData(demand=tables.demand, used=tables.used, forecast=tables.forecast, days=days,
                        daily_utilisation=daily)
     return Report(title=title, summary=summary, queues=tuple(rows), workloads=_workloads(rightsize, top_workloads),
-                  sources=dict(sources or {}), notes=tuple(notes), charts=charts)
+                  sources=dict(sources or {}), notes=tuple(notes), charts=charts, energy=energy_rows(rightsize))
 
 
 def _validated_tables(quotas: pd.DataFrame, allocated: pd.DataFrame, used: pd.DataFrame, demand: pd.DataFrame,
