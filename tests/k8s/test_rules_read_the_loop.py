@@ -5,12 +5,14 @@ A real Prometheus holds simulated Volcano queue series (3 days, 5-minute step) p
 to 42:10. The real loop (plan mode) runs hourly from hour 24 on an injected clock: it reads its history
 from that Prometheus with the query catalogue, forecasts every queue with a real estimator (naive, the
 last value with bands from its own past errors) and serves ``/metrics`` on 127.0.0.1, which Prometheus
-scrapes. A live scrape stamps samples with the wall clock, and the rules look back an hour (``offset 1h``)
+scrapes. From hour 50 to 56 its history source is down (the loop holds every queue: stale loop, plans
+held for long). A live scrape stamps samples with the wall clock, and the rules look back an hour (``offset 1h``)
 and 5 one-minute steps (k-of-n), so the test also reads the loop's ``/metrics`` over HTTP after each
 cycle and backfills that text, stamped with the cycle's clock every 5 minutes until the next cycle. Then
 every rule and panel query that reads the loop's series (``predictor_loop_*``, ``predictor_forecast_*``;
 the ``predictor_xdp_*`` panels read the node agent, tested with synthetic series in test_monitoring.py)
-must return data, and the band alerts fire on ``steady``'s anomalies and not before.
+must return data, the band alerts fire on ``steady``'s anomalies and not before, and the loop-health
+alerts fire in the outage and not before.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from models.forecast.registry import forecasters
 from predictor import sim
 from predictor.config import PrometheusSettings, load_settings
+from predictor.errors import DataSourceError
 from predictor.loop import FileCluster, Loop, LoopMetrics, MetricsServer
 from predictor.loop.inputs import EstimatorForecaster, SourceHistory
 from predictor.sources.prometheus import PrometheusSource
@@ -58,10 +61,12 @@ ANOMALY_ALERTS = {
     "PredictorDemandAboveForecastBand": (40.5, 39.5),
     "PredictorForecastErrorHigh": (42.0, 29.5),
 }
-# Alerts on the loop's own health (stale, failing, held): quiet while the loop works, which it does here;
-# every series and label they select must be exported, which the test checks instead.
-HEALTH_ALERTS = {"PredictorLoopStale", "PredictorLoopCyclesFailing", "PredictorPlansHeldLong",
-                 "PredictorQueuePatchesFailing"}
+OUTAGE_H = range(50, 57)  # cycles whose history source is down
+# alert -> (hour where it fires, hour where it does not), from the loop's own series during the outage
+OUTAGE_ALERTS = {"PredictorLoopStale": (56.5, 49.5), "PredictorPlansHeldLong": (56.5, 49.5)}
+# Alerts on failures plan mode cannot have (failed cycles, refused patches): every series and label they
+# select must be exported, which the test checks instead.
+HEALTH_ALERTS = {"PredictorLoopCyclesFailing", "PredictorQueuePatchesFailing"}
 
 
 def _steady_gpus(hour: float) -> float:
@@ -132,6 +137,18 @@ class Scrapes:
         return "\n".join(lines) + "\n# EOF\n"
 
 
+class Outage:
+    """A history reader that is down during ``OUTAGE_H`` (the loop's clock), and the real one otherwise."""
+
+    def __init__(self, history: SourceHistory) -> None:
+        self.inner = history
+
+    def history(self, now: pd.Timestamp) -> pd.DataFrame:
+        if int((now - START) / pd.Timedelta(hours=1)) in OUTAGE_H:
+            raise DataSourceError("prometheus: connection refused (injected outage)")
+        return self.inner.history(now)
+
+
 def _get(url: str) -> str:
     with urllib.request.urlopen(url, timeout=10) as page:
         return str(page.read().decode())
@@ -180,7 +197,7 @@ def loop_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalP
     server = MetricsServer(metrics, 0, "127.0.0.1")
     with server, LocalPrometheus(tsdb, scrape=(f"127.0.0.1:{server.port}",)) as prom:
         history = SourceHistory(PrometheusSource(PrometheusSettings(url=prom.url)), lookback_h=DAYS * 24)
-        loop = Loop(loop_settings, cluster=cluster, history=history, metrics=metrics,
+        loop = Loop(loop_settings, cluster=cluster, history=Outage(history), metrics=metrics,
                     forecaster=EstimatorForecaster(forecasters.create("naive"), version="1"),
                     clock=lambda: clock["now"])
         for hour in range(FIRST_CYCLE_H, DAYS * 24):
@@ -233,6 +250,16 @@ def test_every_loop_query_reads_what_the_loop_exports(loop_prom: tuple[LocalProm
     assert result and any(s["values"] for s in result), f"{query.where} returned no data:\n{query.expr}"
 
 
+@pytest.mark.parametrize("alert", sorted(OUTAGE_ALERTS))
+def test_loop_health_alerts_fire_in_the_outage_only(loop_prom: tuple[LocalPrometheus, set[str]], alert: str) -> None:
+    prom = loop_prom[0]
+    expr = next(q.expr for q in QUERIES if q.where == f"alert {alert}")
+    firing, quiet = OUTAGE_ALERTS[alert]
+    at = START.timestamp()
+    assert _query(prom, "query", query=expr, time=at + firing * HOUR), f"{alert} does not fire at hour {firing}"
+    assert not _query(prom, "query", query=expr, time=at + quiet * HOUR), f"{alert} fires at hour {quiet}"
+
+
 @pytest.mark.parametrize("alert", sorted(ANOMALY_ALERTS))
 def test_band_alerts_fire_on_the_injected_anomaly_only(loop_prom: tuple[LocalPrometheus, set[str]],
                                                        alert: str) -> None:
@@ -250,4 +277,4 @@ def test_band_alerts_fire_on_the_injected_anomaly_only(loop_prom: tuple[LocalPro
 
 def test_every_loop_alert_is_checked() -> None:
     alerts = {q.where.removeprefix("alert ") for q in QUERIES if q.where.startswith("alert ")}
-    assert alerts == set(ANOMALY_ALERTS) | HEALTH_ALERTS
+    assert alerts == set(ANOMALY_ALERTS) | set(OUTAGE_ALERTS) | HEALTH_ALERTS
