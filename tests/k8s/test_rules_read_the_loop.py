@@ -9,7 +9,8 @@ scrapes. From hour 50 to 56 its history source is down (the loop holds every que
 held for long). A live scrape stamps samples with the wall clock, and the rules look back an hour (``offset 1h``)
 and 5 one-minute steps (k-of-n), so the test also reads the loop's ``/metrics`` over HTTP after each
 cycle and backfills that text, stamped with the cycle's clock every 5 minutes until the next cycle. Then
-every rule and panel query that reads the loop's series (``predictor_loop_*``, ``predictor_forecast_*``;
+every rule and panel query that reads the loop's series (the PrometheusRule, the dashboard and
+``examples/alerts/forecast-bands.yaml``; ``predictor_loop_*``, ``predictor_forecast_*``;
 the ``predictor_xdp_*`` panels read the node agent, tested with synthetic series in test_monitoring.py)
 must return data, the band alerts fire on ``steady``'s anomalies and not before, and the loop-health
 alerts fire in the outage and not before.
@@ -28,6 +29,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import requests
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from models.forecast.registry import forecasters
@@ -39,8 +41,9 @@ from predictor.loop.inputs import EstimatorForecaster, SourceHistory
 from predictor.sources.prometheus import PrometheusSource
 from predictor.sources.promql import escape_label_value
 from tests.actuators.fake_apiserver import queue_object
+from tests.k8s.manifests import K8S
 from tests.k8s.project_metrics import HOUR
-from tests.k8s.promql import Query, dashboard_queries, rule_queries
+from tests.k8s.promql import Query, dashboard_queries, inline_recordings, rule_queries
 from tests.support.localprom import LocalPrometheus, backfill, prometheus_available
 
 pytestmark = pytest.mark.slow
@@ -52,7 +55,17 @@ STEADY, STEADY_GPUS = "steady", 10.0
 # (start hour, end hour, GPUs) of the injected anomalies in queue ``steady``
 ANOMALIES = ((30 + 10 / 60, 32 + 10 / 60, 0.0), (40 + 10 / 60, 42 + 10 / 60, 60.0))
 LOOP_SERIES = re.compile(r"predictor_(?:loop|forecast)_\w+")
-QUERIES = [q for q in (*rule_queries(), *dashboard_queries()) if LOOP_SERIES.search(q.expr)]
+EXAMPLE_RULES = K8S.parent / "examples" / "alerts" / "forecast-bands.yaml"
+
+
+def _example_queries() -> list[Query]:
+    """The alerts of ``examples/alerts/forecast-bands.yaml``, recording rules inlined."""
+    rules = [r for g in yaml.safe_load(EXAMPLE_RULES.read_text(encoding="utf-8"))["groups"] for r in g["rules"]]
+    recorded = {r["record"]: r["expr"] for r in rules if "record" in r}
+    return [Query(f"alert {r['alert']}", inline_recordings(r["expr"].strip(), recorded)) for r in rules if "alert" in r]
+
+
+QUERIES = [q for q in (*rule_queries(), *dashboard_queries(), *_example_queries()) if LOOP_SERIES.search(q.expr)]
 # alert -> (hour where it fires for queue ``steady``, hour where it does not)
 ANOMALY_ALERTS = {
     "PredictorQueueDemandAnomalyLow": (30.5, 29.5),
@@ -60,6 +73,8 @@ ANOMALY_ALERTS = {
     "PredictorQueueDemandAnomalyHigh": (40.5, 39.5),
     "PredictorDemandAboveForecastBand": (40.5, 39.5),
     "PredictorForecastErrorHigh": (42.0, 29.5),
+    "GpuDemandBelowForecastBand": (30.5, 29.5),  # examples/alerts/forecast-bands.yaml
+    "GpuDemandAboveForecastBand": (40.5, 39.5),
 }
 OUTAGE_H = range(50, 57)  # cycles whose history source is down
 # alert -> (hour where it fires, hour where it does not), from the loop's own series during the outage
