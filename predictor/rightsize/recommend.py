@@ -92,8 +92,10 @@ def recommend(runs: pd.DataFrame, settings: RightsizeSettings,
     """One row per (namespace, workload) with ``OUTPUT_COLUMNS`` from a run table (``runs_from_frames``).
 
     ``idle_quota``: idle GPUs of quota per queue (``elastic.idle_quota``), for growth advice; a queue
-    missing from it (or no mapping at all) gets none.
+    missing from it (or no mapping at all) gets none. Workloads of one queue share its idle quota: each
+    growth advice (in table order) takes its GPUs out of what the next workload may grow into.
     """
+    idle_left = dict(idle_quota) if idle_quota is not None else None
     sharing = bool(settings.sharing_sizes)
     used_col = "gpu_equiv_p95" if sharing else "gpus_used_p95"
     groups = list(runs.sort_values("start", kind="stable").groupby(["namespace", "workload"], sort=True))
@@ -108,8 +110,12 @@ def recommend(runs: pd.DataFrame, settings: RightsizeSettings,
         ahead = _ahead(g, settings.horizon_days)
         gpu_bound = risk_bound(fractions[i][0], settings.risk, gpu_pools[i], ahead=ahead)
         mem_bound = risk_bound(fractions[i][1], settings.risk, mem_pools[i], ahead=ahead)
-        idle = None if idle_quota is None else idle_quota.get(str(g["queue"].iloc[-1]))
+        queue = str(g["queue"].iloc[-1])
+        idle = None if idle_left is None else idle_left.get(queue)
         row = _row(str(namespace), str(workload), g, settings, used_col, gpu_bound, mem_bound, idle)
+        workers, pods = float(str(row["recommended_workers"])), int(g["pods"].iloc[-1])
+        if idle_left is not None and idle is not None and workers > pods > 0:
+            idle_left[queue] = idle - (workers - pods) * float(g["gpu_request"].iloc[-1]) / pods
         if "power_mean_w" in g.columns and row["confidence"] != NOT_ENOUGH:
             cap, kwh, advice = power_advice(g, float(peak.get(str(row["gpu_type"]), np.nan)), settings.energy)
             row.update(recommended_power_cap_w=cap, energy_saving_kwh_week=kwh)

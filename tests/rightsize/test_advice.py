@@ -87,6 +87,11 @@ def test_growth_where_progress_lags_and_the_queue_has_idle_quota() -> None:
     assert steady["recommended_workers"] == 4 and "workers:" not in str(steady["reason"])
     waiting = recommend(_lagging("waiting", util=45.0, last_runtime_h=4.0), settings, {"q": 6.0}).iloc[0]
     assert waiting["recommended_workers"] == 4 and "more" not in str(waiting["reason"])
+    # two lagging workloads of one queue share its idle quota: the first takes the 6 GPUs, the second none
+    both = recommend(pd.concat([lagging, _lagging("slow2", util=90.0, last_runtime_h=4.0)], ignore_index=True),
+                     settings, {"q": 6.0}).set_index("workload")
+    assert both.loc["slow", "recommended_workers"] == 7 and both.loc["slow2", "recommended_workers"] == 4
+    assert "has 0 idle GPUs of quota" in str(both.loc["slow2", "reason"])
 
 
 def test_idle_quota_is_the_least_idle_over_the_window() -> None:
