@@ -14,7 +14,11 @@ VPA rule (p90 + 15 %), the KRR rule (max + 15 %) and the request as it is, on
    not in the trace) and KRR's max + 15 % (which sees the peak itself: a reference, not a competitor).
 Whole GPUs leave little to right-size in the simulator (most runs keep every requested GPU busy), so
 GPU memory is the headline resource there; genai shows GPU memory and GPU share (util, slices 0.25/0.5).
-The last table is the Must-show check at R = 0.05 per dataset, worst dataset first.
+The last table is the Must-show check at R = 0.05 per dataset, worst dataset first, with
+``least_possible_slack``: the least slack any recommendation (even one that knows every scored run's use)
+can have while under-provisioning at most 5 % of the scored runs (``backtest.least_slack``). Where VPA's
+slack is below it, "slack at or below VPA's with under-provisioning at or below 5 %" is out of reach of
+every method: VPA got its slack by under-provisioning more runs.
 """
 
 from __future__ import annotations
@@ -35,12 +39,14 @@ from models.demand import metrics_table, provisioning_metrics, round_up_to_sizes
 from models.demand_risk import conformal_quantile  # noqa: E402
 from predictor import sim  # noqa: E402
 from predictor.rightsize import from_history, rightsize  # noqa: E402
-from predictor.rightsize.backtest import backtest, pareto, rule_curve  # noqa: E402
+from predictor.rightsize.backtest import backtest, least_slack, pareto, rule_curve  # noqa: E402
 from predictor.rightsize.recommend import RightsizeSettings  # noqa: E402
 
 GENAI = REPO.parent / "shared" / "data" / "alibaba" / "genai_pod_usage.csv"
 FAMILIES = "DCGM_FI_DEV_GPU_UTIL,DCGM_FI_DEV_FB_USED,kube_pod_container_resource_requests,kube_pod_labels"
 RISKS = (0.01, 0.02, 0.05, 0.1)
+AT = 0.05  # the Must-show risk
+BOUNDS: dict[str, float] = {}  # dataset -> least_slack at AT, filled by the benches
 
 
 def _show(title: str, table: pd.DataFrame) -> None:
@@ -71,6 +77,11 @@ def bench_sim(name: str, runs: pd.DataFrame, weeks: int) -> dict[str, pd.DataFra
     split = runs["start"].min().floor("D") + pd.Timedelta(weeks=weeks - 1)
     table = backtest(runs, split, RISKS)
     curve = rule_curve(runs, split)
+    later = runs[runs["start"] >= split].merge(
+        runs.loc[runs["end"] < split, ["namespace", "workload"]].drop_duplicates(), on=["namespace", "workload"])
+    hours = later["runtime_h"].to_numpy(np.float64)
+    BOUNDS[f"{name} mem"] = least_slack(later["mem_peak_mib"].to_numpy(np.float64) / 1024, hours, AT)
+    BOUNDS[f"{name} gpu"] = least_slack(later["gpus_used_p95"].to_numpy(np.float64), hours, AT)
     print(f"\n{name}: {len(runs)} runs of {runs.groupby(['namespace', 'workload']).ngroups} workloads; "
           f"scored {int(table['runs'].iloc[0])} runs after {split.date()}")
     _show(f"{name}: GPUs (busy) and GPU memory, held-out last week", table)
@@ -92,6 +103,7 @@ def bench_genai(folds: int = 5) -> dict[str, pd.DataFrame]:
         ("genai gpu-share", "gpu_util_p95", "gpu_util_max", 0.01, 1.0),
     ):
         used = pods[peak].to_numpy(np.float64) * scale
+        BOUNDS[name] = least_slack(used, hours, AT)
         base = np.maximum(pods[typical].to_numpy(np.float64) * scale, 0.01 * cap)
         ratio = used / base
 
@@ -138,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     fronts.update(bench_genai())
     for name, front in fronts.items():
         _show(f"Pareto: {name}", front)
-    at = pd.DataFrame([{"dataset": name, **f[f["risk"] == 0.05].iloc[0].to_dict()} for name, f in fronts.items()])
+    at = pd.DataFrame([{"dataset": name, **f[f["risk"] == AT].iloc[0].to_dict()} for name, f in fronts.items()])
     at["gap_to_vpa"] = at["slack"] - at["vpa_slack"]
+    at["least_possible_slack"] = at["dataset"].map(BOUNDS)
+    at["vpa_reachable"] = at["vpa_slack"] >= at["least_possible_slack"] - 1e-12
     _show("R = 0.05 on every dataset (worst first: largest slack above VPA's, then under-provisioning)",
           at.sort_values(["gap_to_vpa", "under"], ascending=False))
     print(f"\ntotal {time.perf_counter() - started:.1f} s")

@@ -3,8 +3,10 @@
 The loop owns ``/metrics`` and its ``CollectorRegistry``; it calls ``export_forecast_bands(registry,
 forecast, at=now)`` after each forecast, with its own clock. The gauges ``predictor_forecast_upper{series=...}``
 and ``predictor_forecast_lower{series=...}`` hold the band of the forecast step that covers ``at``, so a rule
-compares the live series with them (``examples/alerts/forecast-bands.yaml``). Series that vanish from a
-newer forecast are removed, not left at a stale value.
+compares the live series with them (``examples/alerts/forecast-bands.yaml``, the PrometheusRule's
+``PredictorQueueDemandAnomaly*``). The loop forecasts per queue, so ``series`` is the queue name; there is
+no cluster-wide band (a sum of queue bands is not a band of the sum). Series that vanish from a newer
+forecast are removed, not left at a stale value.
 
 ``step_at`` is the one definition of "the forecast step that covers a time": the loop's per-queue
 ``predictor_loop_forecast_gpus{band}`` gauges use it too, so both families always show the same step.

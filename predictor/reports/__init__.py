@@ -9,6 +9,7 @@ the model itself never touches a live service and is pinned by a hand-computed f
 from __future__ import annotations
 
 from predictor.reports.columns import fmt
+from predictor.reports.energy import EnergyRow
 from predictor.reports.model import DEFAULT_RESOURCE, ChartData, QueueRow, Report, Summary, WorkloadRow, build_report
 from predictor.reports.render import (
     render_csv,
@@ -23,6 +24,7 @@ from predictor.reports.render import (
 __all__ = [
     "DEFAULT_RESOURCE",
     "ChartData",
+    "EnergyRow",
     "QueueRow",
     "Report",
     "Summary",

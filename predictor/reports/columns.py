@@ -6,7 +6,7 @@ opens and the Markdown in a pull request. A module of its own so that neither re
 
 from __future__ import annotations
 
-__all__ = ["QUEUE_COLUMNS", "fmt"]
+__all__ = ["QUEUE_COLUMNS", "fmt", "kwh"]
 
 # (field, heading, kind): the one column list Markdown and HTML tables use.
 QUEUE_COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -41,3 +41,8 @@ def fmt(value: object, kind: str = "gpu") -> str:
             return f"{100 * float(value):.0f} %"
         return f"{float(value):,.1f}"
     return str(value)
+
+
+def kwh(value: float | None) -> str:
+    """Energy in kWh with one decimal, for the energy section of Markdown and HTML."""
+    return "n/a" if value is None else f"{value:.1f}"

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from predictor.reports.columns import QUEUE_COLUMNS, fmt
+from predictor.reports.columns import QUEUE_COLUMNS, fmt, kwh
+from predictor.reports.energy import has_energy
 from predictor.reports.model import Report
 
 __all__ = ["CSP", "render_html"]
@@ -25,6 +26,7 @@ def _environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters["fmt"] = fmt
+    env.filters["kwh"] = kwh
     return env
 
 
@@ -42,4 +44,4 @@ def render_html(report: Report, *, plots: bool = True) -> str:
                 fans.append((f"{row.queue} ({row.resource})", uri))
     template = _environment().get_template("report.html.j2")
     return template.render(report=report, s=report.summary, columns=QUEUE_COLUMNS, charts=charts, fans=fans,
-                           csp=CSP)
+                           csp=CSP, has_energy=has_energy(report.energy))

@@ -201,8 +201,11 @@ def rightsize_savings(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
     Workloads whose recommendation is "not enough data" (no number) are left out rather than guessed.
     """
-    hours = runs.groupby(["namespace", "workload"])["runtime_h"].sum().rename("hours").reset_index()
-    merged = table.merge(hours, on=["namespace", "workload"], how="left")
+    per_workload = runs.groupby(["namespace", "workload"])
+    hours = per_workload["runtime_h"].sum().rename("hours").to_frame()
+    if "energy_kwh" in runs.columns:  # DCGM power × run time; NaN for a workload with no power series
+        hours = hours.join(per_workload["energy_kwh"].sum(min_count=1).rename("energy_kwh"))
+    merged = table.merge(hours.reset_index(), on=["namespace", "workload"], how="left")
     merged = merged[pd.to_numeric(merged["recommended_gpus"], errors="coerce").notna()]
     request = merged["gpu_request"].astype(float)
     recommended = merged["recommended_gpus"].astype(float)
@@ -212,6 +215,10 @@ def rightsize_savings(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
         "requested_gpus": request,
         "recommended_gpus": recommended,
         "savings_gpu_h": ((request - recommended).clip(lower=0) * merged["hours"].fillna(0.0)).astype(float),
+        # the report's energy section (predictor.reports.energy) sums these per queue
+        "energy_kwh": merged["energy_kwh"].astype(float) if "energy_kwh" in merged.columns else float("nan"),
+        "energy_saving_kwh_week": pd.to_numeric(merged["energy_saving_kwh_week"], errors="coerce")
+        if "energy_saving_kwh_week" in merged.columns else float("nan"),
     }).reset_index(drop=True)
 
 

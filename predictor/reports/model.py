@@ -31,6 +31,7 @@ import pandas as pd
 
 from models.frames import ID, TIME, VALUE
 from predictor.errors import InputError
+from predictor.reports.energy import EnergyRow, energy_rows
 from predictor.reports.window import (
     forecast_window,
     idle_gpu_hours,
@@ -135,6 +136,7 @@ class Report:
     notes: tuple[str, ...]
     charts: ChartData | None = None
     fragmentation_advice: tuple[str, ...] = ()  # live FGD and what to drain; empty: section left out
+    energy: tuple[EnergyRow, ...] = ()  # per queue, when the right-sizing table carries energy columns
 
     def to_dict(self) -> dict[str, Any]:
         daily = {}
@@ -147,6 +149,7 @@ class Report:
                         "borrowing": list(self.summary.borrowing), "top_actions": list(self.summary.top_actions)},
             "queues": [asdict(q) for q in self.queues],
             "workloads": [asdict(w) for w in self.workloads],
+            "energy": [asdict(e) for e in self.energy],
             "daily_utilisation": daily,
             "sources": dict(self.sources),
             "notes": list(self.notes),
@@ -234,7 +237,8 @@ def build_report(
     ``quotas``: ``queue, [resource,] guarantee, deserved, capability``. ``allocated``/``used``/``demand``:
     history frames with ``series_id`` = queue, in GPUs. ``forecast``: a forecast frame with ``series_id`` =
     queue. ``recommendations``: ``queue, [resource,] guarantee, deserved, capability, reason``.
-    ``rightsize``: ``workload, queue, requested_gpus, recommended_gpus, savings_gpu_h``.
+    ``rightsize``: ``workload, queue, requested_gpus, recommended_gpus, savings_gpu_h`` and, for the energy
+    section, ``energy_kwh, energy_saving_kwh_week`` (``predictor.reports.energy``).
     """
     if window_days < 1:
         raise InputError(f"window_days must be >= 1, got {window_days}")
@@ -252,7 +256,7 @@ def build_report(
                        daily_utilisation=daily)
     return Report(title=title, summary=summary, queues=tuple(rows), workloads=_workloads(rightsize, top_workloads),
                   sources=dict(sources or {}), notes=tuple(notes), charts=charts,
-                  fragmentation_advice=tuple(fragmentation_advice))
+                  fragmentation_advice=tuple(fragmentation_advice), energy=energy_rows(rightsize))
 
 
 def _validated_tables(quotas: pd.DataFrame, allocated: pd.DataFrame, used: pd.DataFrame, demand: pd.DataFrame,

@@ -14,7 +14,8 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from predictor import atomicio
-from predictor.reports.columns import QUEUE_COLUMNS, fmt
+from predictor.reports.columns import QUEUE_COLUMNS, fmt, kwh
+from predictor.reports.energy import has_energy
 from predictor.reports.model import QueueRow, Report
 
 
@@ -61,6 +62,15 @@ def render_markdown(report: Report) -> str:
     if report.fragmentation_advice:
         out += ["", "## Fragmentation", ""]
         out += [f"- {_cell(line)}" for line in report.fragmentation_advice]
+    if report.energy:  # only with a right-sizing table that carries energy columns
+        out += ["", "## Energy per queue", ""]
+        if has_energy(report.energy):
+            out += ["| queue | GPU energy kWh | saving at advised caps kWh/week | workloads capped |",
+                    "|---|---:|---:|---:|"]
+            out += [f"| {_cell(e.queue)} | {kwh(e.energy_kwh)} | {kwh(e.energy_saving_kwh_week)} "
+                    f"| {e.capped_workloads} |" for e in report.energy]
+        else:
+            out.append("No GPU power series (DCGM_FI_DEV_POWER_USAGE) in the right-sizing data: no energy numbers.")
     out += ["", "## Data", ""]
     out += [f"- {_cell(k)}: {_cell(v)}" for k, v in sorted(report.sources.items())]
     out += [f"- note: {_cell(n)}" for n in report.notes]

@@ -17,7 +17,7 @@ import pandas as pd
 from models.demand import HEADROOM, krr_rule, metrics_table, provisioning_metrics, round_up_to_sizes, vpa_rule
 from predictor.rightsize.recommend import RightsizeSettings, recommend
 
-__all__ = ["RULES", "backtest", "pareto", "rule_curve", "slack_at"]
+__all__ = ["RULES", "backtest", "least_slack", "pareto", "rule_curve", "slack_at"]
 
 RULES = ("request", "vpa (p90+15%)", "krr (max+15%)")
 
@@ -110,6 +110,22 @@ def rule_curve(
                          **score(scored[f"{prefix}_gpus"].to_numpy(np.float64),
                                  scored[f"{prefix}_mem"].to_numpy(np.float64))})
     return pd.DataFrame(rows)
+
+
+def least_slack(used: np.ndarray, hours: np.ndarray, under: float) -> float:
+    """The least slack *any* recommendation can have on these runs while under-provisioning at most a share
+    ``under`` of them: an oracle that knows every run's use gives exactly that to all but the
+    ``⌊under · n⌋`` runs with the most use × hours, and nothing to those. Slack at or below this is out of
+    reach of every method; a rule whose slack is lower got there by under-provisioning more runs."""
+    u = np.asarray(used, dtype=np.float64)
+    h = np.asarray(hours, dtype=np.float64)
+    ok = np.isfinite(u) & np.isfinite(h)
+    weight = u[ok] * h[ok]
+    if weight.size == 0 or weight.sum() <= 0:
+        return float("nan")
+    skip = int(np.floor(under * weight.size + 1e-9))
+    covered = float(np.sort(weight)[: weight.size - skip].sum())
+    return 1.0 - float(weight.sum()) / covered if covered > 0 else float("-inf")
 
 
 def slack_at(curve: pd.DataFrame, under: float, resource: str = "mem") -> float:

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from models.frames import empty_history
+from models.frames import TIME, VALUE, empty_history
 from predictor.errors import DataSourceError, InputError
+from predictor.rightsize.elastic import idle_quota
 from predictor.rightsize.features import (
     FB_USED,
     GPU_UTIL,
@@ -30,9 +31,20 @@ from predictor.rightsize.features import (
 from predictor.rightsize.recommend import RightsizeSettings, recommend
 from predictor.sources import MetricSource, Selector, read_metrics
 from predictor.sources.files import read_history
-from predictor.sources.queries import KSM_GPU_REQUESTS, fresh_pod_samples, per_pod_max, series_count
+from predictor.sources.queries import (
+    GPU_RESOURCE,
+    KSM_GPU_REQUESTS,
+    fresh_pod_samples,
+    per_pod_max,
+    series_count,
+    volcano_queue_gpus,
+    volcano_queue_metric,
+)
 
 __all__ = ["RightsizeInput", "from_frame", "from_history", "from_source", "rightsize"]
+
+DESERVED = volcano_queue_metric("deserved")
+ALLOCATED = volcano_queue_metric("allocated")
 
 
 @dataclass
@@ -45,6 +57,9 @@ class RightsizeInput:
     labels: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     power: pd.DataFrame = field(default_factory=empty_history)  # optional: energy advice only
+    # optional, Volcano's per-queue gauges in GPUs: the idle quota growth advice needs
+    deserved: pd.DataFrame = field(default_factory=empty_history)
+    allocated: pd.DataFrame = field(default_factory=empty_history)
 
 
 def _check(inputs: RightsizeInput, where: str) -> RightsizeInput:
@@ -61,6 +76,8 @@ def _check(inputs: RightsizeInput, where: str) -> RightsizeInput:
         inputs.notes.append(f"no {FB_USED} series: GPU memory is not recommended")
     if inputs.power.empty:
         inputs.notes.append(f"no {POWER} series: no power-cap or energy advice")
+    if inputs.deserved.empty or inputs.allocated.empty:
+        inputs.notes.append(f"no {DESERVED} or {ALLOCATED} series: no queue idle quota, so no growth advice")
     if inputs.labels.empty or QUEUE_LABEL not in inputs.labels.columns:
         inputs.notes.append(
             f"no {POD_LABELS}{{{QUEUE_LABEL}}}: queues are taken from namespaces (allow-list the pod label "
@@ -99,6 +116,8 @@ def from_source(
         power=q(fresh_pod_samples(POWER, step_s)),
         requests=per_pod(KSM_GPU_REQUESTS),
         labels=per_pod(Selector(POD_LABELS)),
+        deserved=q(volcano_queue_gpus("deserved")),
+        allocated=q(volcano_queue_gpus("allocated")),
     )
     return _check(inputs, "Prometheus")
 
@@ -114,14 +133,25 @@ def from_frame(frame: pd.DataFrame, where: str) -> RightsizeInput:
         return rows.dropna(axis=1, how="all") if not rows.empty else empty_history()
 
     inputs = RightsizeInput(util=part(GPU_UTIL), fb=part(FB_USED), requests=part(REQUESTS), labels=part(POD_LABELS),
-                            power=part(POWER))
+                            power=part(POWER), deserved=_queue_gpus(part(DESERVED)),
+                            allocated=_queue_gpus(part(ALLOCATED)))
     return _check(inputs, where)
+
+
+def _queue_gpus(frame: pd.DataFrame) -> pd.DataFrame:
+    """Volcano's raw per-queue gauge (milli-units, one series per resource) as GPUs per queue."""
+    if frame.empty or "queue_name" not in frame.columns or "resource" not in frame.columns:
+        return empty_history()
+    gpus = frame[frame["resource"].astype(str) == GPU_RESOURCE]
+    summed = gpus.groupby(["queue_name", TIME])[VALUE].sum() / 1000
+    return summed.reset_index()
 
 
 def from_history(path: Path) -> RightsizeInput:
     """A long CSV/Parquet file, or a directory of the simulator's per-metric Parquet files."""
     if path.is_dir():
-        wanted = [n for n in (GPU_UTIL, FB_USED, REQUESTS, POD_LABELS, POWER) if (path / f"{n}.parquet").is_file()]
+        names = (GPU_UTIL, FB_USED, REQUESTS, POD_LABELS, POWER, DESERVED, ALLOCATED)
+        wanted = [n for n in names if (path / f"{n}.parquet").is_file()]
         if GPU_UTIL not in wanted:
             raise InputError(f"{path}: no {GPU_UTIL}.parquet in this directory")
         return from_frame(read_metrics(path, wanted), str(path))
@@ -135,4 +165,6 @@ def rightsize(inputs: RightsizeInput, settings: RightsizeSettings) -> tuple[pd.D
         FeatureSettings(busy_threshold_pct=settings.busy_threshold_pct, early_minutes=settings.early_minutes),
         power=inputs.power,
     )
-    return recommend(runs, settings), runs
+    idle = idle_quota(inputs.deserved, inputs.allocated, settings.elastic.quota_window_h) \
+        if not (inputs.deserved.empty or inputs.allocated.empty) else None
+    return recommend(runs, settings, idle), runs

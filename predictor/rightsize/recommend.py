@@ -10,6 +10,8 @@ confidence that follows the evidence tier and a reason in words.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
@@ -85,8 +87,15 @@ def _ahead(g: pd.DataFrame, horizon_days: float) -> int:
     return int(np.clip(round((len(g) - 1) / span_days * horizon_days), 1, 200))
 
 
-def recommend(runs: pd.DataFrame, settings: RightsizeSettings) -> pd.DataFrame:
-    """One row per (namespace, workload) with ``OUTPUT_COLUMNS`` from a run table (``runs_from_frames``)."""
+def recommend(runs: pd.DataFrame, settings: RightsizeSettings,
+              idle_quota: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """One row per (namespace, workload) with ``OUTPUT_COLUMNS`` from a run table (``runs_from_frames``).
+
+    ``idle_quota``: idle GPUs of quota per queue (``elastic.idle_quota``), for growth advice; a queue
+    missing from it (or no mapping at all) gets none. Workloads of one queue share its idle quota: each
+    growth advice (in table order) takes its GPUs out of what the next workload may grow into.
+    """
+    idle_left = dict(idle_quota) if idle_quota is not None else None
     sharing = bool(settings.sharing_sizes)
     used_col = "gpu_equiv_p95" if sharing else "gpus_used_p95"
     groups = list(runs.sort_values("start", kind="stable").groupby(["namespace", "workload"], sort=True))
@@ -101,7 +110,12 @@ def recommend(runs: pd.DataFrame, settings: RightsizeSettings) -> pd.DataFrame:
         ahead = _ahead(g, settings.horizon_days)
         gpu_bound = risk_bound(fractions[i][0], settings.risk, gpu_pools[i], ahead=ahead)
         mem_bound = risk_bound(fractions[i][1], settings.risk, mem_pools[i], ahead=ahead)
-        row = _row(str(namespace), str(workload), g, settings, used_col, gpu_bound, mem_bound)
+        queue = str(g["queue"].iloc[-1])
+        idle = None if idle_left is None else idle_left.get(queue)
+        row = _row(str(namespace), str(workload), g, settings, used_col, gpu_bound, mem_bound, idle)
+        workers, pods = float(str(row["recommended_workers"])), int(g["pods"].iloc[-1])
+        if idle_left is not None and idle is not None and workers > pods > 0:
+            idle_left[queue] = idle - (workers - pods) * float(g["gpu_request"].iloc[-1]) / pods
         if "power_mean_w" in g.columns and row["confidence"] != NOT_ENOUGH:
             cap, kwh, advice = power_advice(g, float(peak.get(str(row["gpu_type"]), np.nan)), settings.energy)
             row.update(recommended_power_cap_w=cap, energy_saving_kwh_week=kwh)
@@ -111,7 +125,7 @@ def recommend(runs: pd.DataFrame, settings: RightsizeSettings) -> pd.DataFrame:
 
 
 def _row(namespace: str, workload: str, g: pd.DataFrame, settings: RightsizeSettings, used_col: str,
-         gpu_bound: RiskBound, mem_bound: RiskBound) -> dict[str, object]:
+         gpu_bound: RiskBound, mem_bound: RiskBound, idle_gpus: float | None = None) -> dict[str, object]:
     request = float(g["gpu_request"].iloc[-1])  # the latest run's request is the one to change
     used = g[used_col].to_numpy(np.float64)
     mem_p99 = float(np.nanquantile(g["mem_p99_mib"], 0.99)) / 1024 if g["mem_p99_mib"].notna().any() else np.nan
@@ -146,7 +160,7 @@ def _row(namespace: str, workload: str, g: pd.DataFrame, settings: RightsizeSett
     evidence = {"own": "its own runs", "similar": "its runs pooled with the same queue and request",
                 "cluster": "its runs pooled with the whole cluster"}[tier]
     mem_text = f"{mem:.1f} GiB memory" if np.isfinite(mem) else "no GPU memory series"
-    workers, advice = worker_advice(g, gpus, settings.elastic)
+    workers, advice = worker_advice(g, gpus, settings.elastic, idle_gpus)
     return {
         **row, "recommended_gpus": gpus, "recommended_gpu_mem_gib": mem, "confidence": CONFIDENCE[tier],
         "recommended_workers": workers,

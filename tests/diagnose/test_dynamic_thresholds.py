@@ -79,8 +79,9 @@ def test_example_rule_passes_promtool_check() -> None:
 
 @needs_promtool
 def test_example_rule_fires_on_a_level_shift(tmp_path: Path) -> None:
-    # promtool's rule unit tests evaluate the real rule file: demand jumps from 10 to 40 GPUs at minute 11
-    # ('10000x10' is 11 samples) against an upper band of 20; the third step above it (minute 13) fires.
+    # promtool's rule unit tests evaluate the real rule file: queue a's demand jumps from 10 to 40 GPUs at
+    # minute 11 ('10000x10' is 11 samples) against its upper band of 20; the third step above it (minute 13)
+    # fires for queue a only. Queue b stays inside its band; the band's `series` is the queue name.
     test = tmp_path / "test.yaml"
     test.write_text(f"""
 rule_files: [{RULES}]
@@ -90,9 +91,15 @@ tests:
     input_series:
       - series: 'volcano_queue_request_scalar_resources{{queue_name="a",resource="nvidia.com/gpu"}}'
         values: '10000x10 40000x20'
-      - series: 'predictor_forecast_upper{{series="cluster",level="80"}}'
+      - series: 'volcano_queue_request_scalar_resources{{queue_name="b",resource="nvidia.com/gpu"}}'
+        values: '10000x30'
+      - series: 'predictor_forecast_upper{{series="a",level="80"}}'
         values: '20x30'
-      - series: 'predictor_forecast_lower{{series="cluster",level="80"}}'
+      - series: 'predictor_forecast_lower{{series="a",level="80"}}'
+        values: '5x30'
+      - series: 'predictor_forecast_upper{{series="b",level="80"}}'
+        values: '20x30'
+      - series: 'predictor_forecast_lower{{series="b",level="80"}}'
         values: '5x30'
     alert_rule_test:
       - eval_time: 12m
@@ -101,9 +108,9 @@ tests:
       - eval_time: 13m
         alertname: GpuDemandAboveForecastBand
         exp_alerts:
-          - exp_labels: {{severity: warning}}
+          - exp_labels: {{severity: warning, queue_name: a}}
             exp_annotations:
-              summary: Cluster GPU demand above its forecast band
+              summary: GPU demand of queue a above its forecast band
               description: >-
                 GPU demand was above the 80 % forecast band in 3 of the last 5 minutes: a level shift the
                 forecaster did not expect (new workload, quota change, or a retraining backlog).

@@ -12,7 +12,7 @@ every rule expression has something to return:
 - hour 40: one queue patch is rejected;
 - forecasts for hours 24-36 are 30 % of demand (demand above the band, large error), for hours 36-48
   twice demand plus 4 GPUs (demand below the band, large error), and exact otherwise; the same for the
-  cluster-wide band of the step covering now (anomaly alerts).
+  per-queue band of the step covering now (anomaly alerts).
 """
 
 from __future__ import annotations
@@ -134,15 +134,15 @@ def project_openmetrics(history: SimHistory) -> str:
             bands.append(({"queue": queue, "band": f"lo-{level}"}, lower))
         quotas.append(({"queue": queue, "field": "deserved"}, [(t, float(round(m * 1.2 + 1))) for t, m in mean]))
     out.family("predictor_loop_forecast_gpus", "gauge", bands)
-    # predictor.diagnose.bands: the 80 % band of the step covering now, for the "cluster" series.
-    cluster: dict[int, float] = defaultdict(float)
-    for samples in history.demand.values():
-        for t, d in samples:
-            cluster[t] += d
-    now_mean = [(t, forecast_for(t, d)) for t, d in sorted(cluster.items())]
-    cluster_band = {"series": "cluster", "level": "80"}
-    out.family("predictor_forecast_upper", "gauge", [(cluster_band, [(t, m * 1.1 + 1) for t, m in now_mean])])
-    out.family("predictor_forecast_lower", "gauge", [(cluster_band, [(t, max(m * 0.9 - 1, 0.0)) for t, m in now_mean])])
+    # predictor.diagnose.bands: per queue (series = queue name), the 80 % band of the step covering now.
+    upper, lower = [], []
+    for queue, samples in sorted(history.demand.items()):
+        now_mean = [(t, forecast_for(t, d)) for t, d in samples]
+        band = {"series": queue, "level": "80"}
+        upper.append((band, [(t, m * 1.1 + 1) for t, m in now_mean]))
+        lower.append((band, [(t, max(m * 0.9 - 1, 0.0)) for t, m in now_mean]))
+    out.family("predictor_forecast_upper", "gauge", upper)
+    out.family("predictor_forecast_lower", "gauge", lower)
     out.family("predictor_loop_desired_quota_gpus", "gauge", quotas)
     model = {"family": "gpu-forecast", "version": "3"}
     out.family("predictor_loop_model_info", "gauge", [(model, [(t, 1.0) for t in grid])])

@@ -99,8 +99,8 @@ INCIDENTS = {
     "PredictorForecastErrorHigh": (47, 20),
     "PredictorDemandAboveForecastBand": (30, 12),
     "PredictorDemandBelowForecastBand": (42, 12),
-    "PredictorClusterDemandAnomalyHigh": (30, 12),
-    "PredictorClusterDemandAnomalyLow": (42, 12),
+    "PredictorQueueDemandAnomalyHigh": (30, 12),
+    "PredictorQueueDemandAnomalyLow": (42, 12),
     # From the simulator's faults table of this history (seed 7): roce_congestion on node-000 from hour
     # 33.5 to 34.9, nic_link_flap on node-002 from hour 30.46 to 31.08.
     "RoceEcnCongestion": (34.5, 10),

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
-from predictor.rightsize import RightsizeSettings, recommend
+from predictor.rightsize import RightsizeSettings, from_frame, recommend
+from predictor.rightsize.elastic import idle_quota
+from predictor.sources import read_metrics
+from tests.rightsize.simdata import FAMILIES, START
 from tests.rightsize.test_risk import _runs
 
 
@@ -52,3 +57,71 @@ def test_power_cap_follows_utilisation() -> None:
     assert not shallow["energy_saving_kwh_week"] > deep["energy_saving_kwh_week"]
     plain = recommend(_runs("no-power", 0.3 + rng.normal(0, 0.01, 30)), settings)
     assert plain["recommended_power_cap_w"].isna().all() and plain["energy_saving_kwh_week"].isna().all()
+
+
+def _lagging(name: str, *, util: float, last_runtime_h: float, queue: str = "q") -> pd.DataFrame:
+    """Ten runs of a four-worker, 8-GPU workload that keeps its GPUs busy; the last one took ``last_runtime_h``."""
+    rng = np.random.default_rng(5)
+    runs = _runs(name, 0.3 + rng.normal(0, 0.01, 10), request=8.0, queue=queue).assign(pods=4, util_mean=util)
+    runs.loc[runs.index[-1], "runtime_h"] = last_runtime_h
+    return runs
+
+
+def test_growth_where_progress_lags_and_the_queue_has_idle_quota() -> None:
+    """Usual runs take 2 h; the latest took 4 h with GPUs 90 % busy. With 6 GPUs of the queue's quota idle
+    (2 per worker) it is advised 3 more workers (4 would restore the usual time at linear scaling, only 3
+    fit); with 1 idle GPU, or the quota unknown, or GPUs not busy, or no lag, it keeps its 4 workers."""
+    settings = RightsizeSettings(risk=0.1)
+    lagging = _lagging("slow", util=90.0, last_runtime_h=4.0)
+    grown = recommend(lagging, settings, {"q": 6.0}).iloc[0]
+    assert grown["recommended_workers"] == 7
+    assert "maxReplicas=7" in str(grown["reason"]) and "speed-up up to 75%" in str(grown["reason"])
+    assert "took 2.00× its usual 2.00 h" in str(grown["reason"])
+    capped = recommend(lagging, settings, {"q": 100.0}).iloc[0]
+    assert capped["recommended_workers"] == 8  # max_growth 2×: the lag alone asks for 4 more
+    no_room = recommend(lagging, settings, {"q": 1.0}).iloc[0]
+    assert no_room["recommended_workers"] == 4 and "1 idle GPUs of quota" in str(no_room["reason"])
+    unknown = recommend(lagging, settings).iloc[0]
+    assert unknown["recommended_workers"] == 4 and "quota is unknown" in str(unknown["reason"])
+    steady = recommend(_lagging("steady", util=90.0, last_runtime_h=2.2), settings, {"q": 6.0}).iloc[0]
+    assert steady["recommended_workers"] == 4 and "workers:" not in str(steady["reason"])
+    waiting = recommend(_lagging("waiting", util=45.0, last_runtime_h=4.0), settings, {"q": 6.0}).iloc[0]
+    assert waiting["recommended_workers"] == 4 and "more" not in str(waiting["reason"])
+    # two lagging workloads of one queue share its idle quota: the first takes the 6 GPUs, the second none
+    both = recommend(pd.concat([lagging, _lagging("slow2", util=90.0, last_runtime_h=4.0)], ignore_index=True),
+                     settings, {"q": 6.0}).set_index("workload")
+    assert both.loc["slow", "recommended_workers"] == 7 and both.loc["slow2", "recommended_workers"] == 4
+    assert "has 0 idle GPUs of quota" in str(both.loc["slow2", "reason"])
+
+
+def test_idle_quota_is_the_least_idle_over_the_window() -> None:
+    """deserved − allocated per queue, its minimum over the last hours (clipped at 0); a queue missing from
+    either gauge is left out."""
+    times = pd.date_range("2026-03-02", periods=13, freq="1h", tz="UTC")
+    deserved = pd.DataFrame({"queue_name": "a", "timestamp": times, "value": 10.0})
+    allocated = pd.DataFrame({"queue_name": "a", "timestamp": times, "value": np.r_[np.full(6, 9.0), np.full(7, 4.0)]})
+    allocated.loc[12, "value"] = 7.0
+    extra = pd.DataFrame({"queue_name": "b", "timestamp": times, "value": 12.0})
+    idle = idle_quota(pd.concat([deserved, extra]), allocated, window_h=6)
+    assert idle == {"a": 3.0}
+    assert idle_quota(deserved, allocated, window_h=12) == {"a": 1.0}
+    over = allocated.assign(value=15.0)
+    assert idle_quota(deserved, over, window_h=6) == {"a": 0.0}
+
+
+def test_volcano_queue_gauges_feed_growth_advice(demand_out: Path) -> None:
+    """Volcano's per-queue gauges (milli-GPUs, one series per resource) are read next to DCGM and
+    kube-state-metrics as GPUs per queue; without them right-sizing says growth advice is off."""
+    frame = read_metrics(demand_out / "metrics", FAMILIES.split(","))
+    queue = str(frame.loc[frame["__name__"] == "kube_pod_labels", "label_volcano_sh_queue_name"].dropna().iloc[0])
+    times = pd.date_range(START, periods=12, freq="1h")
+    gauges = pd.concat([
+        pd.DataFrame({"__name__": f"volcano_queue_{field}_scalar_resources", "queue_name": queue,
+                      "resource": resource, "timestamp": times, "value": value})
+        for field, resource, value in (("deserved", "nvidia.com/gpu", 8000.0), ("allocated", "nvidia.com/gpu", 5000.0),
+                                       ("deserved", "cpu", 64000.0))])
+    with_quota = from_frame(pd.concat([frame, gauges], ignore_index=True), "test")
+    assert with_quota.deserved.groupby("queue_name")["value"].max().to_dict() == {queue: 8.0}
+    assert idle_quota(with_quota.deserved, with_quota.allocated, 6.0) == {queue: 3.0}
+    assert not any("growth advice" in n for n in with_quota.notes)
+    assert any("no growth advice" in n for n in from_frame(frame, "test").notes)

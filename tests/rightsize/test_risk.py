@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models.demand import vpa_rule
+from models.demand import provisioning_metrics, vpa_rule
 from models.demand_risk import conformal_quantile, needed_scores, risk_bound
 from predictor.cli import main
 from predictor.rightsize import RightsizeSettings, recommend
-from predictor.rightsize.backtest import backtest, pareto
+from predictor.rightsize.backtest import backtest, least_slack, pareto
 
 T0 = pd.Timestamp("2026-01-05", tz="UTC")
 CARD_MIB = 81920.0
@@ -118,3 +118,26 @@ def test_cli_risk_flag(demand_out: Path, tmp_path: Path, capsys: pytest.CaptureF
     assert "--risk 0.7" in capsys.readouterr().err
     assert not (tmp_path / "x.csv").exists()
 
+
+
+def test_no_recommendation_beats_the_least_slack_at_a_given_underprovisioning() -> None:
+    """``least_slack`` is a floor: random recommendations that under-provision at most 5 % of the runs never
+    reach a lower slack, and the oracle it describes (use exactly, nothing for the heaviest 5 %) reaches it.
+    A rule that under-provisions most runs can sit below it, which is why "slack at or below VPA's with
+    under ≤ 5 %" can be out of reach of every method."""
+    rng = np.random.default_rng(8)
+    used, hours = rng.lognormal(2, 1, 200), rng.uniform(0.5, 5, 200)
+    floor = least_slack(used, hours, 0.05)
+    heaviest = np.argsort(used * hours)[-10:]
+    oracle = used.copy()
+    oracle[heaviest] = 0.0
+    exact = provisioning_metrics(used, oracle, hours)
+    assert exact["under"] == 0.05 and exact["slack"] == pytest.approx(floor)
+    for _ in range(200):
+        rec = used * rng.uniform(1.0, 1.5, 200)
+        missed = rng.choice(200, size=int(rng.integers(0, 11)), replace=False)
+        rec[missed] = used[missed] * rng.uniform(0, 1, missed.size)
+        scored = provisioning_metrics(used, rec, hours)
+        assert scored["under"] <= 0.05 and scored["slack"] >= floor - 1e-12
+    stingy = provisioning_metrics(used, used * 0.7, hours)  # under-provisions every run
+    assert stingy["slack"] < floor

@@ -68,8 +68,11 @@ def backfill(openmetrics_path: Path, tsdb_dir: Path) -> float:
 class LocalPrometheus:
     """Context manager: ``with LocalPrometheus(tsdb) as prom: prom.url`` serves that TSDB on loopback."""
 
-    def __init__(self, tsdb_dir: Path, *, port: int | None = None, ready_timeout_s: float = 60.0) -> None:
+    def __init__(self, tsdb_dir: Path, *, port: int | None = None, ready_timeout_s: float = 60.0,
+                 scrape: tuple[str, ...] = ()) -> None:
+        """``scrape``: ``host:port`` targets scraped every second as job ``scraped`` (none by default)."""
         self.tsdb_dir = tsdb_dir
+        self.scrape = scrape
         self.port = port or free_port()
         self.ready_timeout_s = ready_timeout_s
         self._process: subprocess.Popen[bytes] | None = None
@@ -83,7 +86,12 @@ class LocalPrometheus:
         binary = _require("prometheus")
         self._workdir = Path(tempfile.mkdtemp(prefix="localprom-"))
         config = self._workdir / "prometheus.yml"
-        config.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n", encoding="utf-8")
+        jobs = "scrape_configs: []\n"
+        if self.scrape:
+            targets = ", ".join(f'"{t}"' for t in self.scrape)
+            jobs = ("scrape_configs:\n  - job_name: scraped\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
+                    f"    static_configs:\n      - targets: [{targets}]\n")
+        config.write_text("global:\n  scrape_interval: 1m\n" + jobs, encoding="utf-8")
         log = (self._workdir / "prometheus.log").open("wb")
         self._process = subprocess.Popen(
             [
