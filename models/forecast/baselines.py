@@ -5,6 +5,9 @@ every past origin and the empirical quantiles of ``actual - forecast`` become th
 backtest-residual approach done exhaustively, so the bands are calibrated on the series' history (drains
 and level shifts included) rather than assuming Gaussian one-step errors that grow like sqrt(k). Only
 observed actuals count as errors; imputed hours never do.
+
+They have no fitted parameters: their state is the history itself, so ``update`` (serving) recomputes the
+point forecast and the bands from the new window (``LocalForecaster._update_one``'s default).
 """
 
 from __future__ import annotations

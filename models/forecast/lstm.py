@@ -13,6 +13,11 @@ recoveries look like. Design choices, each for a reason:
 * Quantile (pinball) outputs on a fixed grid give the intervals; ``mean`` is the median.
 * Loss only on observed targets; time-ordered validation origins drive early stopping; a fixed seed and
   bounded torch threads make fits reproducible and polite on shared machines; CUDA when present.
+
+Serving (``update``) keeps the trained network frozen and rebuilds only its inputs from the new window:
+each series' scale (its mean observed demand in that window), the lookback chunks, the last day and the
+origin's calendar, for every series (a global model serves series it was not trained on); ``predict`` is
+then one batched forward pass.
 """
 
 from __future__ import annotations
@@ -109,6 +114,12 @@ class _Features:
         y = np.lib.stride_tricks.sliding_window_view(self.values, self.horizon)[origins]
         m = np.lib.stride_tricks.sliding_window_view(self.mask, self.horizon)[origins]
         return y, m
+
+
+def _window_scale(series: RegularSeries) -> float:
+    """The mean observed demand, at least 1: what one unit of the network's output is worth for a series."""
+    observed = series.values[series.observed]
+    return max(float(observed.mean()), 1.0) if observed.size else 1.0
 
 
 def _pinball(pred: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -250,6 +261,17 @@ class LSTMForecaster(BaseForecaster):
         self.best_val_loss_ = best_loss
         self.epochs_ = epochs
         return net.cpu().eval()
+
+    def _update_all(self, series: list[RegularSeries]) -> dict[str, Any]:
+        """Serving: the frozen network's inputs from the new window (per-series scale, lags, calendar)."""
+        lookback = int(self.lookback_days) * _DAY
+        scales = {s.series_id: _window_scale(s) for s in series}
+        self.scales_ = scales
+        self.last_inputs_ = {
+            s.series_id: _Features(s, scales[s.series_id], lookback, int(self.horizon)).inputs(np.array([len(s)]))
+            for s in series
+        }
+        return {sid: None for sid in scales}
 
     def _predict_all(self, horizon: int, levels: tuple[int, ...]) -> dict[str, PointForecast]:
         if horizon > int(self.horizon):
