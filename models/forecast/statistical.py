@@ -12,7 +12,10 @@ starting from the state the fit had reached just before the window's first step,
 window overlaps the training one the result is exactly the fitted filter continued over the new hours
 (a window that does not overlap starts from its first value with zero trend). MSTL keeps the seasonal
 cycles it estimated at fit time, phase-aligned to the new window (re-running the decomposition would be
-estimating them again), and filters the seasonally adjusted window the same way. A series without fitted
+estimating them again), and filters the seasonally adjusted window the same way. Interval widths come
+from the frozen filter's one-step residuals on the new window (statsmodels derives the error variance from
+the filtered data); for MSTL they are wider than at fit time, as frozen cycles explain less of the window
+than a refitted decomposition does. A series without fitted
 parameters (not seen at fit time, or whose fit failed) is served by persistence until the next training.
 """
 
