@@ -289,7 +289,7 @@ class AutoForecaster(BaseForecaster):
         for name, model in self.members_.items():
             usable = [s for s in series if len(s) >= model.min_history()]
             if usable:
-                members[name] = model.update(to_frame(usable))
+                members[name] = model._update_regular(usable)
         plans: dict[str, SeriesPlan] = {}
         notes: dict[str, str] = {}
         for s in series:
@@ -315,10 +315,7 @@ class AutoForecaster(BaseForecaster):
         return dict(plans)
 
     def _predict_all(self, horizon: int, levels: tuple[int, ...]) -> dict[str, PointForecast]:
-        member_points = {
-            name: _members_from_frame(model.predict(horizon, level=levels), levels)
-            for name, model in self.members_.items()
-        }
+        member_points = {name: model._points(horizon, levels) for name, model in self.members_.items()}
         out: dict[str, PointForecast] = {}
         for sid, plan in self.states_.items():
             out[sid] = combine(plan, {m: member_points[m][sid] for m in plan.weights}, levels)
@@ -329,7 +326,7 @@ def _parameter_free(name: str, freq: str, series: list[RegularSeries]) -> BaseFo
     """A model without fitted parameters (a baseline) serving ``series``: its "fit" is only the window."""
     model: BaseForecaster = forecasters.create(name, freq=freq)
     model.states_ = {}  # fitted on nothing: there is nothing to fit
-    return model.update(to_frame(series))
+    return model._update_regular(series)
 
 
 def records_for_auto(

@@ -86,7 +86,10 @@ class BaseForecaster(BaseEstimator):  # type: ignore[misc]
         a loaded model can be updated every cycle; the copy shares the frozen parameters (not copied).
         """
         check_is_fitted(self, "states_")
-        series = regularize(frame, self.freq)
+        return self._update_regular(regularize(frame, self.freq))
+
+    def _update_regular(self, series: list[RegularSeries]) -> Self:
+        """``update`` on series already on the grid (``auto`` hands its members what it regularised)."""
         short = [s for s in series if len(s) < self.min_history()]
         if short:
             raise ForecastInputError(
@@ -106,23 +109,33 @@ class BaseForecaster(BaseEstimator):  # type: ignore[misc]
             raise ForecastInputError(f"horizon must be a positive integer, got {h!r}")
         horizon = int(h)
         levels = check_levels(level)
-        raw = self._predict_all(horizon, levels)
-        frames = []
-        for series_id in self.series_ids_:
-            mean, bands = raw[series_id]
-            mean, bands = _tidy(mean, bands, levels, fallback=self.last_values_[series_id])
-            start = self.last_timestamps_[series_id] + self.freq_
-            data: dict[str, Any] = {
-                ID: series_id,
-                TIME: pd.date_range(start, periods=horizon, freq=self.freq_),
-                "mean": mean,
-            }
-            for lvl in levels:
-                data[f"lo-{lvl}"], data[f"hi-{lvl}"] = bands[lvl]
-            frames.append(pd.DataFrame(data))
-        out = pd.concat(frames, ignore_index=True)
+        points = self._points(horizon, levels)
+        # one frame from concatenated columns: a frame per series cost ~1 ms each, seconds for 1,000 queues
+        ids = self.series_ids_
+        starts = np.array([(self.last_timestamps_[sid] + self.freq_).value for sid in ids], dtype="int64")
+        steps = np.arange(horizon, dtype="int64") * int(self.freq_.value)
+        data: dict[str, Any] = {
+            ID: np.repeat(np.array(ids, dtype=object), horizon),
+            TIME: pd.to_datetime((starts[:, None] + steps[None, :]).ravel(), utc=True),
+            "mean": _column([points[sid][0] for sid in ids]),
+        }
+        for lvl in levels:
+            data[f"lo-{lvl}"] = _column([points[sid][1][lvl][0] for sid in ids])
+            data[f"hi-{lvl}"] = _column([points[sid][1][lvl][1] for sid in ids])
+        out = pd.DataFrame(data)
         out[TIME] = out[TIME].astype("datetime64[ns, UTC]")
         return out[forecast_columns(levels)]
+
+    def _points(self, horizon: int, levels: tuple[int, ...]) -> dict[str, PointForecast]:
+        """Per series, the forecast ``predict`` returns, as arrays (clipped, NaN-free, nested bands)."""
+        raw = self._predict_all(horizon, levels)
+        return {
+            sid: _tidy(*raw[sid], levels, fallback=self.last_values_[sid]) for sid in self.series_ids_
+        }
+
+
+def _column(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0)
 
 
 def _tidy(mean: np.ndarray, bands: Bands, levels: tuple[int, ...], fallback: float) -> tuple[np.ndarray, Bands]:
