@@ -79,7 +79,8 @@ def _row_quantiles(rows: np.ndarray, counts: np.ndarray, probs: np.ndarray) -> n
     a = np.take_along_axis(ordered, below.astype(np.int64), axis=1)
     b = np.take_along_axis(ordered, above.astype(np.int64), axis=1)
     diff = b - a
-    return np.where(t >= 0.5, b - diff * (1 - t), a + diff * t)  # numpy's _lerp, for identical results
+    result: np.ndarray = np.where(t >= 0.5, b - diff * (1 - t), a + diff * t)  # numpy's _lerp: identical
+    return result
 
 
 def empirical_bands(
