@@ -97,6 +97,7 @@ class BaseForecaster(BaseEstimator):  # type: ignore[misc]
                 f"series {short[0].series_id!r} has {len(short[0])}"
             )
         model = copy.copy(self)
+        model.freq_ = parse_freq(self.freq)
         model.series_ids_ = [s.series_id for s in series]
         model.last_timestamps_ = {s.series_id: s.end for s in series}
         model.last_values_ = {s.series_id: float(s.values[-1]) for s in series}

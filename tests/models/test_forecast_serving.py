@@ -86,17 +86,21 @@ def test_baselines_recompute_everything_from_the_new_window(name: str, monkeypat
     pd.testing.assert_frame_equal(_serve(_round_trip(fitted), NEW, monkeypatch), served)
 
 
-def test_ets_serving_is_the_fitted_filter_continued_over_the_new_hours(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("season", [None, 24])
+def test_ets_serving_is_the_fitted_filter_continued_over_the_new_hours(season: int | None,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from statsmodels.tsa.exponential_smoothing.ets import ETSModel
 
-    fitted = forecasters.create("ets").fit(OLD)
+    fitted = forecasters.create("ets", seasonal_period=season).fit(OLD)
     served = _serve(fitted, NEW, monkeypatch)
     _starts_after_newest(served, NEW)
     whole = {s.series_id: s.values for s in regularize(DATA)}
     for sid in ("busy-a", "busy-b"):
         result = fitted.states_[sid].result
         # by hand: the fitted parameters, filtered over the training window and on through the new hours
-        by_hand = ETSModel(pd.Series(whole[sid]), error="add", trend="add", damped_trend=True).smooth(result.params)
+        spec: dict[str, Any] = {"seasonal": "add", "seasonal_periods": season} if season else {}
+        model = ETSModel(pd.Series(whole[sid]), error="add", trend="add", damped_trend=True, **spec)
+        by_hand = model.smooth(result.params)
         n = whole[sid].shape[0]
         expected = np.clip(by_hand.get_prediction(start=n, end=n + H - 1).predicted_mean, 0, None)
         got = served.loc[served["series_id"] == sid, "mean"].to_numpy()
@@ -179,3 +183,19 @@ def test_auto_serves_a_series_it_never_saw_with_the_robust_pool(fitted_auto: Any
     assert model.states_["young"].weights == {"naive": 1.0}
     assert "not seen at fit time" in model.notes_["newcomer"]
     assert served[["mean", "lo-95", "hi-95"]].notna().all().all()
+
+
+def test_auto_falls_back_to_persistence_when_no_member_can_serve_a_series(fitted_auto: Any,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import copy
+
+    lstm_only = copy.copy(fitted_auto)
+    lstm_only.members_ = {"lstm": fitted_auto.members_["lstm"]}
+    lstm_only.states_ = {sid: auto.SeriesPlan(weights={"lstm": 1.0}) for sid in fitted_auto.states_}
+    short = NEW[NEW["series_id"] == "busy-b"].tail(30)  # too short for the LSTM
+    with no_training(monkeypatch):
+        model = lstm_only.update(short)
+        served = model.predict(H)
+    assert model.states_["busy-b"].weights == {"naive": 1.0}
+    assert "too few" in model.notes_["busy-b"]
+    assert served["mean"].eq(short["value"].iloc[-1]).all()
