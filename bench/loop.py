@@ -1,6 +1,10 @@
 """Benchmark the scheduling loop: a 1,000-queue planning cycle, and 4-week Philly replays in the simulator.
 
 Usage: .venv/bin/python bench/loop.py [--jobs PATH] [--weeks 4] [--nodes 96] [--cycle-only] [--queues 1000]
+       .venv/bin/python bench/loop.py --served [--queues 1000] [--history-weeks 5] [--cycles 5] [--refits 1]
+
+``--served``: one whole loop cycle serving a registered ``auto`` champion (LSTM included) from a local
+MLflow registry, against the same cycle refitting the champion (``bench/loop_serve.py`` says how).
 
 1. Cycle timing: one planning cycle (targets from a forecast frame, the safety policy, the invariant check,
    the patch rendering) for 1,000 queues with a hierarchy, median of several runs.
@@ -373,7 +377,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=96)
     parser.add_argument("--queues", type=int, default=1000)
     parser.add_argument("--cycle-only", action="store_true", help="Only the 1,000-queue cycle timing.")
+    parser.add_argument("--served", action="store_true", help="Only the served-champion cycle against refitting.")
+    parser.add_argument("--history-weeks", type=float, default=5.0, help="--served: weeks of hourly history")
+    parser.add_argument("--cycles", type=int, default=5, help="--served: timed served cycles")
+    parser.add_argument("--refits", type=int, default=1, help="--served: timed refit cycles (slow)")
     args = parser.parse_args(argv)
+    if args.served:
+        from loop_serve import bench_served  # bench/ is on sys.path when this file runs as a script
+
+        bench_served(args.queues, args.history_weeks, args.cycles, args.refits)
+        return 0
     bench_cycle(args.queues)
     if not args.cycle_only:
         replays(args.jobs, args.weeks, args.nodes)

@@ -11,6 +11,12 @@ with the future (``gamma`` tuned on held-out traces by ``bench/forecast.py``). A
 not record uses residual quantiles per day of lead. Series too short for any backtest fall back to
 persistence with its own empirical bands, and ``notes_`` says so.
 
+Serving (``update``) keeps every fitted per-series plan (choice, weights, conformal scores) and updates
+its members on the new window; nothing is backtested or trained. A series the plan does not cover (not
+seen at fit time, or now too short for a member of its plan) is served the robust default: the equal-weight
+pool of the members that can forecast it (any member if no pool member can, else persistence), with the
+members' own bands, uncalibrated; ``notes_`` names those series.
+
 ``records_for_auto`` replays exactly this selection on a longer backtest's cached records, which is how
 the pipeline scores ``auto`` without refitting every candidate at every nested origin.
 """
@@ -277,15 +283,50 @@ class AutoForecaster(BaseForecaster):
         self.choices_ = {sid: p.choice for sid, p in plans.items()}
         return dict(plans)
 
+    def _update_all(self, series: list[RegularSeries]) -> dict[str, Any]:
+        """Serving: members updated on the new window, fitted plans kept (see the module docstring)."""
+        members: dict[str, BaseForecaster] = {}
+        for name, model in self.members_.items():
+            usable = [s for s in series if len(s) >= model.min_history()]
+            if usable:
+                members[name] = model._update_regular(usable)
+        plans: dict[str, SeriesPlan] = {}
+        notes: dict[str, str] = {}
+        for s in series:
+            sid = s.series_id
+            serving = [name for name, model in members.items() if sid in model.states_]
+            plan = self.states_.get(sid)
+            if plan is not None and set(plan.weights) <= set(serving):
+                plans[sid] = plan
+                if sid in self.notes_:
+                    notes[sid] = self.notes_[sid]
+                continue
+            pooled = [m for m in serving if m in self.pool] or serving
+            if not pooled:  # every member needs more history: persistence needs no fitted parameters
+                members.setdefault(FALLBACK, _parameter_free(FALLBACK, self.freq, series))
+                pooled = [FALLBACK]
+            plans[sid] = SeriesPlan(weights={m: 1 / len(pooled) for m in pooled}, choice="+".join(pooled),
+                                    gamma=float(self.gamma))
+            why = "not seen at fit time" if plan is None else f"{len(s)} steps are too few for {plan.choice}"
+            notes[sid] = f"{why}: serving {plans[sid].choice} with its members' bands (uncalibrated)"
+        self.members_ = members
+        self.notes_ = notes
+        self.choices_ = {sid: p.choice for sid, p in plans.items()}
+        return dict(plans)
+
     def _predict_all(self, horizon: int, levels: tuple[int, ...]) -> dict[str, PointForecast]:
-        member_points = {
-            name: _members_from_frame(model.predict(horizon, level=levels), levels)
-            for name, model in self.members_.items()
-        }
+        member_points = {name: model._points(horizon, levels) for name, model in self.members_.items()}
         out: dict[str, PointForecast] = {}
         for sid, plan in self.states_.items():
             out[sid] = combine(plan, {m: member_points[m][sid] for m in plan.weights}, levels)
         return out
+
+
+def _parameter_free(name: str, freq: str, series: list[RegularSeries]) -> BaseForecaster:
+    """A model without fitted parameters (a baseline) serving ``series``: its "fit" is only the window."""
+    model: BaseForecaster = forecasters.create(name, freq=freq)
+    model.states_ = {}  # fitted on nothing: there is nothing to fit
+    return model._update_regular(series)
 
 
 def records_for_auto(

@@ -1,5 +1,9 @@
 """The one forecaster contract: ``fit(frame)`` then ``predict(h, level=(80, 95))`` → forecast frame.
 
+Serving adds ``update(frame)``: a fitted model's state follows the newest history with its parameters
+frozen (no training, no backtest), in the way each model defines; the loop forecasts a registered model
+with ``update(history).predict(h)``, so what was registered is what is served.
+
 Subclasses only say how to fit one series and forecast it (or, for global models, all series at once);
 everything a caller relies on lives here once: frame validation and regularisation, the forecast grid that
 continues each series' last timestamp, clipping at 0 (GPU demand is never negative), nested intervals
@@ -9,6 +13,7 @@ Estimators follow scikit-learn conventions (STYLE §1) so ``clone`` and pickling
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import Any, ClassVar, Self
 
@@ -50,6 +55,10 @@ class BaseForecaster(BaseEstimator):  # type: ignore[misc]
     def _predict_all(self, horizon: int, levels: tuple[int, ...]) -> dict[str, PointForecast]:
         raise NotImplementedError
 
+    def _update_all(self, series: list[RegularSeries]) -> dict[str, Any]:
+        """Per-series states for ``series`` from the fitted parameters (called on a copy; see ``update``)."""
+        raise NotImplementedError
+
     def min_history(self) -> int:
         """Shortest history (grid steps) this configuration can fit; may depend on parameters."""
         return self.min_length
@@ -70,29 +79,64 @@ class BaseForecaster(BaseEstimator):  # type: ignore[misc]
         self.states_ = self._fit_all(series)
         return self
 
+    def update(self, frame: pd.DataFrame) -> Self:
+        """A copy of this fitted model that forecasts from ``frame``, the newest history, with every fitted
+        parameter frozen: no training and no backtest. The forecast grid continues each series of ``frame``
+        (not the training history), and only the series in ``frame`` are forecast. ``self`` is unchanged, so
+        a loaded model can be updated every cycle; the copy shares the frozen parameters (not copied).
+        """
+        check_is_fitted(self, "states_")
+        return self._update_regular(regularize(frame, self.freq))
+
+    def _update_regular(self, series: list[RegularSeries]) -> Self:
+        """``update`` on series already on the grid (``auto`` hands its members what it regularised)."""
+        short = [s for s in series if len(s) < self.min_history()]
+        if short:
+            raise ForecastInputError(
+                f"{type(self).__name__} needs at least {self.min_history()} steps of history; "
+                f"series {short[0].series_id!r} has {len(short[0])}"
+            )
+        model = copy.copy(self)
+        model.freq_ = parse_freq(self.freq)
+        model.series_ids_ = [s.series_id for s in series]
+        model.last_timestamps_ = {s.series_id: s.end for s in series}
+        model.last_values_ = {s.series_id: float(s.values[-1]) for s in series}
+        model.states_ = model._update_all(series)
+        return model
+
     def predict(self, h: int, level: Iterable[float] = (80, 95)) -> pd.DataFrame:
         check_is_fitted(self, "states_")
         if int(h) != h or h < 1:
             raise ForecastInputError(f"horizon must be a positive integer, got {h!r}")
         horizon = int(h)
         levels = check_levels(level)
-        raw = self._predict_all(horizon, levels)
-        frames = []
-        for series_id in self.series_ids_:
-            mean, bands = raw[series_id]
-            mean, bands = _tidy(mean, bands, levels, fallback=self.last_values_[series_id])
-            start = self.last_timestamps_[series_id] + self.freq_
-            data: dict[str, Any] = {
-                ID: series_id,
-                TIME: pd.date_range(start, periods=horizon, freq=self.freq_),
-                "mean": mean,
-            }
-            for lvl in levels:
-                data[f"lo-{lvl}"], data[f"hi-{lvl}"] = bands[lvl]
-            frames.append(pd.DataFrame(data))
-        out = pd.concat(frames, ignore_index=True)
+        points = self._points(horizon, levels)
+        # one frame from concatenated columns: a frame per series cost ~1 ms each, seconds for 1,000 queues
+        ids = self.series_ids_
+        starts = np.array([(self.last_timestamps_[sid] + self.freq_).value for sid in ids], dtype="int64")
+        steps = np.arange(horizon, dtype="int64") * int(self.freq_.value)
+        data: dict[str, Any] = {
+            ID: np.repeat(np.array(ids, dtype=object), horizon),
+            TIME: pd.to_datetime((starts[:, None] + steps[None, :]).ravel(), utc=True),
+            "mean": _column([points[sid][0] for sid in ids]),
+        }
+        for lvl in levels:
+            data[f"lo-{lvl}"] = _column([points[sid][1][lvl][0] for sid in ids])
+            data[f"hi-{lvl}"] = _column([points[sid][1][lvl][1] for sid in ids])
+        out = pd.DataFrame(data)
         out[TIME] = out[TIME].astype("datetime64[ns, UTC]")
         return out[forecast_columns(levels)]
+
+    def _points(self, horizon: int, levels: tuple[int, ...]) -> dict[str, PointForecast]:
+        """Per series, the forecast ``predict`` returns, as arrays (clipped, NaN-free, nested bands)."""
+        raw = self._predict_all(horizon, levels)
+        return {
+            sid: _tidy(*raw[sid], levels, fallback=self.last_values_[sid]) for sid in self.series_ids_
+        }
+
+
+def _column(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0)
 
 
 def _tidy(mean: np.ndarray, bands: Bands, levels: tuple[int, ...], fallback: float) -> tuple[np.ndarray, Bands]:
@@ -123,8 +167,19 @@ class LocalForecaster(BaseForecaster):
     def _predict_one(self, state: Any, horizon: int, levels: tuple[int, ...]) -> PointForecast:
         raise NotImplementedError
 
+    def _update_one(self, state: Any | None, series: RegularSeries) -> Any:
+        """The state serving ``series`` given its fitted ``state`` (None: not seen at fit time).
+
+        This default is for models without fitted parameters (baselines, window means): their state is the
+        window itself, so serving recomputes everything from the new history.
+        """
+        return series
+
     def _fit_all(self, series: list[RegularSeries]) -> dict[str, Any]:
         return {s.series_id: self._fit_one(s) for s in series}
+
+    def _update_all(self, series: list[RegularSeries]) -> dict[str, Any]:
+        return {s.series_id: self._update_one(self.states_.get(s.series_id), s) for s in series}
 
     def _predict_all(self, horizon: int, levels: tuple[int, ...]) -> dict[str, PointForecast]:
         return {sid: self._predict_one(state, horizon, levels) for sid, state in self.states_.items()}

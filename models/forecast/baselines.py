@@ -5,6 +5,9 @@ every past origin and the empirical quantiles of ``actual - forecast`` become th
 backtest-residual approach done exhaustively, so the bands are calibrated on the series' history (drains
 and level shifts included) rather than assuming Gaussian one-step errors that grow like sqrt(k). Only
 observed actuals count as errors; imputed hours never do.
+
+They have no fitted parameters: their state is the history itself, so ``update`` (serving) recomputes the
+point forecast and the bands from the new window (``LocalForecaster._update_one``'s default).
 """
 
 from __future__ import annotations
@@ -33,21 +36,28 @@ def _error_quantiles(
     """``(horizon, len(probs))`` quantiles of k-step errors, k = 1..horizon."""
     n = values.shape[0]
     out = np.full((horizon, probs.shape[0]), np.nan)
-    last_good = -1
+    errors = np.full((horizon, max(n - first_origin, 1)), np.nan)  # row k-1: the k-step errors, NaN-padded
+    counts = np.zeros(horizon, dtype=np.int64)
     for k in range(1, horizon + 1):
         origins = np.arange(first_origin, n - k)
         if origins.size:
             keep = observed[origins + k]
             origins = origins[keep]
         if origins.size >= _MIN_ERRORS:
-            errors = values[origins + k] - point(values, origins, k)
-            out[k - 1] = np.quantile(errors, probs)
-            last_good = k - 1
-        elif last_good >= 0:
-            # Too few origins this far ahead (short history): widen the last reliable band like a
-            # random walk would, which is what persistence errors do to first order.
-            out[k - 1] = out[last_good] * np.sqrt(k / (last_good + 1))
-    if last_good < 0:
+            errors[k - 1, : origins.size] = values[origins + k] - point(values, origins, k)
+            counts[k - 1] = origins.size
+    good = np.flatnonzero(counts)
+    if good.size:
+        out[good] = _row_quantiles(errors[good], counts[good], probs)
+        last_good = -1
+        for k in range(1, horizon + 1):
+            if counts[k - 1]:
+                last_good = k - 1
+            elif last_good >= 0:
+                # Too few origins this far ahead (short history): widen the last reliable band like a
+                # random walk would, which is what persistence errors do to first order.
+                out[k - 1] = out[last_good] * np.sqrt(k / (last_good + 1))
+    else:
         # Not even 24 one-step errors: fall back to the spread of the first differences around zero.
         diffs = np.diff(values) if n > 1 else np.zeros(1)
         scale = float(np.std(diffs)) if diffs.size else 0.0
@@ -56,6 +66,21 @@ def _error_quantiles(
         z = norm.ppf(probs)
         out = np.outer(np.sqrt(np.arange(1, horizon + 1)), z * scale)
     return out
+
+
+def _row_quantiles(rows: np.ndarray, counts: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """``np.quantile(row[:count], probs)`` (linear method, bit for bit) for every NaN-padded row at once:
+    one sort instead of a quantile call per lead, which made serving 1,000 queues take seconds."""
+    ordered = np.sort(rows, axis=1)  # NaN padding sorts last
+    virtual = (counts[:, None] - 1) * probs[None, :]
+    below = np.floor(virtual)
+    above = np.minimum(below + 1, counts[:, None] - 1)
+    t = virtual - below
+    a = np.take_along_axis(ordered, below.astype(np.int64), axis=1)
+    b = np.take_along_axis(ordered, above.astype(np.int64), axis=1)
+    diff = b - a
+    result: np.ndarray = np.where(t >= 0.5, b - diff * (1 - t), a + diff * t)  # numpy's _lerp: identical
+    return result
 
 
 def empirical_bands(

@@ -13,6 +13,11 @@ recoveries look like. Design choices, each for a reason:
 * Quantile (pinball) outputs on a fixed grid give the intervals; ``mean`` is the median.
 * Loss only on observed targets; time-ordered validation origins drive early stopping; a fixed seed and
   bounded torch threads make fits reproducible and polite on shared machines; CUDA when present.
+
+Serving (``update``) keeps the trained network frozen and rebuilds only its inputs from the new window:
+each series' scale (its mean observed demand in that window), the lookback chunks, the last day and the
+origin's calendar, for every series (a global model serves series it was not trained on); ``predict`` is
+then one batched forward pass.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from models.forecast.base import Bands, BaseForecaster, PointForecast
+from models.forecast.base import BaseForecaster, PointForecast
 from models.forecast.prep import ForecastInputError, RegularSeries
 from models.forecast.registry import forecasters
 
@@ -109,6 +114,12 @@ class _Features:
         y = np.lib.stride_tricks.sliding_window_view(self.values, self.horizon)[origins]
         m = np.lib.stride_tricks.sliding_window_view(self.mask, self.horizon)[origins]
         return y, m
+
+
+def _window_scale(series: RegularSeries) -> float:
+    """The mean observed demand, at least 1: what one unit of the network's output is worth for a series."""
+    observed = series.values[series.observed]
+    return max(float(observed.mean()), 1.0) if observed.size else 1.0
 
 
 def _pinball(pred: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -251,6 +262,17 @@ class LSTMForecaster(BaseForecaster):
         self.epochs_ = epochs
         return net.cpu().eval()
 
+    def _update_all(self, series: list[RegularSeries]) -> dict[str, Any]:
+        """Serving: the frozen network's inputs from the new window (per-series scale, lags, calendar)."""
+        lookback = int(self.lookback_days) * _DAY
+        scales = {s.series_id: _window_scale(s) for s in series}
+        self.scales_ = scales
+        self.last_inputs_ = {
+            s.series_id: _Features(s, scales[s.series_id], lookback, int(self.horizon)).inputs(np.array([len(s)]))
+            for s in series
+        }
+        return {sid: None for sid in scales}
+
     def _predict_all(self, horizon: int, levels: tuple[int, ...]) -> dict[str, PointForecast]:
         if horizon > int(self.horizon):
             raise ForecastInputError(f"this LSTM was trained for {self.horizon} steps; asked for {horizon}")
@@ -266,15 +288,19 @@ class LSTMForecaster(BaseForecaster):
         finally:
             torch.set_num_threads(previous_threads)
         out = np.sort(out, axis=2)  # quantile heads can cross; sorting restores a valid distribution
+        qs: np.ndarray = out[:, :horizon] * np.array([self.scales_[sid] for sid in sids])[:, None, None]
         grid = self.quantiles_.astype("float64")
-        result: dict[str, PointForecast] = {}
-        for i, sid in enumerate(sids):
-            qs = out[i, :horizon] * self.scales_[sid]
 
-            def at(p: float, qs: np.ndarray = qs) -> np.ndarray:
-                return np.array([np.interp(p, grid, row) for row in qs])
+        def at(p: float) -> np.ndarray:
+            """Probability ``p`` interpolated linearly on the quantile grid (``np.interp``, every row at once)."""
+            if p <= grid[0] or p >= grid[-1]:
+                edge: np.ndarray = qs[:, :, 0 if p <= grid[0] else -1]
+                return edge
+            j = int(np.searchsorted(grid, p, side="right")) - 1
+            t = (p - grid[j]) / (grid[j + 1] - grid[j])
+            inner: np.ndarray = qs[:, :, j] + t * (qs[:, :, j + 1] - qs[:, :, j])
+            return inner
 
-            mean = at(0.5)
-            bands: Bands = {lvl: (at(0.5 - lvl / 200), at(0.5 + lvl / 200)) for lvl in levels}
-            result[sid] = (mean, bands)
-        return result
+        mean = at(0.5)
+        bands = {lvl: (at(0.5 - lvl / 200), at(0.5 + lvl / 200)) for lvl in levels}
+        return {sid: (mean[i], {lvl: (lo[i], hi[i]) for lvl, (lo, hi) in bands.items()}) for i, sid in enumerate(sids)}

@@ -5,7 +5,8 @@ than it cycles, and a plain mean of the last week is one of the hardest forecast
 (measured on an unseen public trace: 40.2 GPUs MAE against 41.0 for the old ``auto``). Averaging damps
 the noise of the last hour that ``naive`` carries into all 168 leads; the seasonal window keeps the daily
 rhythm that ``seasonal_naive_24`` copies from a single, noisy day. Intervals are the series' own k-step
-errors replayed from every past origin (``empirical_bands``), like the other baselines.
+errors replayed from every past origin (``empirical_bands``), like the other baselines. No fitted
+parameters either: ``update`` recomputes the means and bands from the new window.
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ def _forecast(inputs: ReportInputs, settings: Settings, registry: str | None, mo
         say("forecasting with the gpu-forecast champion")
         forecast, versions = RegistryForecaster(ModelRegistry(settings.mlflow)).forecast(
             inputs.demand, horizon=horizon)
-        return forecast, ", ".join(f"{k} v{v}" for k, v in versions.items())
+        return forecast, ", ".join(versions.values())  # model URIs: models:/gpu-forecast/7
     from pipelines.forecast import run_forecast
 
     say(f"forecasting with {model}")

@@ -190,7 +190,7 @@ def report_stage(ctx: DemoContext) -> StageResult:
     outcome = make_report(
         inputs, forecast, ctx.settings.planner, ctx.out / "report", plan=ctx.state.get("plan"),
         rightsize=ctx.state.get("rightsize_savings"), title="GPU quota recommendations (demo)",
-        sources={"forecast": ", ".join(f"{k} v{v}" for k, v in versions.items()) or "local"},
+        sources={"forecast": ", ".join(versions.values()) or "local"},
         progress=ctx.progress,
     )
     s = outcome.report.summary

@@ -34,7 +34,7 @@ from predictor.errors import (
     PredictorError,
     RegistryError,
 )
-from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader, WorkloadReader
+from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader, ReportsServing, WorkloadReader
 from predictor.loop.leader import FileLock, Leader
 from predictor.loop.metrics import LoopMetrics
 from predictor.loop.seams import QueueActuator
@@ -103,6 +103,8 @@ class Loop:
         self.audit = AuditLog(settings.actuators.audit_log)
         self.state_path = settings.actuators.audit_log.with_name(settings.actuators.audit_log.name + ".state.json")
         self.metrics = metrics or LoopMetrics(ready_within_s=settings.loop.ready_within_s)
+        if isinstance(forecaster, ReportsServing):  # the served model (URI, stale, failed loads) on /metrics
+            forecaster.report_to(self.metrics)
         self.clock = clock or (lambda: pd.Timestamp.now(tz="UTC"))
         # One loop at a time (predictor.loop.leader): the local lock always, the Lease where one is wired.
         self.leaders: list[Leader] = [FileLock(self.audit.path.with_name(self.audit.path.name + ".lock"))]

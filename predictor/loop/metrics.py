@@ -47,6 +47,16 @@ class LoopMetrics:
                                    ["measure"], registry=r)
         self.model = Gauge("predictor_loop_model_info", "Model versions used by the last cycle (value 1).",
                            ["family", "version"], registry=r)
+        self.served_model = Gauge("predictor_loop_served_model_info",
+                                  "Model held in memory and served per family (value 1), by model URI.",
+                                  ["family", "uri"], registry=r)
+        self.served_stale = Gauge("predictor_loop_served_model_stale",
+                                  "1 while the served model is older than the champion (the champion failed to "
+                                  "load and the last good model is kept).", ["family"], registry=r)
+        self.load_failures = Counter("predictor_loop_model_load_failures",
+                                     "Champion loads that failed (the last good model kept serving).", ["family"],
+                                     registry=r)
+        self._served_uri: dict[str, str] = {}
         self.last_success_unix = 0.0
         self.ready_within_s = LoopSettings().ready_within_s if ready_within_s is None else ready_within_s
         self.elapsed = elapsed
@@ -62,6 +72,18 @@ class LoopMetrics:
         self.model.clear()
         for family, version in versions.items():
             self.model.labels(family=family, version=version).set(1)
+
+    def served(self, family: str, uri: str, *, stale: bool, failed: bool) -> None:
+        """What ``family`` serves from memory now, whether it is stale, and one more failed load if ``failed``."""
+        previous = self._served_uri.get(family)
+        if previous is not None and previous != uri:  # one URI per family: the one in memory now
+            self.served_model.remove(family, previous)
+        self._served_uri[family] = uri
+        self.served_model.labels(family=family, uri=uri).set(1)
+        self.served_stale.labels(family=family).set(1 if stale else 0)
+        counter = self.load_failures.labels(family=family)  # exported at 0 before the first failure
+        if failed:
+            counter.inc()
 
     def ready(self) -> tuple[bool, str]:
         """Ready once a cycle succeeded, and while the last success is fresh enough."""

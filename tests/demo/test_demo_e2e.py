@@ -31,7 +31,7 @@ def test_demo_runs_twice_and_leaves_a_report(tmp_path: Path, capsys: pytest.Capt
     assert main(["report", "--history", str(out / "history"), "--registry", uri, "--out", str(again)]) == 0
     capsys.readouterr()
     doc = json.loads((again / "report.json").read_text(encoding="utf-8"))
-    assert doc["sources"]["forecast"] == "gpu-forecast v1"
+    assert doc["sources"]["forecast"] == "models:/gpu-forecast/1"
     assert [q["queue"] for q in doc["queues"]] == [q["queue"] for q in report["queues"]]
     assert main(args) == 0
     second = capsys.readouterr().out

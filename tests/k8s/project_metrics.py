@@ -146,6 +146,11 @@ def project_openmetrics(history: SimHistory) -> str:
     out.family("predictor_loop_desired_quota_gpus", "gauge", quotas)
     model = {"family": "gpu-forecast", "version": "3"}
     out.family("predictor_loop_model_info", "gauge", [(model, [(t, 1.0) for t in grid])])
+    served = {"family": "gpu-forecast", "uri": "models:/gpu-forecast/3"}
+    out.family("predictor_loop_served_model_info", "gauge", [(served, [(t, 1.0) for t in grid])])
+    family = {"family": "gpu-forecast"}
+    out.family("predictor_loop_served_model_stale", "gauge", [(family, [(t, 0.0) for t in grid])])
+    out.family("predictor_loop_model_load_failures", "counter", [(family, [(t, 0.0) for t in grid])])
 
     targets, passed, profiles = [], [], []
     for index, node in enumerate(history.nodes):
