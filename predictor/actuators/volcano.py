@@ -287,7 +287,7 @@ def write_plan_dir(plan: QueuePlan, live: Sequence[Mapping[str, Any]], out: Path
     """
     import yaml
 
-    from predictor.atomicio import child_path, fsync_directory, write_text
+    from predictor.atomicio import child_path, fsync_directory, write_text, write_texts
     from predictor.planner import desired_object
     from predictor.planner.state import check_queue_name
 
@@ -295,12 +295,14 @@ def write_plan_dir(plan: QueuePlan, live: Sequence[Mapping[str, Any]], out: Path
     directory = out / "queues"
     if directory.is_symlink():  # a link could lead the files (and the clean-up below) anywhere
         raise InputError(f"{directory} is a symbolic link; the plan's queues/ must be a real directory")
-    written = set()
+    files: dict[Path, str] = {}
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when present: 1,000 queues in well under 1 s
     for name, state in sorted(plan.desired.items()):
         path = child_path(directory, check_queue_name(name, source="plan") + ".yaml")
         obj = desired_object(by_name.get(name, {"metadata": {"name": name}}), state, plan.changes)
-        write_text(path, yaml.safe_dump(obj, sort_keys=False))
-        written.add(path.name)
+        files[path] = yaml.dump(obj, Dumper=dumper, sort_keys=False)
+    write_texts(files)  # unchanged queue files are not rewritten; the directory is synced once
+    written = {path.name for path in files}
     if directory.is_dir():
         stale = [p for p in directory.glob("*.yaml")
                  if p.name not in written and p.is_file() and not p.is_symlink() and _is_queue_file(p)]

@@ -156,3 +156,33 @@ def test_an_unwritable_location_is_one_clear_error(tmp_path: Path) -> None:
             write_text(target, "x")
     finally:
         locked.chmod(0o700)
+
+
+def test_write_texts_skips_unchanged_files_and_syncs_each_directory_once(tmp_path: Path) -> None:
+    from predictor.atomicio import write_texts
+
+    synced: list[int] = []
+
+    def counting(fd: int) -> None:
+        synced.append(fd)
+        os.fsync(fd)
+
+    a, b = tmp_path / "q" / "a.yaml", tmp_path / "q" / "b.yaml"
+    assert write_texts({a: "one\n", b: "two\n"}, fsync=counting) == [a, b]
+    assert (a.read_text(), b.read_text()) == ("one\n", "two\n")
+    assert len(synced) == 3  # two files, one directory
+    inode = a.stat().st_ino
+    synced.clear()
+    assert write_texts({a: "one\n", b: "TWO\n"}, fsync=counting) == [b]  # a is unchanged: left alone
+    assert a.stat().st_ino == inode and b.read_text() == "TWO\n"
+    assert len(synced) == 2
+    assert not [p for p in (tmp_path / "q").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_write_texts_writes_nothing_when_one_target_is_a_directory(tmp_path: Path) -> None:
+    from predictor.atomicio import write_texts
+
+    (tmp_path / "b.yaml").mkdir()
+    with pytest.raises(InputError, match="is a directory"):
+        write_texts({tmp_path / "a.yaml": "one\n", tmp_path / "b.yaml": "two\n"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.yaml"]
