@@ -128,12 +128,14 @@ def queue_features(
     arrivals: str | None = None,
     pending: str | None = None,
     horizon: int = 24,
+    serving: bool = False,
 ) -> pd.DataFrame:
     """Hourly rows per series with lag features, the "max of last 24 h" baseline and next-24 h peak.
 
     ``frame`` holds ``series_id``, ``timestamp`` (hourly, gap-free per series) and the named columns.
     The target ``y_ratio`` is the next ``horizon`` hours' peak over ``scale`` (last week's peak + 1);
-    rows whose future or week of past is incomplete are dropped.
+    rows whose future or week of past is incomplete are dropped. ``serving=True`` keeps rows whose future
+    is not known yet (their target is NaN): the newest hour is the one a served model predicts from.
     """
     parts: list[pd.DataFrame] = []
     for sid, g in frame.sort_values(["series_id", "timestamp"]).groupby("series_id", sort=True):
@@ -151,7 +153,8 @@ def queue_features(
         # The peak of hours t+1 … t+horizon: a reversed rolling max shifted by one.
         out["target"] = d[::-1].rolling(horizon, min_periods=horizon).max()[::-1].shift(-1)
         parts.append(out)
-    f = pd.concat(parts, ignore_index=True).dropna(subset=["max168", "target"]).reset_index(drop=True)
+    needed = ["max168"] if serving else ["max168", "target"]
+    f = pd.concat(parts, ignore_index=True).dropna(subset=needed).reset_index(drop=True)
     scale = f["max168"] + 1.0
     f["scale"] = scale
     f["log_scale"] = np.log1p(f["max168"])

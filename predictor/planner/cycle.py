@@ -97,6 +97,7 @@ def plan_cycle(
     allocatable: Mapping[str, float] | None = None,
     demand: pd.DataFrame | None = None,
     memory: Memory | None = None,
+    demand_unknown: Mapping[str, str] | None = None,
     last_changed: Mapping[str, float] | None = None,
     hold: HoldAll | None = None,
     held_queues: Mapping[str, HoldAll] | None = None,
@@ -109,12 +110,14 @@ def plan_cycle(
     Either way every queue is held with it and no target is computed. ``held_queues`` holds single queues
     (queue → (code, reason), e.g. one queue's stale history) while the others are planned. A plan that breaks an
     invariant is replaced by one that holds everything (``invalid_state``): nothing of it may be applied.
+    ``demand`` (peaks per queue) and ``demand_unknown`` (queue → why no peak) combine with the forecast by
+    ``predictor.planner.demand_rule``.
     """
     if hold is None and forecast is not None:
         hold = stale_forecast(forecast, settings, now=now)
     if hold is None and allocatable is not None:
         hold = capacity_drop(previous_allocatable, allocatable, settings)
-    targets = forecast_targets(forecast, settings, now=now, demand=demand) if (
+    targets = forecast_targets(forecast, settings, now=now, demand=demand, demand_unknown=demand_unknown) if (
         hold is None and forecast is not None) else None
     plan = plan_queues(queues, targets, settings, now=now, allocatable=allocatable, memory=memory,
                        last_changed=last_changed, hold_all=hold, held_queues=held_queues)

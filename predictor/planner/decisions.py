@@ -12,14 +12,16 @@ from typing import Any
 
 from predictor.planner.state import QueueState
 
-__all__ = ["REASON_CODES", "FieldChange", "Hold", "Memory", "QueuePlan"]
+__all__ = ["REASON_CODES", "TARGET_CODES", "FieldChange", "Hold", "Memory", "QueuePlan"]
 
 # Low-cardinality reason codes (metric labels); the free text of a reason carries the numbers.
 REASON_CODES = (
     "forecast", "dead_band", "max_step", "cooldown", "stabilising", "below_allocated", "ordering",
     "parent_sum", "guarantee_sum", "capacity", "protected", "opted_out", "no_forecast", "stale_data",
-    "missing_model", "source_down", "invalid_state", "capacity_drop",
+    "missing_model", "source_down", "invalid_state", "capacity_drop", "demand",
 )
+# Codes of a change that went to its target unclipped, naming what set the target (predictor.planner.demand_rule).
+TARGET_CODES = ("forecast", "demand")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from predictor.planner.decisions import FieldChange, Hold, Memory, QueuePlan, Series
+from predictor.planner.decisions import TARGET_CODES, FieldChange, Hold, Memory, QueuePlan, Series
 from predictor.planner.safety import children_of, decide_field, depth, remember, scale_guarantees
 from predictor.planner.settings import PROTECTED_QUEUES, PlannerSettings
 from predictor.planner.state import FIELDS, QueueState
@@ -70,7 +70,7 @@ def _plan_queue(
             decided = decide_field(name, queue.get(name).get(resource), raw, allocated, recs[key], now_s, settings)
             if decided.value is not None:
                 values[name][resource] = decided.value
-            notes[(queue.name, name, resource)] = (decided.code or "forecast",
+            notes[(queue.name, name, resource)] = (decided.code or target.code(name),
                                                    decided.note or f"{name} target {raw:g} from {target.basis}")
         for name, note in _order(values, resource):
             notes[(queue.name, name, resource)] = ("ordering", note)
@@ -310,5 +310,5 @@ def _field_changes(
             code, note = notes.get((name, field, resource), ("forecast", ""))
             if new is not None and new != old:
                 changes.append(FieldChange(name, field, resource, old, new, note, code))
-            elif code != "forecast" and managed:
+            elif code not in TARGET_CODES and managed:
                 held.append(Hold(name, note, code, field, resource))

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from models.frames import ID, TIME
 from predictor.errors import InputError
+from predictor.planner.demand_rule import UNKNOWN_NO_ROW, combine, demand_peaks
 from predictor.planner.quantity import MAX_GPUS
 from predictor.planner.settings import PlannerSettings
 from predictor.planner.state import check_queue_name
@@ -26,12 +27,19 @@ Key = tuple[str, str]  # (queue, resource)
 
 @dataclass(frozen=True)
 class Target:
-    """What the forecast asks for one queue and resource, in GPUs, and the words explaining it."""
+    """What the forecast (and demand) ask for one queue and resource, in GPUs, and the words explaining it.
+
+    ``codes`` names what set a field when it was not the forecast (``{"deserved": "demand"}``).
+    """
 
     deserved: float
     capability: float
     guarantee: float
     basis: str
+    codes: Mapping[str, str] = field(default_factory=dict)
+
+    def code(self, name: str) -> str:
+        return self.codes.get(name, "forecast")
 
 
 def ceil_to(value: float, step: int) -> float:
@@ -41,24 +49,6 @@ def ceil_to(value: float, step: int) -> float:
 
 def floor_to(value: float, step: int) -> float:
     return float(math.floor(value / step + 1e-9) * step)
-
-
-def _demand_peaks(demand: pd.DataFrame | None, settings: PlannerSettings) -> dict[Key, float]:
-    if demand is None or demand.empty:
-        return {}
-    queue_col = "queue" if "queue" in demand.columns else ID
-    value_col = next((c for c in ("peak", "value", "mean") if c in demand.columns), None)
-    if queue_col not in demand.columns or value_col is None:
-        raise InputError("demand frame needs a queue (or series_id) column and a peak (or value) column")
-    resources = demand["resource"] if "resource" in demand.columns else settings.resource
-    frame = pd.DataFrame({"queue": demand[queue_col].astype(str), "resource": resources,
-                          "peak": pd.to_numeric(demand[value_col], errors="coerce")})
-    if frame["peak"].isna().any():
-        raise InputError(f"demand frame: column {value_col!r} has a value that is not a number")
-    if not frame["peak"].between(0, MAX_GPUS).all():
-        raise InputError(f"demand frame: column {value_col!r} has a value outside 0 … {MAX_GPUS:g} GPUs")
-    peaks = frame.groupby(["queue", "resource"], sort=False)["peak"].max()
-    return {(str(k[0]), str(k[1])): float(v) for k, v in zip(peaks.index, peaks.to_numpy(float), strict=True)}
 
 
 def check_forecast_columns(forecast: pd.DataFrame, settings: PlannerSettings, *,
@@ -84,10 +74,13 @@ def forecast_targets(
     *,
     now: pd.Timestamp,
     demand: pd.DataFrame | None = None,
+    demand_unknown: Mapping[str, str] | None = None,
 ) -> dict[Key, Target]:
     """Targets for every (queue, resource) the forecast covers in ``[now, now + horizon]``.
 
     A series whose forecast does not reach into that window is left out, so the caller holds it as stale.
+    Demand combines by ``predictor.planner.demand_rule``; ``demand_unknown`` (queue → why) names queues
+    whose demand could not be predicted. Given either, a queue without a demand row says demand is unknown.
     """
     check_forecast_columns(forecast, settings)
     for series in forecast[ID].astype(str).unique():
@@ -111,7 +104,8 @@ def forecast_targets(
         first = frame.loc[duplicated].iloc[0]
         raise InputError(f"forecast frame has two rows for queue {first['queue']!r} at {first['t'].isoformat()}")
     grouped = frame.groupby(["queue", "resource"], sort=False).agg(d=("d", "max"), c=("c", "max"), g=("g", "min"))
-    peaks = _demand_peaks(demand, settings)
+    peaks = demand_peaks(demand, settings)
+    explain_unknown = demand is not None or demand_unknown is not None
     grow = 1.0 + settings.headroom
     step = settings.round_to
     out: dict[Key, Target] = {}
@@ -119,18 +113,18 @@ def forecast_targets(
     for (queue, resource), d_q, c_q, g_q in zip(grouped.index, *arrays, strict=True):
         key = (str(queue), str(resource))
         limits = settings.limits(key[0])
-        peak = peaks.get(key, 0.0)
-        want = max(float(d_q), peak, 0.0) * grow
-        deserved = max(ceil_to(want, step), limits.min_deserved)
-        basis = f"{settings.deserved_quantile} {d_q:.1f}" + (f", demand peak {peak:.1f}" if peak > d_q else "")
+        unknown = (demand_unknown or {}).get(key[0], UNKNOWN_NO_ROW) if explain_unknown else None
+        both = combine(d_q, c_q, peaks.get(key), quantile_name=settings.deserved_quantile, unknown=unknown)
+        deserved = max(ceil_to(both.deserved * grow, step), limits.min_deserved)
+        basis = both.basis
         if limits.max_deserved is not None and deserved > limits.max_deserved:
             deserved, basis = limits.max_deserved, basis + f", max_deserved {limits.max_deserved:g}"
-        capability = max(ceil_to(max(float(c_q), peak, 0.0) * grow, step), deserved)
+        capability = max(ceil_to(both.capability * grow, step), deserved)
         if limits.max_capability is not None:
             capability = min(capability, max(limits.max_capability, deserved))
         guarantee = min(max(floor_to(max(float(g_q), 0.0), step), limits.min_guarantee), deserved)
         out[key] = Target(deserved=deserved, capability=capability, guarantee=guarantee,
-                          basis=f"{basis} +{settings.headroom:.0%} headroom")
+                          basis=f"{basis} +{settings.headroom:.0%} headroom", codes=both.codes)
     return out
 
 
