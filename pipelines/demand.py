@@ -92,7 +92,8 @@ def train_demand(
     source = "runs active per hour" if queues is None else "queue demand series"
     try:
         estimator.fit_queues(hours, horizon_h=QUEUE_HORIZON_H)
-        queue_note = f"next-{QUEUE_HORIZON_H} h peak per queue, fitted on {source} ({hours['series_id'].nunique()} queues)"
+        queue_note = (f"next-{QUEUE_HORIZON_H} h peak per queue, fitted on {source} "
+                      f"({hours['series_id'].nunique()} queues)")
     except ValueError as exc:
         queue_note = f"none: {exc}"
     chosen = table[table["method"].str.startswith("gbr history+early" if job.with_early else "gbr history q")]
