@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # annotations only: the loop, the actuator and their clients 
     from predictor.actuators.volcano import VolcanoActuator
     from predictor.config import Settings
     from predictor.loop import ClusterReader, Forecaster, HistoryReader, Loop
+    from predictor.loop.demand import DemandReader, JobsReader
     from predictor.loop.leader import LeaseLock
 
 __all__ = ["register"]
@@ -103,15 +104,25 @@ def loop_command(
     kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig (default: in-cluster, "
                                                                          "then ~/.kube/config).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Run even if this interval's cycle is done.")] = False,
+    pending: Annotated[Path | None, typer.Option("--pending", help="Pending GPUs per queue (series_id, timestamp, "
+                                                                    "value) instead of Prometheus: with --history, "
+                                                                    "turns on the demand model.")] = None,
 ) -> None:
-    """Forecast, plan and resize Volcano queues every interval (mode from actuators.mode; plan by default)."""
+    """Forecast, plan and resize Volcano queues every interval (mode from actuators.mode; plan by default).
+
+    Demand: the gpu-demand champion sizes a queue when its peak is above the forecast. It is served when
+    job data can be read (Prometheus, or --pending with --history); a --history file alone plans from the
+    forecast only.
+    """
+    from predictor.commands.demand import jobs_reader
     from predictor.loop import Loop
 
     interval_s = parse_duration(interval, name="--interval").total_seconds() if interval else None
     settings = settings_from(ctx, config=config, loop={"interval_s": interval_s})
     cluster, actuator = _cluster(settings, queues, kubeconfig)
     loop = Loop(settings, cluster=cluster, history=_history(settings, history), forecaster=_forecaster(settings, model),
-                actuator=actuator, lease=_lease(settings, actuator))
+                actuator=actuator, lease=_lease(settings, actuator),
+                demand=_demand(settings, jobs_reader(settings, pending, history)))
     if once:
         _run_once(loop, settings, force=force)
     else:
@@ -164,6 +175,16 @@ def _forecaster(settings: Settings, model: str | None) -> Forecaster:
     from predictor.registry import ModelRegistry
 
     return RegistryForecaster(ModelRegistry(settings.mlflow))
+
+
+def _demand(settings: Settings, jobs: JobsReader | None) -> DemandReader | None:
+    """The registry's gpu-demand champion over the pending jobs; none without job data to serve it from."""
+    if jobs is None:
+        return None
+    from predictor.loop.demand import RegistryDemand
+    from predictor.registry import ModelRegistry
+
+    return RegistryDemand(ModelRegistry(settings.mlflow), jobs, resource=settings.planner.resource)
 
 
 def _lease(settings: Settings, actuator: VolcanoActuator | None) -> LeaseLock | None:

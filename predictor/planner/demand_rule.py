@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -56,7 +57,7 @@ class Combined:
     basis: str
 
 
-def _label(row: Mapping[str, object]) -> str:
+def _label(row: Mapping[Any, object]) -> str:
     parts = ["demand"]
     quantile = pd.to_numeric(pd.Series([row.get("quantile")]), errors="coerce").iloc[0]
     if pd.notna(quantile):
