@@ -21,6 +21,8 @@ from predictor.errors import ConfigError, InputError
 from predictor.timeparse import parse_duration, parse_time
 
 if TYPE_CHECKING:  # annotations only: the loop, the actuator and their clients load when a command runs
+    import pandas as pd
+
     from predictor.actuators.volcano import VolcanoActuator
     from predictor.config import Settings
     from predictor.loop import ClusterReader, Forecaster, HistoryReader, Loop
@@ -85,9 +87,22 @@ def plan_command(
     # The loop's own cycle (stale hold, targets, policy, invariant gate): the same plan from the same inputs.
     plan = plan_cycle(live, frame, p, now=at, allocatable=allocatable, demand=demand_frame).plan
     items = doc.get("items") if isinstance(doc, dict) else doc
-    write_plan_dir(plan, list(items or []), out)
+    write_plan_dir(plan, list(items or []), out, models=_file_models(frame, demand_frame))
     console.print(_summary(f"plan at {at.isoformat()} → {out}", len(plan.changes),
                            Counter(h.code for h in plan.held)))
+
+
+def _file_models(forecast: pd.DataFrame, demand: pd.DataFrame | None) -> dict[str, str] | None:
+    """The models the input files name in a ``model`` column (``predictor demand`` writes one), if any."""
+    from predictor.registry import DEMAND_FAMILY, FORECAST_FAMILY
+
+    models = {}
+    for family, frame in ((FORECAST_FAMILY, forecast), (DEMAND_FAMILY, demand)):
+        if frame is not None and "model" in frame.columns:
+            names = sorted({str(m) for m in frame["model"].dropna().unique() if str(m).strip()})
+            if names:
+                models[family] = ", ".join(names)
+    return models or None
 
 
 def loop_command(
