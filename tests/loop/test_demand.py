@@ -19,7 +19,7 @@ from models.demand_eval import RunDemandModel
 from models.demand_features import EARLY_FEATURES, HISTORY_FEATURES
 from predictor.actuators.audit import AuditLog
 from predictor.cli import main
-from predictor.config import load_settings
+from predictor.config import Settings, load_settings
 from predictor.loop import FileCluster, Loop
 from predictor.loop.demand import FileJobs, RegistryDemand
 from predictor.registry import DEMAND_FAMILY, ModelRegistry
@@ -90,7 +90,7 @@ def champion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]
     return uri, info.version
 
 
-def _settings(tmp_path: Path) -> object:
+def _settings(tmp_path: Path) -> Settings:
     return load_settings(None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl",
                                           "plan_dir": tmp_path / "plans"},
                          planner={"max_step_abs": 64, "max_step_rel": 10})
@@ -102,8 +102,8 @@ def test_a_cycle_serves_the_demand_champion_and_says_what_set_each_queue(
     inputs = write_plan_inputs(tmp_path, NOW)
     (tmp_path / "pending.csv").write_text(_pending().to_csv(index=False))
     settings = _settings(tmp_path)
-    demand = RegistryDemand(ModelRegistry(settings.mlflow), FileJobs(tmp_path / "pending.csv"))  # type: ignore[attr-defined]
-    loop = Loop(settings, cluster=FileCluster(json.loads(inputs["queues"].read_text()),  # type: ignore[arg-type]
+    demand = RegistryDemand(ModelRegistry(settings.mlflow), FileJobs(tmp_path / "pending.csv"))
+    loop = Loop(settings, cluster=FileCluster(json.loads(inputs["queues"].read_text()),
                                               json.loads(inputs["nodes"].read_text())),
                 history=FileHistoryFrame(), forecaster=FromBase(), clock=lambda: NOW, demand=demand)
     report = loop.run_once(force=True)
@@ -133,8 +133,8 @@ def test_without_a_demand_champion_every_queue_is_forecast_sized_and_says_demand
     inputs = write_plan_inputs(tmp_path, NOW)
     (tmp_path / "pending.csv").write_text(_pending().to_csv(index=False))
     settings = _settings(tmp_path)
-    demand = RegistryDemand(ModelRegistry(settings.mlflow), FileJobs(tmp_path / "pending.csv"))  # type: ignore[attr-defined]
-    loop = Loop(settings, cluster=FileCluster(json.loads(inputs["queues"].read_text()),  # type: ignore[arg-type]
+    demand = RegistryDemand(ModelRegistry(settings.mlflow), FileJobs(tmp_path / "pending.csv"))
+    loop = Loop(settings, cluster=FileCluster(json.loads(inputs["queues"].read_text()),
                                               json.loads(inputs["nodes"].read_text())),
                 history=FileHistoryFrame(), forecaster=FromBase(), clock=lambda: NOW, demand=demand)
     report = loop.run_once(force=True)
