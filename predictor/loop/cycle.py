@@ -138,7 +138,7 @@ class Loop:
             resource=change.resource if change else None, before=change.before if change else None,
             after=change.after if change else None, reason=reason, mode=self.mode, outcome=outcome,
             code=code or (change.code if change else ""), unix=now.timestamp(),
-            models=dict(self.models) if change is not None and self.models else None)
+            models=dict(self.models) if self.models and (change is not None or outcome == "cycle-done") else None)
 
     def recover(self, now: pd.Timestamp) -> list[AuditRecord]:
         """Settle patches cut off by a crash: applied if the live queue shows them, else abandoned."""

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from predictor.loop.seams import ChampionRegistry
     from predictor.sources import MetricSource
 
-__all__ = ["DemandPrediction", "DemandReader", "EstimatorDemand", "FileJobs", "JobsReader", "RegistryDemand",
+__all__ = ["DemandPrediction", "DemandReader", "EstimatorDemand", "FileJobs", "FrameJobs", "JobsReader",
+           "RegistryDemand",
            "SourceJobs", "model_uri"]
 
 COLUMNS = ("queue", "resource", "peak", "now", "quantile", "horizon_h", "model", "timestamp")
@@ -91,6 +92,16 @@ class FileJobs:
         frame = read_history(self.path)
         keep = (frame[TIME] <= now) & (frame[TIME] > now - self.lookback)
         return frame.loc[keep, [ID, TIME, VALUE]].reset_index(drop=True)
+
+
+class FrameJobs:
+    """Pending GPUs per queue from a frame in memory (the demo, replay): rows after ``now`` are not seen."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self.frame = frame.assign(**{TIME: pd.to_datetime(frame[TIME], utc=True)})
+
+    def pending(self, now: pd.Timestamp) -> pd.DataFrame:
+        return self.frame.loc[self.frame[TIME] <= now, [ID, TIME, VALUE]].reset_index(drop=True)
 
 
 def _empty() -> pd.DataFrame:

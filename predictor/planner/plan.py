@@ -70,8 +70,8 @@ def _plan_queue(
             decided = decide_field(name, queue.get(name).get(resource), raw, allocated, recs[key], now_s, settings)
             if decided.value is not None:
                 values[name][resource] = decided.value
-            notes[(queue.name, name, resource)] = (decided.code or target.code(name),
-                                                   decided.note or f"{name} target {raw:g} from {target.basis}")
+            why = decided.note or f"{name} target {raw:g} from {target.basis_for(name)}"
+            notes[(queue.name, name, resource)] = (decided.code or target.code(name), why)
         for name, note in _order(values, resource):
             notes[(queue.name, name, resource)] = ("ordering", note)
     return values

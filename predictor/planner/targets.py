@@ -37,9 +37,16 @@ class Target:
     guarantee: float
     basis: str
     codes: Mapping[str, str] = field(default_factory=dict)
+    guarantee_from: str = ""  # the guarantee's own source (the forecast's floor), when it is not ``basis``
 
     def code(self, name: str) -> str:
         return self.codes.get(name, "forecast")
+
+    def basis_for(self, name: str) -> str:
+        """The words behind field ``name``: the guarantee names its floor first (demand never sets it)."""
+        if name == "guarantee" and self.guarantee_from:
+            return f"{self.guarantee_from} (deserved: {self.basis})"
+        return self.basis
 
 
 def ceil_to(value: float, step: int) -> float:
@@ -124,7 +131,8 @@ def forecast_targets(
             capability = min(capability, max(limits.max_capability, deserved))
         guarantee = min(max(floor_to(max(float(g_q), 0.0), step), limits.min_guarantee), deserved)
         out[key] = Target(deserved=deserved, capability=capability, guarantee=guarantee,
-                          basis=f"{basis} +{settings.headroom:.0%} headroom", codes=both.codes)
+                          basis=f"{basis} +{settings.headroom:.0%} headroom", codes=both.codes,
+                          guarantee_from=f"forecast {settings.guarantee_quantile} {g_q:.1f}" if both.codes else "")
     return out
 
 

@@ -42,11 +42,14 @@ def test_demand_codes_reach_the_plan_and_an_unchanged_demand_field_is_no_hold() 
     targets = forecast_targets(_forecast(10.0), POLICY, now=NOW, demand=demand)
     assert targets[("a", GPU)].deserved == 33.0 and targets[("a", GPU)].code("deserved") == "demand"
     assert targets[("a", GPU)].code("guarantee") == "forecast"
-    queues = queues_from_list([queue_object("a", deserved=16, capability=33, guarantee=8)])
+    queues = queues_from_list([queue_object("a", deserved=16, capability=33, guarantee=2)])
     plan = plan_queues(queues, targets, POLICY, now=NOW)
     deserved = [c for c in plan.changes if c.field == "deserved"]
     assert [(c.after, c.code) for c in deserved] == [(33.0, "demand")]
     assert "models:/gpu-demand/3" in deserved[0].reason
+    guarantee = [c for c in plan.changes if c.field == "guarantee"]
+    assert [c.code for c in guarantee] == ["forecast"]
+    assert guarantee[0].reason.startswith("guarantee target 8 from forecast lo-80 8.0 (deserved: demand q0.95")
     # capability is already 33: no change, and a field at its demand target is not a hold either.
     assert not [h for h in plan.held if h.field == "capability"]
 
