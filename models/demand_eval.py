@@ -108,7 +108,7 @@ class RunDemandModel(BaseEstimator):  # type: ignore[misc]
         if self.queue_model_ is None:
             raise ValueError("this gpu-demand version has no queue-peak regressor (registered before it "
                              "existed): retrain it with `predictor train demand`")
-        return predict_queue_peaks(self.queue_model_, frame, horizon_h=self.queue_horizon_h_)
+        return predict_queue_peaks(self.queue_model_, frame)
 
 
 def pinball_score(model: RunDemandModel, features: pd.DataFrame) -> float:

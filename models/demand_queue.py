@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 
 from models.demand import DEFAULT_QUANTILE, DemandRegressor
-from models.demand_features import QUEUE_FEATURES, feature_matrix, queue_features
+from models.demand_features import QUEUE_FEATURES, feature_matrix, latest_queue_features, queue_features
 
-__all__ = ["QUEUE_HORIZON_H", "WEEK_H", "fit_queue_model", "hourly_queue_demand", "predict_queue_peaks",
+__all__ = ["QUEUE_HORIZON_H", "WEEK_H", "fit_queue_model", "hourly_wide", "predict_queue_peaks",
            "queue_hours_from_runs"]
 
 QUEUE_HORIZON_H = 24
@@ -47,20 +47,17 @@ def queue_hours_from_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def hourly_queue_demand(history: pd.DataFrame, *, value: str = "value") -> pd.DataFrame:
-    """``series_id, timestamp, demand`` on a gap-free hourly grid per queue (hourly max; short gaps filled)."""
-    frame = pd.DataFrame({"series_id": history["series_id"].astype(str),
-                          "timestamp": pd.to_datetime(history["timestamp"], utc=True).dt.floor("h"),
-                          "demand": pd.to_numeric(history[value], errors="coerce")})
-    parts = []
-    for queue, g in frame.groupby("series_id", sort=True):
-        hourly = g.groupby("timestamp")["demand"].max()
-        grid = pd.date_range(hourly.index.min(), hourly.index.max(), freq="h")
-        filled = hourly.reindex(grid).ffill(limit=MAX_GAP_H)
-        parts.append(pd.DataFrame({"series_id": str(queue), "timestamp": grid, "demand": filled.to_numpy()}))
-    if not parts:
-        return frame.iloc[0:0]
-    return pd.concat(parts, ignore_index=True)
+def hourly_wide(frame: pd.DataFrame, value: str) -> pd.DataFrame:
+    """``series_id, timestamp, <value>`` rows as a gap-free hourly table, one column per queue.
+
+    Several samples in an hour: the largest (a peak is what sizes a queue). Gaps up to ``MAX_GAP_H`` hours
+    carry the last value forward; longer ones stay NaN, so the queue's week is incomplete.
+    """
+    hours = pd.to_datetime(frame["timestamp"], utc=True).dt.floor("h")
+    values = pd.to_numeric(frame[value], errors="coerce")
+    wide = values.groupby([hours.rename("timestamp"), frame["series_id"].astype(str)]).max().unstack()
+    grid = pd.date_range(wide.index.min(), wide.index.max(), freq="h")
+    return wide.reindex(grid).ffill(limit=MAX_GAP_H)
 
 
 def fit_queue_model(frame: pd.DataFrame, *, quantile: float = DEFAULT_QUANTILE, horizon_h: int = QUEUE_HORIZON_H,
@@ -75,28 +72,26 @@ def fit_queue_model(frame: pd.DataFrame, *, quantile: float = DEFAULT_QUANTILE, 
                                                                      f["y_ratio"])
 
 
-def predict_queue_peaks(model: DemandRegressor, frame: pd.DataFrame, *,
-                        horizon_h: int = QUEUE_HORIZON_H) -> pd.DataFrame:
-    """Per queue, from its newest complete hour: ``series_id, timestamp, peak, now`` (GPUs).
+def predict_queue_peaks(model: DemandRegressor, frame: pd.DataFrame) -> pd.DataFrame:
+    """Per queue, from the newest hour: ``series_id, timestamp, peak, now`` (GPUs).
 
-    ``frame``: hourly ``series_id, timestamp, demand[, pending]``. ``now`` is the demand of the newest hour
-    (running + pending jobs); ``peak`` is the model's quantile of the next ``horizon_h`` hours' peak, never
-    below ``now``. A queue with less than a week of gap-free history has no row.
+    ``frame``: ``series_id, timestamp, demand[, pending]`` (any step; reduced to hourly peaks). ``now`` is
+    the demand of the newest hour (running + pending jobs); ``peak`` is the model's quantile of the next
+    hours' peak, never below ``now``. A queue without a complete (gap-free) last week has no row.
     """
     columns = ["series_id", "timestamp", "peak", "now"]
     if frame.empty:
         return pd.DataFrame(columns=columns)
-    pending = "pending" if "pending" in frame.columns else None
-    f = queue_features(frame, pending=pending, horizon=horizon_h, serving=True)
-    if f.empty:
-        return pd.DataFrame(columns=columns)
-    newest = frame.groupby("series_id")["timestamp"].max()
-    f = f.loc[f["timestamp"].to_numpy() == newest.reindex(f["series_id"]).to_numpy()]
-    f = f.loc[np.isfinite(f[list(QUEUE_FEATURES)].drop(columns=["arrivals24", "pending0"]).to_numpy()).all(axis=1)]
+    demand = hourly_wide(frame.dropna(subset=["demand"]), "demand")
+    pending = hourly_wide(frame.dropna(subset=["pending"]), "pending") if "pending" in frame.columns and \
+        frame["pending"].notna().any() else None
+    f = latest_queue_features(demand, pending)
+    core = [c for c in QUEUE_FEATURES if c not in ("arrivals24", "pending0")]
+    f = f.loc[np.isfinite(f[core].to_numpy(np.float64)).all(axis=1)]
     if f.empty:
         return pd.DataFrame(columns=columns)
     scale = f["scale"].to_numpy(np.float64)
     now = f["lag0"].to_numpy(np.float64) * scale
     peak = np.maximum(model.predict(feature_matrix(f, QUEUE_FEATURES)) * scale, now)
-    return pd.DataFrame({"series_id": f["series_id"].astype(str).to_numpy(), "timestamp": f["timestamp"].to_numpy(),
+    return pd.DataFrame({"series_id": f["series_id"].to_numpy(), "timestamp": f["timestamp"].to_numpy(),
                          "peak": np.maximum(peak, 0.0), "now": now})

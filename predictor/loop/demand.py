@@ -118,7 +118,7 @@ class EstimatorDemand:
         self.version, self.uri, self.fresh = version, model_uri(family, version), pd.Timedelta(seconds=fresh_s)
 
     def demand(self, history: pd.DataFrame, now: pd.Timestamp) -> DemandPrediction:
-        from models.demand_queue import WEEK_H, hourly_queue_demand
+        from models.demand_queue import WEEK_H
 
         versions = {self.family: self.version}
         queues = sorted(history[ID].astype(str).unique()) if not history.empty else []
@@ -131,10 +131,13 @@ class EstimatorDemand:
         known = [q for q in queues if q in have_jobs]
         if not known:
             return DemandPrediction(_empty(), unknown, versions)
-        hourly = hourly_queue_demand(history.loc[history[ID].astype(str).isin(known)])
-        jobs = pd.DataFrame({ID: fresh[ID].astype(str), TIME: pd.to_datetime(fresh[TIME], utc=True).dt.floor("h"),
-                             "pending": pd.to_numeric(fresh[VALUE], errors="coerce")})
-        hourly = hourly.merge(jobs.groupby([ID, TIME], as_index=False)["pending"].max(), on=[ID, TIME], how="left")
+        rows = history.loc[history[ID].astype(str).isin(known)]
+        hourly = pd.concat([
+            pd.DataFrame({ID: rows[ID].astype(str), TIME: pd.to_datetime(rows[TIME], utc=True),
+                          "demand": pd.to_numeric(rows[VALUE], errors="coerce"), "pending": float("nan")}),
+            pd.DataFrame({ID: fresh[ID].astype(str), TIME: pd.to_datetime(fresh[TIME], utc=True),
+                          "demand": float("nan"), "pending": pd.to_numeric(fresh[VALUE], errors="coerce")}),
+        ], ignore_index=True)
         try:
             peaks = self.estimator.predict_queues(hourly)
         except (ValueError, AttributeError) as exc:
