@@ -175,3 +175,25 @@ def test_the_demand_file_round_trips_into_plan_and_matches_the_loop(
     assert a["deserved"]["code"] == "demand" and a["deserved"]["after"] >= BURST * 1.1
     b = [c for c in offline["changes"] if c["queue"] == "team-b" and c["field"] == "deserved"]
     assert b and b[0]["code"] == "forecast" and "demand unknown: no row for this queue" in b[0]["reason"]
+
+
+def test_predictor_loop_once_with_pending_serves_the_champion(
+        champion: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI wiring: `--history` with `--pending` turns the registry's demand model on (plan mode)."""
+    _, version = champion
+    now = pd.Timestamp.now(tz="UTC").floor("h")
+    shift = now - NOW
+    inputs = write_plan_inputs(tmp_path, now)
+    _history().assign(timestamp=lambda f: f["timestamp"] + shift).to_csv(tmp_path / "history.csv", index=False)
+    _pending().assign(timestamp=lambda f: f["timestamp"] + shift).to_csv(tmp_path / "pending.csv", index=False)
+    monkeypatch.setenv("PREDICTOR_ACTUATORS__AUDIT_LOG", str(tmp_path / "audit.jsonl"))
+    monkeypatch.setenv("PREDICTOR_ACTUATORS__PLAN_DIR", str(tmp_path / "plans"))
+    args = ["loop", "--once", "--history", str(tmp_path / "history.csv"), "--queues", str(inputs["queues"]),
+            "--model", "seasonal_naive_24"]
+    assert main([*args, "--pending", str(tmp_path / "pending.csv")]) == 0
+    models = json.loads((tmp_path / "plans" / "plan.json").read_text())["models"]
+    assert models == {"gpu-demand": f"models:/gpu-demand/{version}", "gpu-forecast": "seasonal_naive_24 (unregistered)"}
+    # Without --pending there is no job data: no demand model is served, the forecast plans alone.
+    assert main([*args, "--force"]) == 0
+    assert json.loads((tmp_path / "plans" / "plan.json").read_text())["models"] == {
+        "gpu-forecast": "seasonal_naive_24 (unregistered)"}
