@@ -25,6 +25,7 @@ from models.demand_features import (
     queue_features,
     run_features,
 )
+from models.demand_queue import QUEUE_HORIZON_H, fit_queue_model, predict_queue_peaks
 
 __all__ = [
     "RunDemandModel",
@@ -69,7 +70,13 @@ class RunDemandModel(BaseEstimator):  # type: ignore[misc]
 
     ``fit`` takes ``run_features`` rows (with their ``y_*`` targets); ``predict`` returns a frame with
     ``used_frac`` and ``mem_frac`` at ``quantile`` — what the pyfunc serves for tabular input.
+    ``fit_queues`` adds the per-queue peak regressor (``models.demand_queue``) that the scheduling loop
+    serves: ``predict_queues`` turns each queue's hourly demand into its next ``queue_horizon_h_`` hours'
+    peak at ``quantile``. A version registered before it existed has ``queue_model_ = None``.
     """
+
+    queue_model_: DemandRegressor | None = None
+    queue_horizon_h_: int = QUEUE_HORIZON_H
 
     def __init__(self, quantile: float = DEFAULT_QUANTILE, with_early: bool = True, max_iter: int = 150) -> None:
         self.quantile = quantile
@@ -88,6 +95,20 @@ class RunDemandModel(BaseEstimator):  # type: ignore[misc]
             raise ValueError(f"demand model input lacks column(s) {', '.join(missing)}")
         used, mem = self.models_.predict_fractions(features)
         return pd.DataFrame({"used_frac": used, "mem_frac": mem}, index=features.index)
+
+    def fit_queues(self, frame: pd.DataFrame, horizon_h: int = QUEUE_HORIZON_H) -> RunDemandModel:
+        """Fit the queue-peak regressor on hourly ``series_id, timestamp, demand[, pending]`` rows."""
+        self.queue_model_ = fit_queue_model(frame, quantile=self.quantile, horizon_h=horizon_h,
+                                            max_iter=self.max_iter)
+        self.queue_horizon_h_ = int(horizon_h)
+        return self
+
+    def predict_queues(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``series_id, timestamp, peak, now`` per queue with a week of history (``predict_queue_peaks``)."""
+        if self.queue_model_ is None:
+            raise ValueError("this gpu-demand version has no queue-peak regressor (registered before it "
+                             "existed): retrain it with `predictor train demand`")
+        return predict_queue_peaks(self.queue_model_, frame)
 
 
 def pinball_score(model: RunDemandModel, features: pd.DataFrame) -> float:

@@ -23,6 +23,7 @@ __all__ = [
     "QUEUE_FEATURES",
     "TARGETS",
     "feature_matrix",
+    "latest_queue_features",
     "queue_features",
     "run_features",
 ]
@@ -128,12 +129,14 @@ def queue_features(
     arrivals: str | None = None,
     pending: str | None = None,
     horizon: int = 24,
+    serving: bool = False,
 ) -> pd.DataFrame:
     """Hourly rows per series with lag features, the "max of last 24 h" baseline and next-24 h peak.
 
     ``frame`` holds ``series_id``, ``timestamp`` (hourly, gap-free per series) and the named columns.
     The target ``y_ratio`` is the next ``horizon`` hours' peak over ``scale`` (last week's peak + 1);
-    rows whose future or week of past is incomplete are dropped.
+    rows whose future or week of past is incomplete are dropped. ``serving=True`` keeps rows whose future
+    is not known yet (their target is NaN): the newest hour is the one a served model predicts from.
     """
     parts: list[pd.DataFrame] = []
     for sid, g in frame.sort_values(["series_id", "timestamp"]).groupby("series_id", sort=True):
@@ -151,7 +154,8 @@ def queue_features(
         # The peak of hours t+1 … t+horizon: a reversed rolling max shifted by one.
         out["target"] = d[::-1].rolling(horizon, min_periods=horizon).max()[::-1].shift(-1)
         parts.append(out)
-    f = pd.concat(parts, ignore_index=True).dropna(subset=["max168", "target"]).reset_index(drop=True)
+    needed = ["max168"] if serving else ["max168", "target"]
+    f = pd.concat(parts, ignore_index=True).dropna(subset=needed).reset_index(drop=True)
     scale = f["max168"] + 1.0
     f["scale"] = scale
     f["log_scale"] = np.log1p(f["max168"])
@@ -163,6 +167,42 @@ def queue_features(
     f["y_ratio"] = f["target"] / scale
     f["baseline_max24"] = f["max24"] * scale
     return f
+
+
+def latest_queue_features(demand: pd.DataFrame, pending: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``queue_features(..., serving=True)`` of the newest hour only, for every queue at once.
+
+    ``demand`` (and ``pending``) are wide: a gap-free hourly index, one column per queue. Serving needs one
+    row per queue, and the per-series rolling windows of ``queue_features`` cost seconds for a thousand
+    queues; the same numbers come from the last 168 rows as column reductions (pinned equal in the tests).
+    A queue with a missing value in its last week gets NaN features (the caller leaves it unpredicted).
+    """
+    week = demand.iloc[-168:].to_numpy(np.float64)
+    day = week[-24:]
+    complete = week.shape[0] == 168
+    with np.errstate(all="ignore"):
+        f = pd.DataFrame(index=pd.Index(demand.columns.astype(str), name="series_id"))
+        f["lag0"] = week[-1]
+        f["max24"] = day.max(axis=0) if day.shape[0] == 24 else np.nan
+        f["mean24"] = day.mean(axis=0) if day.shape[0] == 24 else np.nan
+        f["std24"] = day.std(axis=0, ddof=1) if day.shape[0] == 24 else np.nan
+        f["max168"] = week.max(axis=0) if complete else np.nan
+        f["mean168"] = week.mean(axis=0) if complete else np.nan
+    f.loc[~np.isfinite(day).all(axis=0), ["max24", "mean24", "std24"]] = np.nan
+    f.loc[~np.isfinite(week).all(axis=0), ["max168", "mean168"]] = np.nan
+    f["arrivals24"] = np.nan
+    last = pending.reindex(index=demand.index, columns=demand.columns).iloc[-1] if pending is not None else None
+    f["pending0"] = last.to_numpy(np.float64) if last is not None else np.nan
+    scale = f["max168"] + 1.0
+    f["scale"] = scale
+    f["log_scale"] = np.log1p(f["max168"])
+    for column in ("lag0", "max24", "mean24", "std24", "max168", "mean168", "arrivals24", "pending0"):
+        f[column] = f[column] / scale
+    stamp = pd.Timestamp(demand.index[-1])
+    f["timestamp"] = stamp
+    f["hour"] = stamp.hour
+    f["dow"] = stamp.day_of_week
+    return f.reset_index()
 
 
 def feature_matrix(features: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:

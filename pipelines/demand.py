@@ -6,6 +6,11 @@ regressor is fitted on, so lower is better and comparable across versions) beats
 on the *same* training runs and scored on the same held-out runs, by the configured margin. The
 slack/under-provisioning table against the request, VPA and KRR rules is logged with it, so a reviewer
 sees the trade-off, not only the loss.
+
+The same version carries the per-queue peak regressor the scheduling loop serves (``models.demand_queue``),
+fitted on the queues' hourly demand (the loop's own demand series when the caller has it, else the GPUs
+requested by the runs active in each hour). With less than eight days of hours it is left out, and the
+model card says so: the loop then reports demand as unknown rather than guessing.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from sklearn.base import clone
 
 from models.demand_eval import RunDemandModel, evaluate_runs, pinball_score
 from models.demand_features import run_features
+from models.demand_queue import QUEUE_HORIZON_H, queue_hours_from_runs
 from predictor.config import Settings
 from predictor.errors import InputError, ModelError
 from predictor.registry import DEMAND_FAMILY, ModelRegistry, git_revision, judge, settle
@@ -46,6 +52,7 @@ class DemandOutcome:
     reason: str
     table: pd.DataFrame
     metrics: dict[str, float] = field(default_factory=dict)
+    queue_model: str = ""  # what the queue-peak regressor was fitted on, or why there is none
 
 
 def split_time(runs: pd.DataFrame, test_fraction: float) -> pd.Timestamp:
@@ -56,9 +63,14 @@ def split_time(runs: pd.DataFrame, test_fraction: float) -> pd.Timestamp:
 
 
 def train_demand(
-    settings: Settings, runs: pd.DataFrame, job: DemandJob = DemandJob(), *, registry: ModelRegistry | None = None
+    settings: Settings, runs: pd.DataFrame, job: DemandJob = DemandJob(), *, registry: ModelRegistry | None = None,
+    queues: pd.DataFrame | None = None,
 ) -> DemandOutcome:
-    """Fit, backtest, log and register one ``gpu-demand`` version; promote it if it beats the champion."""
+    """Fit, backtest, log and register one ``gpu-demand`` version; promote it if it beats the champion.
+
+    ``queues``: hourly ``series_id, timestamp, demand[, pending]`` per queue for the queue-peak regressor
+    (default: derived from ``runs``).
+    """
     registry = registry or ModelRegistry(settings.mlflow)
     split = split_time(runs, job.test_fraction)
     try:
@@ -76,6 +88,14 @@ def train_demand(
         margin=settings.mlflow.promotion_margin, metric="backtest pinball", data="the same runs", fmt=".5f",
     )
     estimator.fit(feats)  # the served model sees every run
+    hours = queue_hours_from_runs(runs) if queues is None else queues
+    source = "runs active per hour" if queues is None else "queue demand series"
+    try:
+        estimator.fit_queues(hours, horizon_h=QUEUE_HORIZON_H)
+        queue_note = (f"next-{QUEUE_HORIZON_H} h peak per queue, fitted on {source} "
+                      f"({hours['series_id'].nunique()} queues)")
+    except ValueError as exc:
+        queue_note = f"none: {exc}"
     chosen = table[table["method"].str.startswith("gbr history+early" if job.with_early else "gbr history q")]
     metrics = {"backtest_pinball": score}
     for column in ("gpu_slack", "gpu_under", "gpu_hours_freed", "mem_slack", "mem_under"):
@@ -86,10 +106,12 @@ def train_demand(
         "quantile": job.quantile, "with_early": job.with_early, "target": job.target, "max_iter": job.max_iter,
         "split": split.isoformat(), "runs": len(runs), "train_runs": int(train.sum()), "test_runs": int(test.sum()),
         "data_start": runs["start"].min().isoformat(), "data_end": runs["end"].max().isoformat(),
+        "queue_model": queue_note[:250],
     }
     card = (
         f"# {DEMAND_FAMILY}\n\nPer-run busy-GPU and peak-memory fractions at quantile {job.quantile}.\n"
         f"Backtest: trained on runs ended before {split}, tested on {int(test.sum())} later runs.\n"
+        f"Queue-peak regressor (served by the scheduling loop): {queue_note}.\n"
         f"Promotion: {verdict.reason}.\n\n```\n{table.to_string(index=False)}\n```\n"
     )
     with tempfile.TemporaryDirectory(prefix="gpu-demand-") as tmp:
@@ -101,4 +123,5 @@ def train_demand(
             texts={"model_card.md": card}, pip_requirements=("pandas", "numpy", "scikit-learn"),
         )
     promoted = settle(registry, DEMAND_FAMILY, info.version, verdict)
-    return DemandOutcome(info.version, promoted, score, verdict.champion_score, verdict.reason, table, metrics)
+    return DemandOutcome(info.version, promoted, score, verdict.champion_score, verdict.reason, table, metrics,
+                         queue_note)

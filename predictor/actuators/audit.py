@@ -41,10 +41,16 @@ class AuditRecord:
     code: str = ""
     resource: str | None = None
     unix: float = 0.0
+    # Family → model URI served for this decision ({"gpu-forecast": "models:/gpu-forecast/7", ...}); on
+    # records of changes (planned, intent and their outcomes). Absent from the line when None.
+    models: dict[str, str] | None = None
 
     def to_json(self) -> str:
         # Reasons quote errors, which may quote a URL: no password reaches the log (errors.redact_url).
-        return json.dumps({**asdict(self), "reason": redact_url(self.reason)}, sort_keys=True, separators=(",", ":"))
+        doc = {**asdict(self), "reason": redact_url(self.reason)}
+        if self.models is None:
+            del doc["models"]
+        return json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
 
 class AuditLog:

@@ -277,13 +277,15 @@ def _is_queue_file(path: Path) -> bool:
         f"{GROUP}/")
 
 
-def write_plan_dir(plan: QueuePlan, live: Sequence[Mapping[str, Any]], out: Path) -> Path:
+def write_plan_dir(plan: QueuePlan, live: Sequence[Mapping[str, Any]], out: Path, *,
+                   models: Mapping[str, str] | None = None) -> Path:
     """``out/plan.json`` and ``out/queues/<name>.yaml`` (full desired object per managed queue), atomically.
 
     Each file goes through ``predictor.atomicio``; every name is a checked queue name placed with
     ``child_path``, so nothing lands outside ``out``. Plan files of queues no longer planned are deleted
     after the new ones are written (``queues/`` then holds exactly this plan), and ``plan.json`` is written
-    last: a reader who sees the new ``plan.json`` sees the matching queue files.
+    last: a reader who sees the new ``plan.json`` sees the matching queue files. ``models`` (family → model
+    URI served, e.g. ``{"gpu-forecast": "models:/gpu-forecast/7"}``) goes into ``plan.json`` as ``models``.
     """
     import yaml
 
@@ -310,4 +312,7 @@ def write_plan_dir(plan: QueuePlan, live: Sequence[Mapping[str, Any]], out: Path
             path.unlink(missing_ok=True)
         if stale:
             fsync_directory(directory)
-    return write_text(child_path(out, "plan.json"), json.dumps(plan.to_json(), indent=2) + "\n")
+    doc = plan.to_json()
+    if models is not None:
+        doc["models"] = dict(sorted(models.items()))
+    return write_text(child_path(out, "plan.json"), json.dumps(doc, indent=2) + "\n")

@@ -21,6 +21,8 @@ from predictor.demo.stages import history_stage, plan_stage, report_stage, right
 from predictor.registry import DEMAND_FAMILY, FORECAST_FAMILY, RCA_FAMILY
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from predictor.registry import ModelRegistry
 
 __all__ = ["STAGES", "register"]
@@ -57,14 +59,36 @@ def train_forecast_stage(ctx: DemoContext) -> StageResult:
 
 
 def train_demand_stage(ctx: DemoContext) -> StageResult:
-    """Quantile regressors of what workloads really use, judged against the VPA and KRR rules."""
+    """Quantile regressors of what workloads really use, judged against the VPA and KRR rules; the
+    queue-peak regressor on the queues' own demand and pending GPUs, served by the loop stage."""
     from pipelines.demand import DemandJob, train_demand
+    from predictor.loop.demand import FrameJobs, RegistryDemand
 
     ctx.progress("train demand regressors")
-    outcome = train_demand(ctx.settings, ctx.state["runs"], DemandJob(), registry=_registry(ctx))
+    inputs = ctx.state.get("inputs")
+    queues, pending = _queue_demand(inputs.demand, inputs.allocated) if inputs is not None else (None, None)
+    registry = _registry(ctx)
+    outcome = train_demand(ctx.settings, ctx.state["runs"], DemandJob(), registry=registry, queues=queues)
+    if pending is not None:
+        ctx.state["demand_reader"] = RegistryDemand(registry, FrameJobs(pending))
     verdict = "champion" if outcome.promoted else "challenger (champion kept)"
     ctx.headline[DEMAND_FAMILY] = f"v{outcome.version} {verdict}"
     return StageResult("done", f"{DEMAND_FAMILY} v{outcome.version} → {verdict}; {outcome.reason}", _store(ctx))
+
+
+def _queue_demand(demand: pd.DataFrame, allocated: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(training rows ``series_id, timestamp, demand, pending``, pending GPUs as a history frame).
+
+    Pending = requested − allocated per queue and hour: what Volcano's gauges say (``QUEUE_PENDING``).
+    """
+    import pandas as pd
+
+    both = demand.merge(allocated, on=["series_id", "timestamp"], how="left", suffixes=("", "_alloc"))
+    pending = (both["value"] - both["value_alloc"]).clip(lower=0)
+    train = pd.DataFrame({"series_id": both["series_id"], "timestamp": both["timestamp"], "demand": both["value"],
+                          "pending": pending})
+    return train, pd.DataFrame({"series_id": both["series_id"], "timestamp": both["timestamp"],
+                                "value": pending}).dropna()
 
 
 def train_rca_stage(ctx: DemoContext) -> StageResult:

@@ -21,9 +21,12 @@ from predictor.errors import ConfigError, InputError
 from predictor.timeparse import parse_duration, parse_time
 
 if TYPE_CHECKING:  # annotations only: the loop, the actuator and their clients load when a command runs
+    import pandas as pd
+
     from predictor.actuators.volcano import VolcanoActuator
     from predictor.config import Settings
     from predictor.loop import ClusterReader, Forecaster, HistoryReader, Loop, WorkloadReader
+    from predictor.loop.demand import DemandReader, JobsReader
     from predictor.loop.leader import LeaseLock
 
 __all__ = ["register"]
@@ -92,9 +95,22 @@ def plan_command(
     # The loop's own cycle (stale hold, targets, policy, invariant gate): the same plan from the same inputs.
     plan = plan_cycle(live, frame, p, now=at, allocatable=allocatable, demand=demand_frame, workload=workload).plan
     items = doc.get("items") if isinstance(doc, dict) else doc
-    write_plan_dir(plan, list(items or []), out)
+    write_plan_dir(plan, list(items or []), out, models=_file_models(frame, demand_frame))
     console.print(_summary(f"plan at {at.isoformat()} → {out}", len(plan.changes),
                            Counter(h.code for h in plan.held)))
+
+
+def _file_models(forecast: pd.DataFrame, demand: pd.DataFrame | None) -> dict[str, str] | None:
+    """The models the input files name in a ``model`` column (``predictor demand`` writes one), if any."""
+    from predictor.registry import DEMAND_FAMILY, FORECAST_FAMILY
+
+    models = {}
+    for family, frame in ((FORECAST_FAMILY, forecast), (DEMAND_FAMILY, demand)):
+        if frame is not None and "model" in frame.columns:
+            names = sorted({str(m) for m in frame["model"].dropna().unique() if str(m).strip()})
+            if names:
+                models[family] = ", ".join(names)
+    return models or None
 
 
 def loop_command(
@@ -111,15 +127,25 @@ def loop_command(
     kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig (default: in-cluster, "
                                                                          "then ~/.kube/config).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Run even if this interval's cycle is done.")] = False,
+    pending: Annotated[Path | None, typer.Option("--pending", help="Pending GPUs per queue (series_id, timestamp, "
+                                                                    "value) instead of Prometheus: with --history, "
+                                                                    "turns on the demand model.")] = None,
 ) -> None:
-    """Forecast, plan and resize Volcano queues every interval (mode from actuators.mode; plan by default)."""
+    """Forecast, plan and resize Volcano queues every interval (mode from actuators.mode; plan by default).
+
+    Demand: the gpu-demand champion sizes a queue when its peak is above the forecast. It is served when
+    job data can be read (Prometheus, or --pending with --history); a --history file alone plans from the
+    forecast only.
+    """
+    from predictor.commands.demand import jobs_reader
     from predictor.loop import Loop
 
     interval_s = parse_duration(interval, name="--interval").total_seconds() if interval else None
     settings = settings_from(ctx, config=config, loop={"interval_s": interval_s})
     cluster, actuator = _cluster(settings, queues, kubeconfig)
     loop = Loop(settings, cluster=cluster, history=_history(settings, history), forecaster=_forecaster(settings, model),
-                actuator=actuator, lease=_lease(settings, actuator), workload=_workload(settings, history))
+                actuator=actuator, lease=_lease(settings, actuator), workload=_workload(settings, history),
+                demand=_demand(settings, jobs_reader(settings, pending, history)))
     if once:
         _run_once(loop, settings, force=force)
     else:
@@ -182,6 +208,16 @@ def _forecaster(settings: Settings, model: str | None) -> Forecaster:
     from predictor.registry import ModelRegistry
 
     return RegistryForecaster(ModelRegistry(settings.mlflow))
+
+
+def _demand(settings: Settings, jobs: JobsReader | None) -> DemandReader | None:
+    """The registry's gpu-demand champion over the pending jobs; none without job data to serve it from."""
+    if jobs is None:
+        return None
+    from predictor.loop.demand import RegistryDemand
+    from predictor.registry import ModelRegistry
+
+    return RegistryDemand(ModelRegistry(settings.mlflow), jobs, resource=settings.planner.resource)
 
 
 def _lease(settings: Settings, actuator: VolcanoActuator | None) -> LeaseLock | None:

@@ -144,6 +144,8 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         outcome = train_demand(settings, runs, DemandJob(quantile=quantile))
         verdict = "promoted to champion" if outcome.promoted else "kept as challenger"
         console.print(f"gpu-demand v{outcome.version}: {verdict} ({outcome.reason})", markup=False, highlight=False)
+        console.print(f"queue-peak regressor (served by the loop): {outcome.queue_model}", markup=False,
+                      highlight=False)
         _print(outcome.table)
 
 

@@ -121,7 +121,7 @@ def plan_stage(ctx: DemoContext) -> StageResult:
     history = FileHistory(ctx.state["demand_path"])
     loop = Loop(settings, cluster=FileCluster(queue_objects(inputs), node_objects(inputs.total_gpus)),
                 history=history, forecaster=ctx.state["forecaster"],
-                metrics=LoopMetrics(CollectorRegistry()), clock=lambda: as_of)
+                metrics=LoopMetrics(CollectorRegistry()), clock=lambda: as_of, demand=ctx.state.get("demand_reader"))
     report = loop.run_once(force=True)
     if report.plan is None:
         return StageResult("failed", f"the cycle planned nothing: {report.hold}")

@@ -34,6 +34,7 @@ from predictor.errors import (
     PredictorError,
     RegistryError,
 )
+from predictor.loop.demand import DemandPrediction, DemandReader, model_uri
 from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader, ReportsServing, WorkloadReader
 from predictor.loop.leader import FileLock, Leader
 from predictor.loop.metrics import LoopMetrics
@@ -50,6 +51,7 @@ from predictor.planner import (
     queues_from_list,
     stale_series,
 )
+from predictor.planner.decisions import TARGET_CODES
 from predictor.planner.fragmentation import fgd, task_mix
 from predictor.planner.state import is_queue_name
 from predictor.planner.workload import Workload
@@ -65,12 +67,18 @@ def cycle_slot(now: pd.Timestamp, interval_s: float) -> str:
 
 @dataclass
 class Inputs:
-    """What a cycle plans from: the forecast, its model versions, a hold of every queue, per-queue holds."""
+    """What a cycle plans from: the forecast, its model versions, a hold of every queue, per-queue holds, demand."""
 
     forecast: pd.DataFrame | None = None
     versions: dict[str, str] = field(default_factory=dict)
     hold: tuple[str, str] | None = None
     held: dict[str, tuple[str, str]] = field(default_factory=dict)
+    demand: DemandPrediction | None = None
+
+    def models(self) -> dict[str, str]:
+        """Family → model URI of every model served this cycle (forecast and demand)."""
+        versions = {**self.versions, **(self.demand.versions if self.demand else {})}
+        return {family: model_uri(family, str(v)) for family, v in sorted(versions.items())}
 
 
 @dataclass
@@ -93,9 +101,11 @@ class Loop:
     def __init__(self, settings: Settings, *, cluster: ClusterReader, history: HistoryReader, forecaster: Forecaster,
                  actuator: QueueActuator | None = None, metrics: LoopMetrics | None = None,
                  clock: Callable[[], pd.Timestamp] | None = None, lease: Leader | None = None,
-                 workload: WorkloadReader | None = None) -> None:
+                 workload: WorkloadReader | None = None, demand: DemandReader | None = None) -> None:
         self.settings, self.cluster, self.history, self.forecaster = settings, cluster, history, forecaster
         self.workload = workload  # jobs and GPU nodes (gang floors, pools, fragmentation); None: unknown
+        self.demand = demand  # None: no demand model wired; queues are sized by the forecast alone
+        self.models: dict[str, str] = {}  # the cycle's served model URIs, cited by its change records
         self.actuator = actuator
         self.mode = settings.actuators.mode
         if self.mode != "plan" and actuator is None:
@@ -132,7 +142,8 @@ class Loop:
             timestamp=now.isoformat(), cycle=cycle, queue=queue, field=change.field if change else None,
             resource=change.resource if change else None, before=change.before if change else None,
             after=change.after if change else None, reason=reason, mode=self.mode, outcome=outcome,
-            code=code or (change.code if change else ""), unix=now.timestamp())
+            code=code or (change.code if change else ""), unix=now.timestamp(),
+            models=dict(self.models) if self.models and (change is not None or outcome == "cycle-done") else None)
 
     def recover(self, now: pd.Timestamp) -> list[AuditRecord]:
         """Settle patches cut off by a crash: applied if the live queue shows them, else abandoned."""
@@ -211,12 +222,23 @@ class Loop:
             frame, versions = self.forecaster.forecast(history, horizon=math.ceil(self.settings.planner.horizon_h) + 1)
         except (RegistryError, ModelError) as exc:
             return Inputs(hold=("missing_model", f"no usable model: {exc}"), held=held)
-        return Inputs(frame, versions, None, held)
+        return Inputs(frame, versions, None, held, self._demand(history, now))
+
+    def _demand(self, history: pd.DataFrame, now: pd.Timestamp) -> DemandPrediction | None:
+        """The demand model's peaks; a failure makes every queue's demand unknown, never zero, and holds nothing."""
+        if self.demand is None:
+            return None
+        try:
+            return self.demand.demand(history, now)
+        except (DataSourceError, ModelError, RegistryError) as exc:
+            why = f"demand unavailable: {exc}".splitlines()[0]
+            return DemandPrediction(pd.DataFrame(), dict.fromkeys(sorted(history[ID].astype(str).unique()), why))
 
     def _cycle(self, now: pd.Timestamp, cycle: str, report: CycleReport) -> None:
         psettings = self.settings.planner
         inputs = self._inputs(now)
         forecast, versions, hold = inputs.forecast, inputs.versions, inputs.hold
+        self.models = inputs.models()
         try:
             objects = self.cluster.queue_objects()
             queues = queues_from_list(objects, source="live queues", allocated_milli=psettings.allocated_milli_units)
@@ -233,9 +255,11 @@ class Loop:
         reference = _reference(state.get("capacity"), allocatable, now, psettings)
         plan, hold = plan_cycle(queues, forecast, psettings, now=now, allocatable=allocatable, memory=memory,
                                 last_changed=self.audit.last_changed(self.mode), hold=hold, held_queues=inputs.held,
-                                previous_allocatable=reference.get("allocatable"), workload=workload)
+                                previous_allocatable=reference.get("allocatable"), workload=workload,
+                                demand=inputs.demand.frame if inputs.demand else None,
+                                demand_unknown=inputs.demand.unknown if inputs.demand else None)
         report.plan, report.hold = plan, hold
-        write_plan_dir(plan, objects, self.settings.actuators.plan_dir)
+        write_plan_dir(plan, objects, self.settings.actuators.plan_dir, models=self.models)
         records = [self._record(now, cycle, h.queue, "held", h.reason, code=h.code) for h in plan.held]
         if self.mode == "plan":
             records += [self._record(now, cycle, c.queue, "planned", c.reason, change=c) for c in plan.changes]
@@ -246,7 +270,8 @@ class Loop:
             report.outcomes = self._apply(now, cycle, plan)
         write_state(self.state_path, {"memory": plan.memory.to_json(),
                                       "capacity": _next_reference(reference, allocatable, now, psettings)})
-        self._observe(now, plan, forecast, versions, hold, workload)
+        self._observe(now, plan, forecast, {**versions, **(inputs.demand.versions if inputs.demand else {})}, hold,
+                      workload)
         self.audit.append([self._record(now, cycle, "*", "cycle-done", hold[1] if hold else "ok",
                                         code=hold[0] if hold else "")])
 
@@ -289,7 +314,7 @@ class Loop:
         for h in plan.held:
             m.held.labels(reason=h.code).inc()
         for c in plan.changes:
-            if c.code != "forecast":
+            if c.code not in TARGET_CODES:
                 # Clipped or raised: counted by the rule that moved it (safety codes, and the workload rules
                 # gang_floor / whole_nodes / pool / steady_priority).
                 m.held.labels(reason=c.code).inc()

@@ -99,6 +99,7 @@ def plan_cycle(
     allocatable: Mapping[str, float] | None = None,
     demand: pd.DataFrame | None = None,
     memory: Memory | None = None,
+    demand_unknown: Mapping[str, str] | None = None,
     last_changed: Mapping[str, float] | None = None,
     hold: HoldAll | None = None,
     held_queues: Mapping[str, HoldAll] | None = None,
@@ -114,13 +115,15 @@ def plan_cycle(
     invariant is replaced by one that holds everything (``invalid_state``): nothing of it may be applied.
     ``workload`` (jobs and GPU nodes; ``None``: unknown) shapes the targets by gangs, whole nodes, pools and
     steady high-priority demand (``predictor.planner.gangs``).
+    ``demand`` (peaks per queue) and ``demand_unknown`` (queue → why no peak) combine with the forecast by
+    ``predictor.planner.demand_rule``.
     """
     if hold is None and forecast is not None:
         hold = stale_forecast(forecast, settings, now=now)
     if hold is None and allocatable is not None:
         hold = capacity_drop(previous_allocatable, allocatable, settings)
-    targets = shape_targets(forecast_targets(forecast, settings, now=now, demand=demand), workload, settings) if (
-        hold is None and forecast is not None) else None
+    targets = shape_targets(forecast_targets(forecast, settings, now=now, demand=demand, demand_unknown=demand_unknown),
+                            workload, settings) if (hold is None and forecast is not None) else None
     plan = plan_queues(queues, targets, settings, now=now, allocatable=allocatable, memory=memory,
                        last_changed=last_changed, hold_all=hold, held_queues=held_queues)
     problems = check_invariants(queues, dict(plan.desired), allocatable)

@@ -12,7 +12,7 @@ from typing import Any
 
 from predictor.planner.state import QueueState
 
-__all__ = ["REASON_CODES", "SHAPING_CODES", "FieldChange", "Hold", "Memory", "QueuePlan"]
+__all__ = ["REASON_CODES", "SHAPING_CODES", "TARGET_CODES", "FieldChange", "Hold", "Memory", "QueuePlan"]
 
 # Codes of rules that shape a target from the workload (predictor.planner.gangs): a field they moved that the
 # queue already holds is no change and no hold either.
@@ -21,9 +21,11 @@ SHAPING_CODES = ("gang_floor", "whole_nodes", "pool", "steady_priority")
 REASON_CODES = (
     "forecast", "dead_band", "max_step", "cooldown", "stabilising", "below_allocated", "ordering",
     "parent_sum", "guarantee_sum", "capacity", "protected", "opted_out", "no_forecast", "stale_data",
-    "missing_model", "source_down", "invalid_state", "capacity_drop",
+    "missing_model", "source_down", "invalid_state", "capacity_drop", "demand",
     *SHAPING_CODES,
 )
+# Codes of a change that went to its target unclipped, naming what set the target (predictor.planner.demand_rule).
+TARGET_CODES = ("forecast", "demand")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from predictor.planner.decisions import SHAPING_CODES, FieldChange, Hold, Memory, QueuePlan, Series
+from predictor.planner.decisions import SHAPING_CODES, TARGET_CODES, FieldChange, Hold, Memory, QueuePlan, Series
 from predictor.planner.gangs import hard_bounds
 from predictor.planner.safety import children_of, decide_field, depth, remember, scale_guarantees
 from predictor.planner.settings import PROTECTED_QUEUES, PlannerSettings
@@ -72,7 +72,7 @@ def _plan_queue(
             decided = decide_field(name, queue.get(name).get(resource), raw, allocated, recs[key], now_s, settings)
             if decided.value is not None:
                 values[name][resource] = decided.value
-            code, note = shaped.get(name, ("forecast", f"{name} target {raw:g} from {target.basis}"))
+            code, note = shaped.get(name, (target.code(name), f"{name} target {raw:g} from {target.basis_for(name)}"))
             notes[(queue.name, name, resource)] = (decided.code or code, decided.note or note)
         for name, code, note in hard_bounds(values, resource, target, allocated):
             notes[(queue.name, name, resource)] = (code, note)
@@ -314,5 +314,5 @@ def _field_changes(
             code, note = notes.get((name, field, resource), ("forecast", ""))
             if new is not None and new != old:
                 changes.append(FieldChange(name, field, resource, old, new, note, code))
-            elif code != "forecast" and code not in SHAPING_CODES and managed:
+            elif code not in TARGET_CODES and code not in SHAPING_CODES and managed:
                 held.append(Hold(name, note, code, field, resource))

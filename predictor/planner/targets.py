@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from models.frames import ID, TIME
 from predictor.errors import InputError
+from predictor.planner.demand_rule import UNKNOWN_NO_ROW, combine, demand_peaks
 from predictor.planner.objective import mixture_quantile
 from predictor.planner.quantity import MAX_GPUS
 from predictor.planner.settings import PlannerSettings
@@ -27,7 +28,10 @@ Key = tuple[str, str]  # (queue, resource)
 
 @dataclass(frozen=True)
 class Target:
-    """What the forecast asks for one queue and resource, in GPUs, and the words explaining it."""
+    """What the forecast (and demand) ask for one queue and resource, in GPUs, and the words explaining it.
+
+    ``codes`` names what set a field when it was not the forecast (``{"deserved": "demand"}``).
+    """
 
     deserved: float
     capability: float
@@ -38,6 +42,17 @@ class Target:
     notes: tuple[tuple[str, str, str], ...] = ()
     capability_floor: float = 0.0
     ceiling: float | None = None
+    codes: Mapping[str, str] = field(default_factory=dict)
+    guarantee_from: str = ""  # the guarantee's own source (the forecast's floor), when it is not ``basis``
+
+    def code(self, name: str) -> str:
+        return self.codes.get(name, "forecast")
+
+    def basis_for(self, name: str) -> str:
+        """The words behind field ``name``: the guarantee names its floor first (demand never sets it)."""
+        if name == "guarantee" and self.guarantee_from:
+            return f"{self.guarantee_from} (deserved: {self.basis})"
+        return self.basis
 
 
 def ceil_to(value: float, step: int) -> float:
@@ -47,24 +62,6 @@ def ceil_to(value: float, step: int) -> float:
 
 def floor_to(value: float, step: int) -> float:
     return float(math.floor(value / step + 1e-9) * step)
-
-
-def _demand_peaks(demand: pd.DataFrame | None, settings: PlannerSettings) -> dict[Key, float]:
-    if demand is None or demand.empty:
-        return {}
-    queue_col = "queue" if "queue" in demand.columns else ID
-    value_col = next((c for c in ("peak", "value", "mean") if c in demand.columns), None)
-    if queue_col not in demand.columns or value_col is None:
-        raise InputError("demand frame needs a queue (or series_id) column and a peak (or value) column")
-    resources = demand["resource"] if "resource" in demand.columns else settings.resource
-    frame = pd.DataFrame({"queue": demand[queue_col].astype(str), "resource": resources,
-                          "peak": pd.to_numeric(demand[value_col], errors="coerce")})
-    if frame["peak"].isna().any():
-        raise InputError(f"demand frame: column {value_col!r} has a value that is not a number")
-    if not frame["peak"].between(0, MAX_GPUS).all():
-        raise InputError(f"demand frame: column {value_col!r} has a value outside 0 … {MAX_GPUS:g} GPUs")
-    peaks = frame.groupby(["queue", "resource"], sort=False)["peak"].max()
-    return {(str(k[0]), str(k[1])): float(v) for k, v in zip(peaks.index, peaks.to_numpy(float), strict=True)}
 
 
 def check_forecast_columns(forecast: pd.DataFrame, settings: PlannerSettings, *,
@@ -90,10 +87,13 @@ def forecast_targets(
     *,
     now: pd.Timestamp,
     demand: pd.DataFrame | None = None,
+    demand_unknown: Mapping[str, str] | None = None,
 ) -> dict[Key, Target]:
     """Targets for every (queue, resource) the forecast covers in ``[now, now + horizon]``.
 
     A series whose forecast does not reach into that window is left out, so the caller holds it as stale.
+    Demand combines by ``predictor.planner.demand_rule``; ``demand_unknown`` (queue → why) names queues
+    whose demand could not be predicted. Given either, a queue without a demand row says demand is unknown.
     """
     check_forecast_columns(forecast, settings)
     for series in forecast[ID].astype(str).unique():
@@ -120,7 +120,8 @@ def forecast_targets(
     if settings.objective is not None:  # the newsvendor optimum replaces the fixed quantiles (objective.py)
         grouped = _objective_levels(grouped, window.assign(queue=frame["queue"], resource=frame["resource"]),
                                     settings)
-    peaks = _demand_peaks(demand, settings)
+    peaks = demand_peaks(demand, settings)
+    explain_unknown = demand is not None or demand_unknown is not None
     grow = 1.0 + settings.headroom
     step = settings.round_to
     out: dict[Key, Target] = {}
@@ -128,18 +129,19 @@ def forecast_targets(
     for (queue, resource), d_q, c_q, g_q in zip(grouped.index, *arrays, strict=True):
         key = (str(queue), str(resource))
         limits = settings.limits(key[0])
-        peak = peaks.get(key, 0.0)
-        want = max(float(d_q), peak, 0.0) * grow
-        deserved = max(ceil_to(want, step), limits.min_deserved)
-        basis = f"{_deserved_source(settings)} {d_q:.1f}" + (f", demand peak {peak:.1f}" if peak > d_q else "")
+        unknown = (demand_unknown or {}).get(key[0], UNKNOWN_NO_ROW) if explain_unknown else None
+        both = combine(d_q, c_q, peaks.get(key), quantile_name=_deserved_source(settings), unknown=unknown)
+        deserved = max(ceil_to(both.deserved * grow, step), limits.min_deserved)
+        basis = both.basis
         if limits.max_deserved is not None and deserved > limits.max_deserved:
             deserved, basis = limits.max_deserved, basis + f", max_deserved {limits.max_deserved:g}"
-        capability = max(ceil_to(max(float(c_q), peak, 0.0) * grow, step), deserved)
+        capability = max(ceil_to(both.capability * grow, step), deserved)
         if limits.max_capability is not None:
             capability = min(capability, max(limits.max_capability, deserved))
         guarantee = min(max(floor_to(max(float(g_q), 0.0), step), limits.min_guarantee), deserved)
         out[key] = Target(deserved=deserved, capability=capability, guarantee=guarantee,
-                          basis=f"{basis} +{settings.headroom:.0%} headroom")
+                          basis=f"{basis} +{settings.headroom:.0%} headroom", codes=both.codes,
+                          guarantee_from=f"forecast {settings.guarantee_quantile} {g_q:.1f}" if both.codes else "")
     return out
 
 

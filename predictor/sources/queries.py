@@ -35,6 +35,7 @@ __all__ = [
     "QUEUE_DEMAND",
     "QUEUE_DESERVED",
     "QUEUE_LABEL",
+    "QUEUE_PENDING",
     "QUEUE_USED",
     "WORKLOAD",
     "fresh_pod_samples",
@@ -89,6 +90,26 @@ QUEUE_DEMAND = (
     f' "{QUEUE_LABEL}", "$1", "{_POD_QUEUE}", "(.*)"))'
 )
 QUEUE_ALLOCATED = volcano_queue_gpus("allocated")
+
+
+def _ksm_by_queue(pods: str) -> str:
+    """A per-pod GPU expression summed per queue (pod label → ``queue_name``), as QUEUE_DEMAND's fallback."""
+    return (f"sum by ({QUEUE_LABEL}) (label_replace(sum by ({_POD_QUEUE}) ("
+            f"{pods} * on(namespace, pod) group_left({_POD_QUEUE}) {_QUEUED_PODS}),"
+            f' "{QUEUE_LABEL}", "$1", "{_POD_QUEUE}", "(.*)"))')
+
+
+# GPUs of the jobs waiting in each queue (the demand model's job input): Volcano's request − allocated, else
+# kube-state-metrics Pending pods. A queue whose pods kube-state-metrics reports but none of them pending
+# gets an explicit 0 (the last branch); a queue with no series at all is *unknown*, never 0.
+_KSM_PENDING = (
+    f"({KSM_GPU_REQUESTS} * on(namespace, pod) group_left() max by (namespace, pod) "
+    f"({Selector('kube_pod_status_phase').where('phase', 'Pending')} == 1))"
+)
+QUEUE_PENDING = (
+    f"{volcano_queue_gpus('request')} - {volcano_queue_gpus('allocated')}"
+    f" or {_ksm_by_queue(_KSM_PENDING)} or 0 * {_ksm_by_queue(_KSM_DEMAND)}"
+)
 QUEUE_DESERVED = volcano_queue_gpus("deserved")
 QUEUE_CAPABILITY = volcano_queue_gpus("capacity")  # Volcano calls the capability "capacity" in its metrics
 
@@ -113,6 +134,7 @@ CATALOGUE: Mapping[str, str] = MappingProxyType({
     "queue_deserved": QUEUE_DESERVED,
     "queue_capability": QUEUE_CAPABILITY,
     "queue_used": QUEUE_USED,
+    "queue_pending": QUEUE_PENDING,
     "cluster_allocatable": CLUSTER_ALLOCATABLE,
 })
 

@@ -25,6 +25,12 @@ def test_demo_runs_twice_and_leaves_a_report(tmp_path: Path, capsys: pytest.Capt
     assert len(report["queues"]) >= 2
     assert (out / "mlflow.db").is_file() and (out / "plans" / "plan.json").is_file()
     assert any((out / "mlruns").iterdir()), "model artifacts belong under DIR, not ./mlruns of the cwd"
+    # The loop stage's audit log names the model versions it served, forecast and demand.
+    audit = [json.loads(line) for line in (out / "loop" / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
+    done = [r for r in audit if r["outcome"] == "cycle-done"]
+    assert done and done[-1]["models"] == {"gpu-demand": "models:/gpu-demand/1",
+                                           "gpu-forecast": "models:/gpu-forecast/1"}
+    assert all(r["models"] == done[-1]["models"] for r in audit if r["outcome"] == "planned")
     # `predictor report --registry` forecasts with the champion the demo registered.
     again = tmp_path / "report"
     uri = f"sqlite:///{out / 'mlflow.db'}"

@@ -47,7 +47,12 @@ def inputs(tmp_path: Path) -> dict[str, Path]:
 
 
 def _files(out: Path) -> dict[str, str]:
-    return {str(p.relative_to(out)): p.read_text() for p in sorted(out.rglob("*")) if p.is_file()}
+    """Every plan file; plan.json without ``models`` (the loop knows what it served, a file names no model)."""
+    files = {str(p.relative_to(out)): p.read_text() for p in sorted(out.rglob("*")) if p.is_file()}
+    doc = json.loads(files["plan.json"])
+    doc.pop("models", None)
+    files["plan.json"] = json.dumps(doc, indent=2)
+    return files
 
 
 @pytest.mark.parametrize(("at", "hold"), [
@@ -74,6 +79,7 @@ def test_plan_command_and_a_loop_cycle_write_the_same_plan(inputs: dict[str, Pat
     if hold:
         assert {h.code for h in report.plan.held if h.queue in ("team-a", "team-b")} == {hold}
     assert _files(offline) == _files(tmp_path / "loop-plans")
+    assert json.loads((tmp_path / "loop-plans" / "plan.json").read_text())["models"] == {"gpu-forecast": "file"}
 
 
 def test_the_plan_commands_own_config_is_the_global_settings_file(inputs: dict[str, Path], tmp_path: Path) -> None:

@@ -155,3 +155,24 @@ def _doc(root: Any) -> dict[str, Any]:
 def test_a_state_that_is_not_ours_is_refused(meta: Any, arrays: dict[str, np.ndarray], message: str) -> None:
     with pytest.raises(StateError, match=message.replace("(", r"\(").replace(")", r"\)")):
         from_state(meta, arrays)
+
+
+def test_the_demand_model_with_its_queue_regressor_round_trips() -> None:
+    """The registered gpu-demand model carries the queue-peak regressor the loop serves; a version without
+    one (registered before it existed) rebuilds with ``queue_model_ = None`` and says so when asked."""
+    from models.demand_eval import RunDemandModel
+
+    rng = np.random.default_rng(2)
+    times = pd.date_range("2026-01-05", periods=24 * 12, freq="h", tz="UTC")
+    frame = pd.concat([pd.DataFrame({"series_id": q, "timestamp": times,
+                                     "demand": level + rng.normal(0, 1, len(times)),
+                                     "pending": rng.integers(0, 4, len(times)).astype(float)})
+                       for q, level in (("a", 8.0), ("b", 30.0))])
+    model = RunDemandModel(max_iter=20).fit_queues(frame, horizon_h=12)
+    back = round_trip(model)
+    assert isinstance(back.queue_model_, DemandRegressor) and back.queue_horizon_h_ == 12
+    pd.testing.assert_frame_equal(back.predict_queues(frame), model.predict_queues(frame), check_exact=True)
+    bare = round_trip(RunDemandModel())
+    assert bare.queue_model_ is None
+    with pytest.raises(ValueError, match="no queue-peak regressor"):
+        bare.predict_queues(frame)

@@ -58,6 +58,8 @@ def test_train_demand_registers_and_gates(runs: pd.DataFrame, tmp_path: Path, mo
     assert champion is not None and champion.version == first.version
     served = registry.load("gpu-demand").predict(run_features(runs).head(5))
     assert list(served.columns) == ["used_frac", "mem_frac"]
+    # Three days of runs are too few hours for the queue-peak regressor: left out, and the outcome says why.
+    assert first.queue_model.startswith("none: no queue has 192 h of hourly demand")
     with pytest.raises(InputError, match="no runs"):
         train_demand(settings, runs.head(0), job, registry=registry)
 
@@ -66,3 +68,18 @@ def test_train_demand_cli(demand_out: Path, tmp_path: Path, monkeypatch: pytest.
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'cli.db'}"
     assert main(["train", "demand", "--history", str(demand_out / "metrics"), "--tracking-uri", uri]) == 0
+
+
+def test_train_demand_fits_the_queue_regressor_the_loop_serves(
+        runs: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Given the queues' hourly demand (as the loop reads it), the registered version predicts queue peaks."""
+    monkeypatch.chdir(tmp_path)
+    settings = Settings(mlflow=MlflowSettings(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}"))
+    stamps = pd.date_range("2026-01-05", periods=24 * 12, freq="h", tz="UTC")
+    rng = np.random.default_rng(4)
+    queues = pd.DataFrame({"series_id": "q", "timestamp": stamps, "demand": 20 + rng.normal(0, 2, len(stamps))})
+    outcome = train_demand(settings, runs, DemandJob(max_iter=20), queues=queues)
+    assert outcome.queue_model.startswith("next-24 h peak per queue, fitted on queue demand series (1 queues)")
+    served = ModelRegistry(settings.mlflow).load("gpu-demand").estimator
+    peaks = served.predict_queues(queues)
+    assert peaks["series_id"].tolist() == ["q"] and peaks["peak"].iloc[0] >= peaks["now"].iloc[0]

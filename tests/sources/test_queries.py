@@ -21,6 +21,7 @@ from pipelines.forecast import DEFAULT_QUERIES, load_prometheus_history
 from predictor import sim
 from predictor.config import PrometheusSettings, Settings
 from predictor.loop import SourceHistory
+from predictor.loop.demand import SourceJobs
 from predictor.reports.inputs import PROMQL
 from predictor.rightsize.features import REQUESTS
 from predictor.sources import PrometheusSource, Selector, queries
@@ -50,6 +51,13 @@ def _loop_query() -> str:
     return source.asked[0]
 
 
+def _jobs_query() -> str:
+    source = RecordingSource()
+    SourceJobs(source).pending(pd.Timestamp("2026-01-05T00:00Z"))
+    assert len(source.asked) == 1
+    return source.asked[0]
+
+
 def _uses() -> dict[str, list[tuple[str, str]]]:
     """``{family: [(consumer, text it reads)]}`` through each consumer's public entry point."""
     return {
@@ -64,6 +72,7 @@ def _uses() -> dict[str, list[tuple[str, str]]]:
         "queue_capability": [("reports capability table", PROMQL["capability"])],
         "queue_used": [("reports used table", PROMQL["used"])],
         "cluster_allocatable": [("reports total table", PROMQL["total"])],
+        "queue_pending": [("loop SourceJobs default (demand model's job input)", _jobs_query())],
     }
 
 
@@ -224,3 +233,40 @@ def test_ksm_fallback_survives_overlapping_phases_and_ignores_pods_without_a_que
     cluster = source.query_range(queries.CLUSTER_DEMAND, START, START + pd.Timedelta(minutes=29),
                                  pd.Timedelta("1min"))
     assert (cluster["value"] == 6.0).all()
+
+
+@pytest.mark.slow
+def test_queue_pending_with_or_without_volcano_and_zero_only_where_pods_are_seen(
+    prometheus_from_openmetrics: Callable[[Path], LocalPrometheus], tmp_path: Path
+) -> None:
+    """Pending GPUs per queue (the demand model's job input): Volcano's request − allocated where it is
+    exported; else kube-state-metrics Pending pods, 0 for a queue whose pods all run, and no series at all
+    (unknown, not 0) for a queue nobody reports."""
+    t0 = int(START.timestamp())
+    minutes = [t0 + 60 * i for i in range(30)]
+    pod_a = 'namespace="ns",pod="a"'
+    gpu = 'resource="nvidia.com/gpu"'
+    text = _openmetrics({
+        "volcano_queue_request_scalar_resources": [(f'queue_name="v1",{gpu}', [(t, 6000.0) for t in minutes])],
+        "volcano_queue_allocated_scalar_resources": [(f'queue_name="v1",{gpu}', [(t, 4000.0) for t in minutes])],
+        "kube_pod_container_resource_requests": [(f'{pod_a},resource="nvidia_com_gpu"', [(t, 4.0) for t in minutes])],
+        "kube_pod_status_phase": [
+            (f'{pod_a},phase="Pending"', [(t, 1.0) for t in minutes[:10]]),
+            (f'{pod_a},phase="Running"', [(t, 1.0) for t in minutes[10:]]),
+        ],
+        "kube_pod_labels": [(f'{pod_a},label_volcano_sh_queue_name="k1"', [(t, 1.0) for t in minutes])],
+    })
+    path = tmp_path / "pending.om"
+    path.write_text(text, encoding="utf-8")
+    prom = prometheus_from_openmetrics(path)
+    source = PrometheusSource(PrometheusSettings(url=prom.url))  # type: ignore[call-arg]
+    frame = source.query_range(queries.QUEUE_PENDING, START, START + pd.Timedelta(minutes=29), pd.Timedelta("1min"))
+    assert sorted(frame["queue_name"].unique()) == ["k1", "v1"]
+    assert not frame.duplicated(["queue_name", "timestamp"]).any()
+    v1 = frame[frame["queue_name"] == "v1"]
+    assert (v1["value"] == 2.0).all() and len(v1) == 30
+    k1 = frame[frame["queue_name"] == "k1"].set_index("timestamp")["value"]
+    minute = (k1.index - START) // pd.Timedelta("1min")
+    assert (k1[minute < 10] == 4.0).all()
+    # Past the 5 min lookback of the last Pending sample the pod only runs: an explicit 0, not a gap.
+    assert (k1[minute >= 15] == 0.0).all() and (minute >= 15).sum() == 15
