@@ -112,6 +112,7 @@ def loop_command(
     cluster, actuator = _cluster(settings, queues, kubeconfig)
     loop = Loop(settings, cluster=cluster, history=_history(settings, history), forecaster=_forecaster(settings, model),
                 actuator=actuator, lease=_lease(settings, actuator))
+    _wire_xdp(loop, settings, actuator)
     if once:
         _run_once(loop, settings, force=force)
     else:
@@ -164,6 +165,22 @@ def _forecaster(settings: Settings, model: str | None) -> Forecaster:
     from predictor.registry import ModelRegistry
 
     return RegistryForecaster(ModelRegistry(settings.mlflow))
+
+
+def _wire_xdp(loop: Loop, settings: Settings, actuator: VolcanoActuator | None) -> None:
+    """``loop.xdp.enabled``: publish the XDP agents' inputs each cycle (files; the ConfigMap outside plan mode)."""
+    xdp = settings.loop.xdp
+    if not xdp.enabled:
+        return
+    from predictor.loop.xdp import XdpLoop
+    from predictor.loop.xdp_io import ConfigMapPublisher, PrometheusXdpSource
+    from predictor.sources.prometheus import PrometheusSource
+
+    publisher = None
+    if actuator is not None:
+        publisher = ConfigMapPublisher(actuator.api_client, name=xdp.configmap, namespace=xdp.namespace)
+    loop.xdp = XdpLoop(xdp, PrometheusXdpSource(PrometheusSource(settings.prometheus), xdp), publisher=publisher,
+                       registry=loop.metrics.registry)
 
 
 def _lease(settings: Settings, actuator: VolcanoActuator | None) -> LeaseLock | None:
