@@ -151,6 +151,7 @@ class XdpLoop:
         self.settings, self.source, self.publisher = settings, source, publisher
         self.policy = policy or XdpPolicy()
         self.chosen: dict[str, Profile] = {}  # last cycle's profile per node (the dead band's reference)
+        self.last: XdpReport | None = None  # the last cycle's report (the demo sums it up)
         r = registry or CollectorRegistry()
         self.profile_gauge = Gauge("predictor_xdp_profile", "XDP profile the loop chose per node (value 1).",
                                    ["node", "profile"], registry=r)
@@ -191,7 +192,8 @@ class XdpLoop:
         try:
             report = self.plan(now)
         except PredictorError as exc:
-            return XdpReport(error=f"XDP inputs not planned: {exc}")
+            self.last = XdpReport(error=f"XDP inputs not planned: {exc}")
+            return self.last
         documents = {f"{n.node}.json": n.inputs.model_dump_json() + "\n" for n in report.nodes}
         out = plan_dir / "xdp"
         out.mkdir(parents=True, exist_ok=True)
@@ -209,6 +211,7 @@ class XdpLoop:
                 report.error = f"XDP inputs not published: {exc}"
         self.chosen = {n.node: n.profile for n in report.nodes}
         self._export(report)
+        self.last = report
         return report
 
     def _export(self, report: XdpReport) -> None:

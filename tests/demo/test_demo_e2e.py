@@ -25,6 +25,10 @@ def test_demo_runs_twice_and_leaves_a_report(tmp_path: Path, capsys: pytest.Capt
     assert len(report["queues"]) >= 2
     assert (out / "mlflow.db").is_file() and (out / "plans" / "plan.json").is_file()
     assert any((out / "mlruns").iterdir()), "model artifacts belong under DIR, not ./mlruns of the cwd"
+    # The loop cycle planned XDP: one agent-inputs file per node, and the audit log names the forecaster.
+    assert sorted(p.name for p in (out / "plans" / "xdp").glob("node-*.json")) == ["node-000.json", "node-001.json"]
+    audit = [json.loads(line) for line in (out / "loop" / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert any(r["code"] == "xdp" and "seasonal_mean_24" in r["reason"] for r in audit)
     # `predictor report --registry` forecasts with the champion the demo registered.
     again = tmp_path / "report"
     uri = f"sqlite:///{out / 'mlflow.db'}"
