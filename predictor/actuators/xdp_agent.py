@@ -1,9 +1,13 @@
 """The node agent: read this node's forecast inputs, choose a profile, apply it; repeat on an interval.
 
-It runs as the DaemonSet in ``k8s/`` beside a loaded load balancer. The loop (``predictor loop``) writes
-one inputs file per node (forecast network load per target, the job mix, when it was computed); the
-agent owns nothing but that read → ``choose_profile`` → ``plan``/``apply`` cycle, so a crash loses
-nothing: the profile lives in the pinned maps and the next cycle converges again.
+It runs as the DaemonSet in ``k8s/`` beside a loaded load balancer. The loop (``predictor loop`` with
+``loop.xdp``, ``predictor.loop.xdp``) publishes one inputs document per node (forecast network load per
+target, the job mix, when it was computed) as a key of the ConfigMap the DaemonSet mounts, and as
+``<plan_dir>/xdp/<node>.json``; the agent owns nothing but that read → ``choose_profile`` →
+``plan``/``apply`` cycle, so a crash loses nothing: the profile lives in the pinned maps and the next cycle
+converges again. Inputs for another node, dated in the future, without a forecast for a target, or older
+than ``policy.stale_after_s`` hold the profile in force (``inputs_invalid``, ``stale_inputs``): a loop
+that went quiet says nothing about the links, so nothing is switched, not even to observe-only.
 
 Whatever stops a cycle — nothing loaded yet (the load Job has not run on this node), no bpffs, unreadable
 inputs, a failed switch — holds the datapath as it is: the agent says why (one log line when that state

@@ -46,8 +46,12 @@ CITED_FAMILIES = ("gpu-forecast",)
 
 
 def _openmetrics(path: Path, end: pd.Timestamp, targets: list[str]) -> None:
-    """8 days every 15 min: queue demand, per-target link load with a daily rhythm, and a GPU job mix."""
-    stamps = pd.date_range(end=end, periods=8 * 24 * 4, freq="15min")
+    """8 days every 2 min up to ``end``: queue demand, per-target link load with a daily rhythm, a GPU job mix.
+
+    Samples closer together than Prometheus' 5-minute lookback, so an instant or range query at any time
+    in the covered span sees every series.
+    """
+    stamps = pd.date_range(end=end, periods=8 * 24 * 30, freq="2min")
     t = np.array([s.timestamp() for s in stamps])
     hour = (t % 86_400) / 3600
     rhythm = 1 + 0.3 * np.sin(2 * np.pi * hour / 24)
@@ -65,7 +69,7 @@ def _openmetrics(path: Path, end: pd.Timestamp, targets: list[str]) -> None:
     for direction, scale in (("receive", 1.0), ("transmit", 0.5)):
         family(f"node_network_{direction}_bytes_total", "counter", [
             ({"node": node, "device": dev, "instance": f"{node}:9100"},
-             np.cumsum(rate * scale * rhythm * 900) + 1e12)
+             np.cumsum(rate * scale * rhythm * 120) + 1e12)
             for node in (NODE, "node-1") for dev, rate in rates.items()])
     family("volcano_queue_request_scalar_resources", "gauge", [
         ({"queue_name": q, "resource": GPU}, np.full(len(t), level * 1000.0))
@@ -128,7 +132,8 @@ def test_loop_once_patches_queues_publishes_xdp_inputs_and_the_agent_switches(
     monkeypatch.setenv("POD_NAME", "predictor-loop-0")
 
     # 1. Simulated history in a real Prometheus, ending now.
-    now = pd.Timestamp.now(tz="UTC").floor("min")
+    # The last samples lie up to 2 min ahead: the loop's queries a few seconds from now still see them.
+    now = pd.Timestamp.now(tz="UTC").ceil("2min")
     _openmetrics(tmp_path / "history.om", now, targets)
     prom = prometheus_from_openmetrics(tmp_path / "history.om")
 
