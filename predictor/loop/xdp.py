@@ -20,8 +20,8 @@ Each cycle (``XdpLoop.run``), for every node with network history:
    ``/metrics`` as ``predictor_xdp_profile{node,profile} 1``. The agent chooses again from the same inputs
    with its own knobs and its datapath's current profile, which is what it applies.
 4. **Publish.** One inputs document per node (the agent's ``ForecastInputs`` schema, validated here): in
-   every mode ``<plan_dir>/xdp/<node>.json`` (and ``_profiles.json``, the chosen profiles); in
-   server-dry-run and apply modes also the agents' ConfigMap, one merge patch (dry-run: ``dryRun=All``).
+   plan mode ``<plan_dir>/xdp/<node>.json``; in server-dry-run and apply modes the agents' ConfigMap, one
+   merge patch (dry-run: ``dryRun=All``). ``<plan_dir>/xdp/_profiles.json`` holds the chosen profiles.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from models.frames import ID, TIME, VALUE
 from predictor.actuators.xdp_agent import ForecastInputs, TargetInput
-from predictor.atomicio import child_path, write_text
+from predictor.atomicio import child_path, fsync_directory, write_text
 from predictor.config import XdpLoopSettings
 from predictor.errors import PredictorError
 from predictor.loop.xdp_io import XdpPublisher, XdpSource
@@ -50,6 +50,7 @@ __all__ = ["NETWORK_FORECASTER", "NodeXdp", "XdpLoop", "XdpReport", "forecast_ta
 NETWORK_FORECASTER = "seasonal_mean_24"  # models.forecast registry name; parameter-free (see the docstring)
 BAND = "hi-80"
 MIN_HOURS = 24  # the seasonal mean needs one full day
+PROFILES = "_profiles.json"  # the chosen profile per node, beside the inputs ("_" is in no node name)
 
 
 @dataclass(frozen=True)
@@ -72,56 +73,55 @@ class XdpReport:
     forecaster: str = f"{NETWORK_FORECASTER} ({BAND} of the next hour, parameter-free)"
 
 
+def _hourly_link_load(network: pd.DataFrame, targets: Sequence[str], now: pd.Timestamp) -> pd.DataFrame:
+    """node, device, hour, value: each target's busier direction per hour (device ``*``: the node's total)."""
+    frame = network.loc[network[TIME] <= now].dropna(subset=[VALUE]).reset_index(drop=True)
+    frame = frame.assign(node=frame["node"].astype(str), device=frame["device"].astype(str),
+                         hour=frame[TIME].dt.floor("h"))
+    own = frame["device"].isin(list(targets))
+    reports_targets = own.groupby(frame["node"]).transform("any")
+    # A node that exports none of the target devices: every device it reports, summed.
+    frame = frame.loc[own | ~reports_targets]
+    frame = frame.assign(device=frame["device"].where(reports_targets.loc[frame.index], "*"))
+    per_direction = frame.groupby(["node", "device", "direction", "hour"], as_index=False, sort=False)[VALUE].sum()
+    # The link's load is its busier direction, taken hour by hour before forecasting.
+    busier: pd.DataFrame = per_direction.groupby(["node", "device", "hour"], as_index=False, sort=True)[VALUE].max()
+    return busier
+
+
 def forecast_target_load(network: pd.DataFrame, targets: Sequence[str], now: pd.Timestamp
                          ) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
     """``{node: {target: bits/s}}`` for the hour after ``now``, and ``{node: why}`` for nodes left out."""
     from models.forecast import forecasters
 
     skipped: dict[str, str] = {}
-    frame = network.loc[network[TIME] <= now].dropna(subset=[VALUE])
-    if frame.empty:
+    load = _hourly_link_load(network, targets, now) if not network.empty else pd.DataFrame()
+    if load.empty:
         return {}, skipped
-    # Per node: the target devices it reports, else every device it reports (split evenly later).
-    keys: list[tuple[str, str, str]] = []
-    parts = []
-    for node, rows in frame.groupby("node", sort=True):
-        own = rows[rows["device"].isin(targets)]
-        use = own if not own.empty else rows.assign(device="*")
-        summed = use.groupby(["device", "direction", TIME], as_index=False)[VALUE].sum()
-        for (device, direction), series in summed.groupby(["device", "direction"], sort=True):
-            if len(series) < MIN_HOURS:
-                skipped[str(node)] = f"{len(series)} h of network history, the forecast needs {MIN_HOURS}"
-                continue
-            sid = f"s{len(keys)}"
-            keys.append((str(node), str(device), str(direction)))
-            parts.append(pd.DataFrame({ID: sid, TIME: series[TIME].dt.floor("h"), VALUE: series[VALUE].clip(lower=0)}))
-    if not parts:
+    hours = load.groupby(["node", "device"])[VALUE].transform("size")
+    for node, n in load.loc[hours < MIN_HOURS].groupby("node")[VALUE].size().items():
+        skipped[str(node)] = f"{n} h of network history, the forecast needs {MIN_HOURS}"
+    load = load.loc[~load["node"].isin(set(skipped))]
+    if load.empty:
         return {}, skipped
-    history = pd.concat(parts, ignore_index=True).drop_duplicates([ID, TIME], keep="last")
-    last = history[TIME].max()
-    horizon = max(1, math.ceil((now + pd.Timedelta(hours=1) - last) / pd.Timedelta(hours=1)))
+    sid = "s" + load.groupby(["node", "device"], sort=False).ngroup().astype(str)
+    keys = pd.DataFrame({ID: sid, "node": load["node"], "device": load["device"]}).drop_duplicates(ID)
+    history = pd.DataFrame({ID: sid, TIME: load["hour"], VALUE: load[VALUE].clip(lower=0)})
+    horizon = max(1, math.ceil((now + pd.Timedelta(hours=1) - history[TIME].max()) / pd.Timedelta(hours=1)))
     predicted = forecasters.create(NETWORK_FORECASTER).fit(history).predict(horizon, level=(80,))
-    ahead = predicted[predicted[TIME] > now - pd.Timedelta(hours=1)]
-    peak = ahead.groupby(ID)[BAND].max()
-    loads: dict[str, dict[str, float]] = {}
-    for i, (node, device, _direction) in enumerate(keys):
-        if node in skipped:
-            continue
-        value = float(peak.get(f"s{i}", math.nan))
-        if not math.isfinite(value):
-            continue
-        per_device = loads.setdefault(node, {})
-        per_device[device] = max(per_device.get(device, 0.0), value)  # the busier direction
+    peak = predicted[predicted[TIME] > now - pd.Timedelta(hours=1)].groupby(ID)[BAND].max()
+    keys = keys.assign(bps=keys[ID].map(peak)).dropna(subset=["bps"])
     out: dict[str, dict[str, float]] = {}
-    for node, per_device in loads.items():
+    for node, rows in keys.groupby("node", sort=True):
+        per_device = dict(zip(rows["device"], rows["bps"].astype(float), strict=True))
         if "*" in per_device:
-            out[node] = dict.fromkeys(targets, per_device["*"] / len(targets))
-        else:
-            missing = [t for t in targets if t not in per_device]
-            if missing:
-                skipped[node] = f"no network history for target {missing[0]}"
-                continue
-            out[node] = {t: per_device[t] for t in targets}
+            out[str(node)] = dict.fromkeys(targets, per_device["*"] / len(targets))
+            continue
+        missing = [t for t in targets if t not in per_device]
+        if missing:
+            skipped[str(node)] = f"no network history for target {missing[0]}"
+            continue
+        out[str(node)] = {t: per_device[t] for t in targets}
     return out, skipped
 
 
@@ -129,18 +129,24 @@ def job_mix(pods: pd.DataFrame, node_gpus: Mapping[str, float]) -> dict[str, tup
     """``{node: (distributed_share, {queue: GPUs})}`` from the running GPU pods."""
     if pods.empty:
         return {}
-    pods = pods.assign(job=[j if j else f"pod/{p}" for j, p in zip(pods["job"], pods["pod"], strict=True)])
-    spans = pods.groupby(["namespace", "job"])["node"].nunique()
-    multi = {key for key, n in spans.items() if n > 1}
+    job = pods["job"].astype(str)
+    pods = pods.assign(node=pods["node"].astype(str), job=job.where(job != "", "pod/" + pods["pod"].astype(str)))
+    spans = pods.groupby(["namespace", "job"])["node"].transform("nunique")
+    distributed = pods.assign(distributed=pods["gpus"].where(spans > 1, 0.0))
+    per_node = distributed.groupby("node")[["distributed", "gpus"]].sum()
+    queues: dict[str, dict[str, float]] = {}
+    named = pods.loc[pods["queue"].astype(str) != ""]
+    for (node, queue), gpus in named.groupby(["node", "queue"])["gpus"].sum().items():
+        queues.setdefault(str(node), {})[str(queue)] = float(gpus)
     out: dict[str, tuple[float, dict[str, float]]] = {}
-    for node, rows in pods.groupby("node", sort=True):
-        distributed = sum(g for ns, j, g in zip(rows["namespace"], rows["job"], rows["gpus"], strict=True)
-                          if (ns, j) in multi)
-        total = max(float(node_gpus.get(str(node), 0.0)), float(rows["gpus"].sum()))
-        queues = rows.groupby("queue")["gpus"].sum()
-        out[str(node)] = (min(distributed / total, 1.0) if total > 0 else 0.0,
-                          {str(q): float(g) for q, g in queues.items() if q})
+    for node, distributed, gpus in zip(per_node.index, per_node["distributed"], per_node["gpus"], strict=True):
+        total = max(float(node_gpus.get(str(node), 0.0)), float(gpus))
+        out[str(node)] = (min(float(distributed) / total, 1.0) if total > 0 else 0.0, queues.get(str(node), {}))
     return out
+
+
+def _no_fsync(fd: int) -> None:
+    return None
 
 
 class XdpLoop:
@@ -197,13 +203,20 @@ class XdpLoop:
         documents = {f"{n.node}.json": n.inputs.model_dump_json() + "\n" for n in report.nodes}
         out = plan_dir / "xdp"
         out.mkdir(parents=True, exist_ok=True)
+        # Per-node files in plan mode only (they are what an agent would read); outside it the ConfigMap is
+        # the agents' inputs, and a file per node per cycle (each fsynced) would only cost time.
+        files = documents if mode == "plan" else {}
         for old in out.glob("*.json"):
-            if old.name not in documents:
+            if old.name not in files and old.name != PROFILES:
                 old.unlink()
-        for name, text in documents.items():
-            write_text(child_path(out, name), text)
+        for name, text in files.items():
+            # Atomic (rename) but not fsynced one by one: the inputs are rewritten every cycle, and a file
+            # a power cut left torn is unreadable, on which the agent holds. One directory sync for all.
+            write_text(child_path(out, name), text, fsync=_no_fsync)
+        if files:
+            fsync_directory(out)
         profiles = {n.node: n.profile.model_dump() for n in report.nodes}
-        write_text(out / "_profiles.json", json.dumps(profiles, indent=2, sort_keys=True) + "\n")
+        write_text(out / PROFILES, json.dumps(profiles, indent=2, sort_keys=True) + "\n")
         if mode != "plan" and self.publisher is not None:
             try:
                 report.published = self.publisher.publish(documents, dry_run=mode != "apply")

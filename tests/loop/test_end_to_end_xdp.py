@@ -172,11 +172,11 @@ def test_loop_once_patches_queues_publishes_xdp_inputs_and_the_agent_switches(
         assert fake.writes > 0 and applied, [r["reason"] for r in records]
         assert float(fake.queues["team-a"]["spec"]["deserved"][GPU]) > 16  # 22 GPUs of demand
 
-        # 5. XDP inputs: in the ConfigMap (one key per node, the departed node's removed) and the plan dir.
+        # 5. XDP inputs in the ConfigMap: one key per node, the departed node's removed.
         data = fake.configmaps[(NAMESPACE, CONFIGMAP)]["data"]
         assert sorted(data) == [f"{NODE}.json", "node-1.json"]
         inputs = json.loads(data[f"{NODE}.json"])
-        assert json.loads((tmp_path / "plans" / "xdp" / f"{NODE}.json").read_text()) == inputs
+        chosen = json.loads((tmp_path / "plans" / "xdp" / "_profiles.json").read_text())[NODE]
         loads = {t["iface"]: t["forecast_bps"] for t in inputs["targets"]}
         assert loads[targets[0]] < loads[targets[2]] < loads[targets[1]]  # light < medium < heavy
         assert inputs["distributed_share"] == pytest.approx(4 / 8) and inputs["queues"] == {"team-a": 6.0}
@@ -197,6 +197,7 @@ def test_loop_once_patches_queues_publishes_xdp_inputs_and_the_agent_switches(
         status = act.status()
         assert status.active_profile == f"{NODE}-spare" and not status.observe
         weights = [status.weights[t] for t in targets]
+        assert status.weights == chosen["weights"]  # the agent chose what the loop showed on /metrics
         # More spare bandwidth, more weight: the light link gets the most, the heavy one the least.
         assert weights[0] > weights[2] > weights[1] > 0
 

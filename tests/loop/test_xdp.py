@@ -113,7 +113,8 @@ def test_publisher_patches_one_configmap_by_name_and_dry_run_writes_nothing(
     assert fake.configmap_writes == 1 and "1 removed" in report.published
     data = fake.configmaps[(NS, CM)]["data"]
     assert sorted(data) == ["node-a.json", "node-b.json"]
-    assert data["node-a.json"] == (tmp_path / "xdp" / "node-a.json").read_text()
+    assert ForecastInputs.model_validate_json(data["node-a.json"]) == report.nodes[0].inputs
+    assert sorted(p.name for p in (tmp_path / "xdp").iterdir()) == ["_profiles.json"]  # files: plan mode only
     assert {r.method for r in fake.requests} == {"GET", "PATCH"}  # never create
 
 
@@ -122,7 +123,7 @@ def test_a_missing_configmap_is_reported_not_created(fake: FakeApiServerWithConf
         report = xdp_loop(publisher=ConfigMapPublisher(api, name=CM, namespace=NS)).run(
             NOW, mode="apply", plan_dir=tmp_path)
     assert "HTTP 404" in report.error and "may not create" in report.error
-    assert (tmp_path / "xdp" / "node-a.json").is_file()  # the plan files are still written
+    assert "node-a" in json.loads((tmp_path / "xdp" / "_profiles.json").read_text())  # still planned
 
 
 def test_enabling_xdp_without_targets_is_one_clear_error() -> None:
