@@ -136,7 +136,8 @@ def job_mix(pods: pd.DataFrame, node_gpus: Mapping[str, float]) -> dict[str, tup
     per_node = distributed.groupby("node")[["distributed", "gpus"]].sum()
     queues: dict[str, dict[str, float]] = {}
     named = pods.loc[pods["queue"].astype(str) != ""]
-    for (node, queue), gpus in named.groupby(["node", "queue"])["gpus"].sum().items():
+    sums = named.groupby(["node", "queue"])["gpus"].sum()
+    for node, queue, gpus in zip(sums.index.get_level_values(0), sums.index.get_level_values(1), sums, strict=True):
         queues.setdefault(str(node), {})[str(queue)] = float(gpus)
     out: dict[str, tuple[float, dict[str, float]]] = {}
     for node, distributed, gpus in zip(per_node.index, per_node["distributed"], per_node["gpus"], strict=True):
