@@ -211,6 +211,11 @@ def _run_once(loop: Loop, settings: Settings, *, force: bool) -> None:
     console.print(_summary(f"cycle {report.cycle} ({settings.actuators.mode})", changes, held))
     if report.hold:
         console.print(f"held everything: {report.hold[1]}", markup=False)
+    xdp = loop.xdp.last if loop.xdp is not None else None
+    if xdp is not None:
+        done = xdp.error or f"inputs for {len(xdp.nodes)} nodes ({len(xdp.skipped)} without)" + (
+            f"; {xdp.published}" if xdp.published else f" in {settings.actuators.plan_dir / 'xdp'}")
+        console.print(f"XDP: {done}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _run_forever(loop: Loop, settings: Settings) -> None:
