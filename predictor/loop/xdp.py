@@ -22,6 +22,8 @@ Each cycle (``XdpLoop.run``), for every node with network history:
 4. **Publish.** One inputs document per node (the agent's ``ForecastInputs`` schema, validated here): in
    plan mode ``<plan_dir>/xdp/<node>.json``; in server-dry-run and apply modes the agents' ConfigMap, one
    merge patch (dry-run: ``dryRun=All``). ``<plan_dir>/xdp/_profiles.json`` holds the chosen profiles.
+   A cycle with inputs for no node at all (the exporters went missing) publishes nothing: the agents keep
+   the last inputs, and hold once those are stale.
 """
 
 from __future__ import annotations
@@ -198,15 +200,32 @@ class XdpLoop:
         """
         try:
             report = self.plan(now)
-        except PredictorError as exc:
-            self.last = XdpReport(error=f"XDP inputs not planned: {exc}")
+        except (PredictorError, ValueError, ArithmeticError) as exc:  # the forecaster raises ValueErrors
+            self.last = XdpReport(error=f"XDP inputs not planned: {exc}".splitlines()[0])
+            return self.last
+        if not report.nodes:  # e.g. the exporters went missing: keep what the agents have (they go stale)
+            self.last = XdpReport(skipped=report.skipped, error="no node has network history: nothing published")
             return self.last
         documents = {f"{n.node}.json": n.inputs.model_dump_json() + "\n" for n in report.nodes}
-        out = plan_dir / "xdp"
+        try:
+            self._write(plan_dir / "xdp", documents if mode == "plan" else {}, report)
+        except (OSError, PredictorError) as exc:
+            report.error = f"XDP plan files not written: {exc}"
+        if mode != "plan" and self.publisher is not None:
+            try:
+                report.published = self.publisher.publish(documents, dry_run=mode != "apply")
+            except PredictorError as exc:
+                report.error = f"XDP inputs not published: {exc}"
+        self.chosen = {n.node: n.profile for n in report.nodes}
+        self._export(report)
+        self.last = report
+        return report
+
+    @staticmethod
+    def _write(out: Path, files: Mapping[str, str], report: XdpReport) -> None:
+        """Per-node inputs (plan mode only: outside it the ConfigMap is the agents' inputs, and a file per
+        node per cycle would only cost time) and the chosen profiles, under ``<plan_dir>/xdp``."""
         out.mkdir(parents=True, exist_ok=True)
-        # Per-node files in plan mode only (they are what an agent would read); outside it the ConfigMap is
-        # the agents' inputs, and a file per node per cycle (each fsynced) would only cost time.
-        files = documents if mode == "plan" else {}
         for old in out.glob("*.json"):
             if old.name not in files and old.name != PROFILES:
                 old.unlink()
@@ -218,15 +237,6 @@ class XdpLoop:
             fsync_directory(out)
         profiles = {n.node: n.profile.model_dump() for n in report.nodes}
         write_text(out / PROFILES, json.dumps(profiles, indent=2, sort_keys=True) + "\n")
-        if mode != "plan" and self.publisher is not None:
-            try:
-                report.published = self.publisher.publish(documents, dry_run=mode != "apply")
-            except PredictorError as exc:
-                report.error = f"XDP inputs not published: {exc}"
-        self.chosen = {n.node: n.profile for n in report.nodes}
-        self._export(report)
-        self.last = report
-        return report
 
     def _export(self, report: XdpReport) -> None:
         for gauge in (self.profile_gauge, self.load_gauge, self.weight_gauge, self.share_gauge):

@@ -138,8 +138,8 @@ class ConfigMapPublisher:
     def publish(self, documents: Mapping[str, str], *, dry_run: bool) -> str:
         live = self._call("get", self.api.read_namespaced_config_map, self.name, self.namespace)
         gone = sorted(set((live.data or {}) if live is not None else {}) - set(documents))
-        # Merge patch: null deletes a key, so nodes that left the cluster lose their inputs (their agent,
-        # if any, then holds: inputs unreadable).
+        # Merge patch: null deletes a key, so a node this cycle has no inputs for (gone, or its network
+        # series missing) loses them, and its agent, if any, holds (inputs unreadable).
         body = {"data": {**dict.fromkeys(gone), **documents}}
         self._call("patch", self.api.patch_namespaced_config_map, self.name, self.namespace, body,
                    dry_run="All" if dry_run else None, field_manager="gpu-capacity-predictor",

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from predictor.actuators import Change
 from predictor.actuators.xdp_agent import AgentSettings, ForecastInputs, agent_cycle, read_inputs
 from predictor.config import XdpLoopSettings, load_settings
-from predictor.errors import ConfigError
+from predictor.errors import ConfigError, DataSourceError
 from predictor.loop.xdp import XdpLoop, forecast_target_load, job_mix
 from predictor.loop.xdp_io import ConfigMapPublisher, FrameXdpSource
 from predictor.planner.xdp_types import Profile
@@ -124,6 +124,27 @@ def test_a_missing_configmap_is_reported_not_created(fake: FakeApiServerWithConf
             NOW, mode="apply", plan_dir=tmp_path)
     assert "HTTP 404" in report.error and "may not create" in report.error
     assert "node-a" in json.loads((tmp_path / "xdp" / "_profiles.json").read_text())  # still planned
+
+
+def test_a_source_or_model_failure_is_reported_and_nothing_is_published(tmp_path: Path) -> None:
+    class Down(FrameXdpSource):
+        def network(self, now: pd.Timestamp) -> pd.DataFrame:
+            raise DataSourceError("prometheus: connection refused")
+
+    published: list[Any] = []
+
+    class Publisher:
+        def publish(self, documents: Any, *, dry_run: bool) -> str:
+            published.append(documents)
+            return "patched"
+
+    settings = XdpLoopSettings(enabled=True, targets=TARGETS)
+    down = XdpLoop(settings, Down(pd.DataFrame(), pods(), {}), publisher=Publisher())
+    assert "connection refused" in down.run(NOW, mode="apply", plan_dir=tmp_path).error and published == []
+    empty = network("node-a", {"ens1f0": 1e9, "ens1f1": 1e9}).assign(value=float("nan"))
+    nothing = XdpLoop(settings, FrameXdpSource(empty, pods(), {}), publisher=Publisher())
+    report = nothing.run(NOW, mode="apply", plan_dir=tmp_path)
+    assert report.nodes == [] and "nothing published" in report.error and published == []  # agents' keys kept
 
 
 def test_enabling_xdp_without_targets_is_one_clear_error() -> None:
