@@ -114,6 +114,37 @@ class ActuatorSettings(BaseModel):
         return self.mode != "apply"
 
 
+class XdpLoopSettings(BaseModel):
+    """What the loop publishes for the XDP node agents (``predictor.loop.xdp``); off unless enabled."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(False, description="Forecast each node's network load and publish XDP agent inputs.")
+    targets: list[str] = Field(
+        default_factory=list, description="Steering target interfaces, the same on every node (what "
+        "`predictor xdp load --targets` loaded).")
+    capacity_bps: float = Field(25e9, gt=0, description="Link capacity of each target, bits per second.")
+    node_label: str = Field("node", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$",
+                            description="Label naming the node on node_exporter series.")
+    exclude_devices: str = Field(
+        "lo|veth.*|cali.*|cilium.*|flannel.*|cni.*|docker.*|tunl.*|vxlan.*", min_length=1,
+        description="Regex of node_exporter devices that never carry steered traffic.")
+    lookback_h: float = Field(8 * 24, ge=24, le=60 * 24,
+                              description="Network history read each cycle (the forecaster uses the last 7 days).")
+    configmap: str = Field("predictor-xdp-inputs", min_length=1, max_length=253,
+                           description="ConfigMap the agents mount; the loop gets and patches it by name only.")
+    namespace: str = Field("gpu-capacity-predictor-node", min_length=1, max_length=63,
+                           description="Namespace of the ConfigMap (the node agents' own).")
+
+    @model_validator(mode="after")
+    def _targets_when_enabled(self) -> XdpLoopSettings:
+        if self.enabled and not self.targets:
+            raise ValueError("loop.xdp.targets must name the steering interfaces when loop.xdp.enabled is true")
+        if len(set(self.targets)) != len(self.targets):
+            raise ValueError("loop.xdp.targets names an interface twice")
+        return self
+
+
 class LoopSettings(BaseModel):
     """The scheduling loop's cadence and endpoint (its staleness threshold is ``planner.stale_after_s``)."""
 
@@ -134,6 +165,7 @@ class LoopSettings(BaseModel):
     )
     lease_namespace: str = Field("gpu-capacity-predictor", min_length=1, max_length=63,
                                  description="Namespace of the leader Lease (the loop's own).")
+    xdp: XdpLoopSettings = Field(default_factory=XdpLoopSettings)  # type: ignore[arg-type]
     lease_duration_s: float = Field(
         60.0, ge=5, le=3600,
         description="leaseDurationSeconds: how long after its last renewal another loop may take the Lease. "

@@ -1,9 +1,13 @@
 """The node agent: read this node's forecast inputs, choose a profile, apply it; repeat on an interval.
 
-It runs as the DaemonSet in ``k8s/`` beside a loaded load balancer. The loop (``predictor loop``) writes
-one inputs file per node (forecast network load per target, the job mix, when it was computed); the
-agent owns nothing but that read → ``choose_profile`` → ``plan``/``apply`` cycle, so a crash loses
-nothing: the profile lives in the pinned maps and the next cycle converges again.
+It runs as the DaemonSet in ``k8s/`` beside a loaded load balancer. The loop (``predictor loop`` with
+``loop.xdp``, ``predictor.loop.xdp``) publishes one inputs document per node (forecast network load per
+target, the job mix, when it was computed) as a key of the ConfigMap the DaemonSet mounts, and as
+``<plan_dir>/xdp/<node>.json``; the agent owns nothing but that read → ``choose_profile`` →
+``plan``/``apply`` cycle, so a crash loses nothing: the profile lives in the pinned maps and the next cycle
+converges again. Inputs for another node, dated in the future, without a forecast for a target, or older
+than ``policy.stale_after_s`` hold the profile in force (``inputs_invalid``, ``stale_inputs``): a loop
+that went quiet says nothing about the links, so nothing is switched, not even to observe-only.
 
 Whatever stops a cycle — nothing loaded yet (the load Job has not run on this node), no bpffs, unreadable
 inputs, a failed switch — holds the datapath as it is: the agent says why (one log line when that state
@@ -35,13 +39,16 @@ __all__ = [
     "AgentState",
     "CycleResult",
     "ForecastInputs",
+    "TargetInput",
     "load_agent_settings",
     "log_lines",
     "run_agent",
 ]
 
 # Why a cycle held the datapath as it is (the ``reason`` label of predictor_xdp_agent_holding).
-HOLD_REASONS = ("not_loaded", "unsupported", "unreadable", "inputs_unreadable", "apply_failed")
+HOLD_REASONS = ("not_loaded", "unsupported", "unreadable", "inputs_unreadable", "inputs_invalid", "stale_inputs",
+                "apply_failed")
+CLOCK_SKEW_S = 300.0  # inputs dated further ahead than this are invalid (a wrong clock, not a forecast)
 
 
 class TargetInput(BaseModel):
@@ -61,6 +68,10 @@ class ForecastInputs(BaseModel):
     targets: list[TargetInput] = Field(min_length=1)
     distributed_share: float = Field(0.0, ge=0, le=1)
     ingest_share: float = Field(0.0, ge=0, le=1)
+    node: str | None = Field(None, description="The node these inputs are for; another node's inputs are refused.")
+    queues: dict[str, float] = Field(default_factory=dict, description="GPUs of running pods per queue on "
+                                     "the node (the job mix the shares come from; informational).")
+    forecaster: str | None = Field(None, description="What forecast the network load (informational).")
 
 
 class AgentSettings(BaseModel):
@@ -135,14 +146,27 @@ def agent_cycle(settings: AgentSettings, actuator: XdpActuator, now: datetime) -
         inputs = read_inputs(settings.inputs)
     except InputError as exc:
         return _held(now, "inputs_unreadable", exc)
-    profile = choose_profile(
-        settings.node,
-        [TargetLoad(t.iface, t.capacity_bps, t.forecast_bps) for t in inputs.targets],
-        JobMix(inputs.distributed_share, inputs.ingest_share),
-        forecast_age_s=(now - inputs.generated_at).total_seconds(),
-        policy=settings.policy,
-        current=current,
-    )
+    # Stale or invalid inputs hold the profile in force (no switch at all, not even to observe-only): a
+    # loop that stopped publishing says nothing about the links, so the datapath keeps what it has.
+    age = (now - inputs.generated_at).total_seconds()
+    problem = _invalid(settings, inputs, age)
+    if problem:
+        return _held(now, "inputs_invalid", InputError(f"forecast inputs {settings.inputs}: {problem}"))
+    if age > settings.policy.stale_after_s:
+        return _held(now, "stale_inputs", InputError(
+            f"forecast inputs {settings.inputs} are {age:.0f} s old (policy.stale_after_s "
+            f"{settings.policy.stale_after_s:g}): holding the current profile"))
+    try:
+        profile = choose_profile(
+            settings.node,
+            [TargetLoad(t.iface, t.capacity_bps, t.forecast_bps) for t in inputs.targets],
+            JobMix(inputs.distributed_share, inputs.ingest_share),
+            forecast_age_s=age,
+            policy=settings.policy,
+            current=current,
+        )
+    except InputError as exc:  # e.g. every target at zero capacity
+        return _held(now, "inputs_invalid", exc)
     try:
         changes: list[Change] = actuator.plan(profile)
         actuator.apply(changes, dry_run=settings.dry_run)
@@ -154,6 +178,20 @@ def agent_cycle(settings: AgentSettings, actuator: XdpActuator, now: datetime) -
         changes=[c.to_dict() for c in changes],
         applied=bool(changes) and not settings.dry_run,
     )
+
+
+def _invalid(settings: AgentSettings, inputs: ForecastInputs, age_s: float) -> str:
+    if inputs.node is not None and inputs.node != settings.node:
+        return f"written for node {inputs.node!r}, this is {settings.node!r}"
+    if age_s < -CLOCK_SKEW_S:
+        return f"generated_at is {-age_s:.0f} s in the future"
+    missing = [t.iface for t in inputs.targets if t.forecast_bps is None]
+    if missing:
+        return f"no forecast for target {missing[0]}"
+    names = [t.iface for t in inputs.targets]
+    if len(set(names)) != len(names):
+        return "a target is listed twice"
+    return ""
 
 
 @dataclass

@@ -146,6 +146,7 @@ def loop_command(
     loop = Loop(settings, cluster=cluster, history=_history(settings, history), forecaster=_forecaster(settings, model),
                 actuator=actuator, lease=_lease(settings, actuator), workload=_workload(settings, history),
                 demand=_demand(settings, jobs_reader(settings, pending, history)))
+    _wire_xdp(loop, settings, actuator)
     if once:
         _run_once(loop, settings, force=force)
     else:
@@ -220,6 +221,22 @@ def _demand(settings: Settings, jobs: JobsReader | None) -> DemandReader | None:
     return RegistryDemand(ModelRegistry(settings.mlflow), jobs, resource=settings.planner.resource)
 
 
+def _wire_xdp(loop: Loop, settings: Settings, actuator: VolcanoActuator | None) -> None:
+    """``loop.xdp.enabled``: publish the XDP agents' inputs each cycle (files; the ConfigMap outside plan mode)."""
+    xdp = settings.loop.xdp
+    if not xdp.enabled:
+        return
+    from predictor.loop.xdp import XdpLoop
+    from predictor.loop.xdp_io import ConfigMapPublisher, PrometheusXdpSource
+    from predictor.sources.prometheus import PrometheusSource
+
+    publisher = None
+    if actuator is not None:
+        publisher = ConfigMapPublisher(actuator.api_client, name=xdp.configmap, namespace=xdp.namespace)
+    loop.xdp = XdpLoop(xdp, PrometheusXdpSource(PrometheusSource(settings.prometheus), xdp), publisher=publisher,
+                       registry=loop.metrics.registry)
+
+
 def _lease(settings: Settings, actuator: VolcanoActuator | None) -> LeaseLock | None:
     """The leader Lease in the modes that write to the cluster (plan mode writes files only: the lock suffices)."""
     if actuator is None or settings.actuators.mode == "plan":
@@ -248,6 +265,11 @@ def _run_once(loop: Loop, settings: Settings, *, force: bool) -> None:
     console.print(_summary(f"cycle {report.cycle} ({settings.actuators.mode})", changes, held))
     if report.hold:
         console.print(f"held everything: {report.hold[1]}", markup=False)
+    xdp = loop.xdp.last if loop.xdp is not None else None
+    if xdp is not None:
+        done = xdp.error or f"inputs for {len(xdp.nodes)} nodes ({len(xdp.skipped)} without)" + (
+            f"; {xdp.published}" if xdp.published else f" in {settings.actuators.plan_dir / 'xdp'}")
+        console.print(f"XDP: {done}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _run_forever(loop: Loop, settings: Settings) -> None:

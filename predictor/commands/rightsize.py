@@ -74,6 +74,37 @@ def _inputs(
     return from_source(PrometheusSource(settings.prometheus), t0, t1, step_td), rs
 
 
+def _queue_hours(settings: Settings, start: str | None, end: str | None) -> pd.DataFrame | None:
+    """Hourly ``series_id, timestamp, demand, pending`` per queue from Prometheus, by the loop's own queries.
+
+    The queue-peak regressor is served on ``QUEUE_DEMAND`` and ``QUEUE_PENDING`` (``predictor.loop.demand``),
+    so it is trained on them too; ``None`` (fall back to the runs' hourly requests) when Prometheus has no
+    queue demand series over the window.
+    """
+    import pandas as pd
+
+    from predictor.sources import PrometheusSource
+    from predictor.sources.queries import QUEUE_DEMAND, QUEUE_LABEL, QUEUE_PENDING
+    from predictor.timeparse import parse_time
+
+    t1 = parse_time(end, name="--end") if end else pd.Timestamp.now(tz="UTC").floor("min")
+    t0 = parse_time(start, name="--start") if start else t1 - pd.Timedelta(days=DEFAULT_WINDOW_DAYS)
+    source, hour = PrometheusSource(settings.prometheus), pd.Timedelta(hours=1)
+    parts = []
+    for query, column in ((QUEUE_DEMAND, "demand"), (QUEUE_PENDING, "pending")):
+        frame = source.query_range(query, t0, t1, hour)
+        if frame.empty or QUEUE_LABEL not in frame.columns:
+            continue
+        parts.append(pd.DataFrame({"series_id": frame[QUEUE_LABEL].astype(str), "timestamp": frame["timestamp"],
+                                   column: pd.to_numeric(frame["value"], errors="coerce")}))
+    if not parts or "demand" not in parts[0].columns:
+        return None
+    out = parts[0]
+    if len(parts) > 1:
+        out = out.merge(parts[1], on=["series_id", "timestamp"], how="left")
+    return out.reset_index(drop=True)
+
+
 def _rs_with_sharing(rs: RightsizeSettings, sharing: list[float] | None) -> RightsizeSettings:
     sizes = tuple(sorted(set(sharing or ())))
     bad = [s for s in sizes if not 0 < s < 1]
@@ -141,7 +172,8 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow={"tracking_uri": tracking_uri})
         inputs, rs = _inputs(settings, prometheus_url, start, end, history, step, scheduled=True)
         _, runs = rightsize(inputs, rs)
-        outcome = train_demand(settings, runs, DemandJob(quantile=quantile))
+        queues = None if history is not None else _queue_hours(settings, start, end)
+        outcome = train_demand(settings, runs, DemandJob(quantile=quantile), queues=queues)
         verdict = "promoted to champion" if outcome.promoted else "kept as challenger"
         console.print(f"gpu-demand v{outcome.version}: {verdict} ({outcome.reason})", markup=False, highlight=False)
         console.print(f"queue-peak regressor (served by the loop): {outcome.queue_model}", markup=False,

@@ -128,7 +128,8 @@ def agent_cmd(
         "--agent-config", help="Agent settings YAML (node, pin_dir, inputs, ...).")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="Deprecated alias of --agent-config.")] = None,
 ) -> None:
-    """Choose and apply this node's profile from the loop's forecasts, every interval."""
+    """Every interval: read the inputs `predictor loop` published for this node (loop.xdp), choose a profile
+    and switch to it atomically; missing, invalid or stale inputs hold the profile in force."""
     settings = load_agent_settings(_agent_config_path(agent_config, config))
     actuator = xdp_actuator.XdpActuator(settings.pin_dir)
     state = AgentState()

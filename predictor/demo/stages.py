@@ -1,4 +1,4 @@
-"""The demo's runtime stages: history, right-sizing, one loop cycle in plan mode, XDP profiles, the report.
+"""The demo's runtime stages: history, right-sizing, one loop cycle in plan mode (queues and XDP), the report.
 
 Each takes the shared ``DemoContext`` and returns what it wrote. Training stages live with the CLI
 (``predictor.commands.demo``) because only the CLI may import ``pipelines``; they hand their results to
@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from models.frames import TIME, VALUE
-from predictor.atomicio import child_path, write_text
+from predictor.atomicio import write_text
 from predictor.demo import DemoContext, StageResult
 from predictor.errors import redact_url
 
@@ -104,7 +104,8 @@ def rightsize_stage(ctx: DemoContext) -> StageResult:
 
 
 def plan_stage(ctx: DemoContext) -> StageResult:
-    """One loop cycle in plan mode against the simulated cluster: Volcano Queue plan + audit log."""
+    """One loop cycle in plan mode against the simulated cluster: Volcano Queue plan, XDP agent inputs
+    (``plans/xdp/``), audit log."""
     from prometheus_client import CollectorRegistry
 
     from predictor.loop import FileCluster, FileHistory, Loop, LoopMetrics
@@ -119,65 +120,84 @@ def plan_stage(ctx: DemoContext) -> StageResult:
     settings = ctx.settings.model_copy(update={"actuators": actuators})
     as_of = ctx.state["as_of"]
     history = FileHistory(ctx.state["demand_path"])
+    metrics = LoopMetrics(CollectorRegistry())
     loop = Loop(settings, cluster=FileCluster(queue_objects(inputs), node_objects(inputs.total_gpus)),
-                history=history, forecaster=ctx.state["forecaster"],
-                metrics=LoopMetrics(CollectorRegistry()), clock=lambda: as_of, demand=ctx.state.get("demand_reader"))
+                history=history, forecaster=ctx.state["forecaster"], metrics=metrics, clock=lambda: as_of,
+                demand=ctx.state.get("demand_reader"), xdp=_xdp_loop(ctx, metrics.registry))
     report = loop.run_once(force=True)
     if report.plan is None:
         return StageResult("failed", f"the cycle planned nothing: {report.hold}")
-    ctx.state.update(plan=report.plan, loop_history=history.history(as_of))
+    ctx.state.update(plan=report.plan, loop_history=history.history(as_of), xdp=loop.xdp.last if loop.xdp else None)
     held = f", everything held: {report.hold[1]}" if report.hold else f", {len(report.plan.held)} held"
     ctx.headline["queue plan"] = f"{len(report.plan.changes)} field changes planned{held}"
     return StageResult("done", f"{len(report.plan.changes)} changes{held} (dry run: plan files only)",
-                       (plan_dir / "plan.json", plan_dir / "queues", loop_dir / "audit.jsonl"))
+                       (plan_dir / "plan.json", plan_dir / "queues", plan_dir / "xdp", loop_dir / "audit.jsonl"))
 
 
-def _receive_bps(history: Path, as_of: pd.Timestamp) -> pd.Series:
+def _counter_bps(path: Path, as_of: pd.Timestamp, days: float) -> pd.DataFrame:
+    """Hourly bits per second per node and device from a node_exporter byte counter (what ``rate`` gives)."""
     import pyarrow.parquet as pq
 
-    frame = pq.read_table(history / "metrics" / "node_network_receive_bytes_total.parquet",
-                          columns=["node", TIME, VALUE]).to_pandas()
-    frame["node"] = frame["node"].astype(str)
-    frame = frame[frame[TIME] > as_of - pd.Timedelta(days=1)].sort_values(["node", TIME])
-    rate = frame.groupby("node")[VALUE].diff() / frame.groupby("node")[TIME].diff().dt.total_seconds()
-    p95: pd.Series = (rate.clip(lower=0) * 8).groupby(frame["node"]).quantile(0.95)
-    return p95
+    frame = pq.read_table(path, columns=["node", "device", TIME, VALUE]).to_pandas()
+    frame = frame[(frame[TIME] > as_of - pd.Timedelta(days=days)) & (frame[TIME] <= as_of)]
+    frame = frame.assign(node=frame["node"].astype(str), device=frame["device"].astype(str),
+                         hour=frame[TIME].dt.floor("h"))
+    last = frame.sort_values(TIME).groupby(["node", "device", "hour"], as_index=False)[VALUE].last()
+    last = last.sort_values(["node", "device", "hour"])
+    step = last.groupby(["node", "device"])["hour"].diff().dt.total_seconds()
+    bps = last.groupby(["node", "device"])[VALUE].diff().clip(lower=0) * 8 / step
+    out = pd.DataFrame({"node": last["node"], "device": last["device"], TIME: last["hour"], VALUE: bps})
+    return out.dropna(subset=[VALUE])
 
 
-def _distributed_share(history: Path, as_of: pd.Timestamp, gpus_per_node: int = 8) -> dict[str, float]:
-    jobs = pd.read_parquet(history / "jobs_out.parquet", columns=["num_gpus", "start", "end", "nodes"])
+def _xdp_source(history: Path, as_of: pd.Timestamp, gpus_per_node: int = 8) -> Any:
+    """The simulated cluster as the loop's XDP source: network counters and the jobs running at ``as_of``."""
+    from predictor.loop.xdp_io import FrameXdpSource
+
+    parts = [_counter_bps(history / "metrics" / f"node_network_{d}_bytes_total.parquet", as_of, 9).assign(direction=d)
+             for d in ("receive", "transmit")]
+    columns = ["job_id", "queue", "num_gpus", "start", "end", "nodes"]
+    jobs = pd.read_parquet(history / "jobs_out.parquet", columns=columns)
     running = jobs[(jobs["start"] <= as_of) & (jobs["end"] > as_of)]
-    share: dict[str, float] = {}
-    for nodes, gpus in zip(running["nodes"].astype(str), running["num_gpus"], strict=True):
-        names = nodes.split()
-        if len(names) > 1:
-            for node in names:
-                share[node] = share.get(node, 0.0) + gpus / len(names) / gpus_per_node
-    return {k: min(v, 1.0) for k, v in share.items()}
+    pods = [{"node": node, "namespace": str(queue), "pod": f"{job}-{i}", "job": str(job), "queue": str(queue),
+             "gpus": float(gpus) / len(nodes.split())}
+            for job, queue, gpus, nodes in zip(running["job_id"], running["queue"], running["num_gpus"],
+                                               running["nodes"].astype(str), strict=True)
+            for i, node in enumerate(nodes.split())]
+    network = pd.concat(parts, ignore_index=True)
+    nodes = sorted(network["node"].unique())
+    return FrameXdpSource(network, pd.DataFrame(pods, columns=["node", "namespace", "pod", "job", "queue", "gpus"]),
+                          dict.fromkeys(nodes, float(gpus_per_node)))
+
+
+def _xdp_loop(ctx: DemoContext, registry: Any) -> Any:
+    """The loop's XDP part for the demo's cluster: the simulated one, or the Prometheus of --prometheus-url."""
+    from predictor.config import XdpLoopSettings
+    from predictor.loop.xdp import XdpLoop
+    from predictor.loop.xdp_io import PrometheusXdpSource
+
+    settings = XdpLoopSettings(enabled=True, targets=list(XDP_TARGETS), capacity_bps=XDP_LINK_BPS)
+    if "history_dir" in ctx.state:
+        source = _xdp_source(ctx.state["history_dir"], ctx.state["as_of"])
+    else:
+        from predictor.sources.prometheus import PrometheusSource
+
+        source = PrometheusXdpSource(PrometheusSource(ctx.settings.prometheus), settings)
+    return XdpLoop(settings, source, registry=registry)
 
 
 def xdp_stage(ctx: DemoContext) -> StageResult:
-    """An XDP profile per node from its receive-rate p95 over the last day and its multi-node job share."""
-    from predictor.actuators.xdp_profiles import dump_profile
-    from predictor.planner.xdp_profiles import JobMix, TargetLoad, choose_profile
-
-    history: Path = ctx.state["history_dir"]
-    as_of = ctx.state["as_of"]
-    rates, shares = _receive_bps(history, as_of), _distributed_share(history, as_of)
-    out = ctx.out / "xdp"
-    shutil.rmtree(out, ignore_errors=True)
-    chosen = {}
-    for node, bps in sorted(rates.items()):
-        targets = [TargetLoad(iface, XDP_LINK_BPS, float(bps) / len(XDP_TARGETS)) for iface in XDP_TARGETS]
-        profile = choose_profile(str(node), targets, JobMix(distributed_share=shares.get(str(node), 0.0)),
-                                 forecast_age_s=0.0)
-        write_text(child_path(out, f"{node}.yaml"), dump_profile(profile))  # node names come from the data
-        chosen[str(node)] = profile.model_dump()
-    write_text(out / "plan.json", json.dumps(chosen, indent=2, sort_keys=True) + "\n")
-    sticky = sum(1 for p in chosen.values() if p["sticky"])
-    ctx.headline["XDP profiles"] = f"{len(chosen)} nodes, {sticky} sticky"
-    return StageResult("done", f"{len(chosen)} node profiles (assumed 2 × 25 Gb/s targets per node)",
-                       (out,))
+    """Sum up the XDP agent inputs the loop cycle wrote (``plans/xdp/``): the loop stage plans XDP, not this."""
+    report = ctx.state.get("xdp")
+    if report is None:
+        return StageResult("skipped", "the loop cycle did not plan XDP")
+    if report.error:
+        return StageResult("failed", report.error)
+    sticky = sum(1 for n in report.nodes if n.profile.sticky)
+    ctx.headline["XDP profiles"] = f"{len(report.nodes)} nodes, {sticky} sticky"
+    return StageResult("done", f"{len(report.nodes)} node inputs from the loop cycle ({report.forecaster}; assumed "
+                       f"2 × {XDP_LINK_BPS / 1e9:g} Gb/s targets per node, each simulated node's eth0 load split "
+                       "evenly over them)", (ctx.out / "plans" / "xdp",))
 
 
 def report_stage(ctx: DemoContext) -> StageResult:

@@ -39,6 +39,7 @@ from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader, Repo
 from predictor.loop.leader import FileLock, Leader
 from predictor.loop.metrics import LoopMetrics
 from predictor.loop.seams import QueueActuator
+from predictor.loop.xdp import XdpLoop
 from predictor.planner import (
     FieldChange,
     Memory,
@@ -101,7 +102,8 @@ class Loop:
     def __init__(self, settings: Settings, *, cluster: ClusterReader, history: HistoryReader, forecaster: Forecaster,
                  actuator: QueueActuator | None = None, metrics: LoopMetrics | None = None,
                  clock: Callable[[], pd.Timestamp] | None = None, lease: Leader | None = None,
-                 workload: WorkloadReader | None = None, demand: DemandReader | None = None) -> None:
+                 workload: WorkloadReader | None = None, demand: DemandReader | None = None,
+                 xdp: XdpLoop | None = None) -> None:
         self.settings, self.cluster, self.history, self.forecaster = settings, cluster, history, forecaster
         self.workload = workload  # jobs and GPU nodes (gang floors, pools, fragmentation); None: unknown
         self.demand = demand  # None: no demand model wired; queues are sized by the forecast alone
@@ -121,6 +123,7 @@ class Loop:
         if lease is not None:
             self.leaders.append(lease)
         self._forever = False  # run_forever keeps the local lock between cycles; run_once alone does not
+        self.xdp = xdp  # the XDP agents' inputs (predictor.loop.xdp), published each cycle when wired
 
     def lead(self, now: pd.Timestamp) -> str:
         """Take or renew every lock; ``""`` when this instance may act, else why it stands by."""
@@ -235,6 +238,8 @@ class Loop:
             return DemandPrediction(pd.DataFrame(), dict.fromkeys(sorted(history[ID].astype(str).unique()), why))
 
     def _cycle(self, now: pd.Timestamp, cycle: str, report: CycleReport) -> None:
+        if self.xdp is not None:  # independent of the queue plan: its own reads, its own failures
+            self._drive_xdp(now, cycle)
         psettings = self.settings.planner
         inputs = self._inputs(now)
         forecast, versions, hold = inputs.forecast, inputs.versions, inputs.hold
@@ -274,6 +279,16 @@ class Loop:
                       workload)
         self.audit.append([self._record(now, cycle, "*", "cycle-done", hold[1] if hold else "ok",
                                         code=hold[0] if hold else "")])
+
+    def _drive_xdp(self, now: pd.Timestamp, cycle: str) -> None:
+        assert self.xdp is not None
+        done = self.xdp.run(now, mode=self.mode, plan_dir=self.settings.actuators.plan_dir)
+        profiles = ", ".join(f"{n.node}: {n.profile.name} {n.profile.weights}" for n in done.nodes[:20])
+        more = f" and {len(done.nodes) - 20} more" if len(done.nodes) > 20 else ""
+        skipped = f"; {len(done.skipped)} nodes without inputs" if done.skipped else ""
+        reason = done.error or (f"XDP inputs for {len(done.nodes)} nodes from {done.forecaster}{skipped}"
+                                f"{'; ' + done.published if done.published else ''}: {profiles}{more}")
+        self.audit.append([self._record(now, cycle, "*", "xdp", reason, code="xdp_failed" if done.error else "xdp")])
 
     def _apply(self, now: pd.Timestamp, cycle: str, plan: QueuePlan) -> list[Outcome]:
         assert self.actuator is not None

@@ -73,7 +73,10 @@ def _plan_queue(
             if decided.value is not None:
                 values[name][resource] = decided.value
             code, note = shaped.get(name, (target.code(name), f"{name} target {raw:g} from {target.basis_for(name)}"))
-            notes[(queue.name, name, resource)] = (decided.code or code, decided.note or note)
+            # A policy that clipped the value names itself first, then what set the target it clipped
+            # (forecast or demand, and from which model): the reason alone tells the whole story.
+            why = f"{decided.note}; {note}" if decided.note and decided.value is not None else (decided.note or note)
+            notes[(queue.name, name, resource)] = (decided.code or code, why)
         for name, code, note in hard_bounds(values, resource, target, allocated):
             notes[(queue.name, name, resource)] = (code, note)
         for name, note in _order(values, resource):

@@ -3,7 +3,8 @@
 Pure: numbers in, a ``Profile`` out, no I/O, so the policy is testable offline and the node agent only
 wires inputs to the actuator. The rules, in order:
 
-1. Forecasts older than ``stale_after_s`` (or missing) → an *observe-only* profile: the datapath keeps
+1. Forecasts older than ``stale_after_s`` (or missing) → an *observe-only* profile (the node agent does
+   not get here: it holds the profile in force on such inputs instead); the datapath keeps
    counting what it would do but steers nothing (never act on garbage).
 2. Each target gets weight in proportion to its spare bandwidth: capacity × (1 − headroom) − forecast.
    Headroom grows with the share of multi-node jobs, whose socket/NCCL traffic competes for the links.
@@ -61,11 +62,12 @@ class XdpPolicy(BaseModel):
         0.5, ge=0, le=1, description="Distributed share above which the profile keeps flows sticky."
     )
     stale_after_s: float = Field(
-        900.0,
+        5400.0,
         gt=0,
-        description="Network forecasts older than this (by their generated_at) are not acted on: the node "
-        "observes only. The XDP agent's own threshold, not planner.stale_after_s: link load moves within "
-        "minutes and the agent re-reads its inputs every agent interval, while queue quotas follow hours.",
+        description="Network forecasts older than this (by their generated_at) are not acted on: the agent "
+        "holds the profile in force (choose_profile alone returns an observe-only profile). The loop "
+        "publishes a forecast of the next hour once per loop.interval_s (3600 s by default), so 1.5 "
+        "intervals means a missed cycle. The XDP agent's own threshold, not planner.stale_after_s.",
     )
     dead_band: float = Field(
         0.05, ge=0, lt=1, description="Keep the current profile when the change is smaller than this."

@@ -30,6 +30,7 @@ __all__ = [
     "GPU_RESOURCE",
     "KSM_GPU_REQUESTS",
     "KSM_GPU_RESOURCE",
+    "NODE_GPU_ALLOCATABLE",
     "QUEUE_ALLOCATED",
     "QUEUE_CAPABILITY",
     "QUEUE_DEMAND",
@@ -37,8 +38,10 @@ __all__ = [
     "QUEUE_LABEL",
     "QUEUE_PENDING",
     "QUEUE_USED",
+    "RUNNING_GPU_PODS",
     "WORKLOAD",
     "fresh_pod_samples",
+    "node_network_bps",
     "per_pod_max",
     "series_count",
     "volcano_queue_gpus",
@@ -126,6 +129,32 @@ QUEUE_USED = (
     f' "{QUEUE_LABEL}", "$1", "namespace", "(.*)")) / 100'
 )
 CLUSTER_ALLOCATABLE = f"sum({Selector.of('kube_node_status_allocatable', resource=KSM_GPU_RESOURCE)})"
+
+# The XDP part of the loop (``predictor.loop.xdp``): per-node network load and the job mix on each node.
+NODE_GPU_ALLOCATABLE = f"sum by (node) ({Selector.of('kube_node_status_allocatable', resource=KSM_GPU_RESOURCE)})"
+# One series per running GPU pod: its node, GPUs, Volcano job and queue (kube-state-metrics must export the
+# pod labels volcano.sh/job-name and volcano.sh/queue-name: --metric-labels-allowlist, k8s/METRICS.md).
+_POD_JOB = "label_volcano_sh_job_name"
+_RUNNING = Selector("kube_pod_status_phase").where("phase", "Running")
+RUNNING_GPU_PODS = (
+    f"sum by (namespace, pod, node) ({KSM_GPU_REQUESTS.where('node', '', '!=')}"
+    f" * on(namespace, pod) group_left() max by (namespace, pod) ({_RUNNING} == 1))"
+    f" * on(namespace, pod) group_left({_POD_JOB}, {_POD_QUEUE})"
+    f" max by (namespace, pod, {_POD_JOB}, {_POD_QUEUE}) (kube_pod_labels)"
+)
+
+
+def node_network_bps(direction: str, *, node_label: str = "node", exclude_devices: str = "lo",
+                     window_s: int = 3600) -> str:
+    """Bits per second per node and device over ``window_s`` (node_exporter; direction receive|transmit).
+
+    ``exclude_devices`` is a regex of devices that never carry steered traffic (loopback, pod veths, ...).
+    """
+    if direction not in ("receive", "transmit"):
+        raise ValueError(f"direction must be receive or transmit, not {direction!r}")
+    counter = Selector(f"node_network_{direction}_bytes_total").where("device", exclude_devices, "!~")
+    return f"sum by ({node_label}, device) (rate({counter}[{int(window_s)}s])) * 8"
+
 
 CATALOGUE: Mapping[str, str] = MappingProxyType({
     "cluster_demand": CLUSTER_DEMAND,

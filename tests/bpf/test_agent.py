@@ -51,10 +51,19 @@ def test_agent_applies_the_planned_profile_then_converges(
         assert main(["xdp", "agent", "--agent-config", str(config)]) == 0  # same inputs: nothing to do
         assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["changes"] == []
 
-        write_inputs(inputs, targets[:2], 7200, [10e9, 50e9])  # stale forecasts: observe only
+        before = act.status()
+        write_inputs(inputs, targets[:2], 7200, [50e9, 10e9])  # stale forecasts: hold what is in force
+        assert main(["xdp", "agent", "--agent-config", str(config)]) == 0
+        cycle = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert cycle["hold"] == "stale_inputs" and cycle["changes"] == [] and "old" in cycle["error"]
+        after = act.status()
+        assert (after.active_profile, after.weights, after.observe) == (before.active_profile, before.weights, False)
+
+        write_inputs(inputs, targets[:2], 30, [50e9, 10e9])  # fresh again: the new forecast is applied
         assert main(["xdp", "agent", "--agent-config", str(config)]) == 0
         capsys.readouterr()
-        assert act.status().observe
+        status = act.status()
+        assert status.weights[targets[1]] > status.weights[targets[0]] > 0
 
         inputs.unlink()  # unreadable inputs hold the current profile and report why
         assert main(["xdp", "agent", "--agent-config", str(config)]) == 0

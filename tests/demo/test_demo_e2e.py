@@ -31,6 +31,9 @@ def test_demo_runs_twice_and_leaves_a_report(tmp_path: Path, capsys: pytest.Capt
     assert done and done[-1]["models"] == {"gpu-demand": "models:/gpu-demand/1",
                                            "gpu-forecast": "models:/gpu-forecast/1"}
     assert all(r["models"] == done[-1]["models"] for r in audit if r["outcome"] == "planned")
+    # The loop cycle planned XDP: one agent-inputs file per node, and the audit log names the forecaster.
+    assert sorted(p.name for p in (out / "plans" / "xdp").glob("node-*.json")) == ["node-000.json", "node-001.json"]
+    assert any(r["code"] == "xdp" and "seasonal_mean_24" in r["reason"] for r in audit)
     # `predictor report --registry` forecasts with the champion the demo registered.
     again = tmp_path / "report"
     uri = f"sqlite:///{out / 'mlflow.db'}"

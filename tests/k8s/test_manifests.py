@@ -37,9 +37,9 @@ from tests.k8s.manifests import (
 
 KUBERNETES_VERSION = "1.37.0"
 EXPECTED_KINDS = {
-    "ClusterRole": 1, "ClusterRoleBinding": 1, "ConfigMap": 3, "CronJob": 3, "DaemonSet": 1, "Deployment": 1,
-    "Namespace": 2, "NetworkPolicy": 2, "PersistentVolumeClaim": 1, "PrometheusRule": 1, "Role": 1,
-    "RoleBinding": 1, "Service": 2,
+    "ClusterRole": 1, "ClusterRoleBinding": 1, "ConfigMap": 4, "CronJob": 3, "DaemonSet": 1, "Deployment": 1,
+    "Namespace": 2, "NetworkPolicy": 2, "PersistentVolumeClaim": 1, "PrometheusRule": 1, "Role": 2,
+    "RoleBinding": 2, "Service": 2,
     "ServiceAccount": 3, "ServiceMonitor": 2,
 }
 LOOP_NS, NODE_NS = "gpu-capacity-predictor", "gpu-capacity-predictor-node"

@@ -6,8 +6,10 @@
 | predictor-loop (gpu-capacity-predictor)              | "" (core)             | nodes        | get, list, watch       |
 | predictor-loop (gpu-capacity-predictor), Role        | coordination.k8s.io   | leases/<lease> | get, update          |
 | predictor-loop (gpu-capacity-predictor), Role        | coordination.k8s.io   | leases       | create (by any name)   |
+| predictor-loop, Role in gpu-capacity-predictor-node  | "" (core)             | configmaps/<cm> | get, patch         |
 
-``<lease>`` is gpu-capacity-predictor-loop (``loop.lease_name``); create cannot be limited by name.
+``<lease>`` is gpu-capacity-predictor-loop (``loop.lease_name``); create cannot be limited by name. The
+XDP agents' inputs ConfigMap ``<cm>`` (predictor-xdp-inputs) is shipped empty: the loop needs no create.
 | predictor-train (gpu-capacity-predictor)             | —                     | —            | — (token not mounted)  |
 | predictor-node-agent (gpu-capacity-predictor-node)   | —                     | —            | — (token not mounted)  |
 """
@@ -26,6 +28,7 @@ EXPECTED = {
         ("", "nodes"): {"get", "list", "watch"},
         ("coordination.k8s.io", "leases/gpu-capacity-predictor-loop"): {"get", "update"},
         ("coordination.k8s.io", "leases"): {"create"},
+        ("", "configmaps/predictor-xdp-inputs"): {"get", "patch"},
     },
 }
 SERVICE_ACCOUNTS = {

@@ -103,3 +103,25 @@ def test_predictor_demand_and_a_loop_cycle_serve_the_champion_from_prometheus(
     deserved = {c.queue: c for c in report.plan.changes if c.field == "deserved"}
     assert busy and all(deserved[q].code == "demand" for q in busy if q in deserved)
     assert any(q in deserved for q in busy)
+
+
+def test_train_demand_fits_the_queue_regressor_on_the_loops_own_queue_series(
+    volcano: tuple[LocalPrometheus, list[str], pd.Timestamp],
+) -> None:
+    """Trained on what it is served on: QUEUE_DEMAND and QUEUE_PENDING, hourly, not the runs' requests."""
+    from models.demand_eval import RunDemandModel
+    from predictor.commands.rightsize import _queue_hours
+
+    prom, queues, end = volcano
+    settings = load_settings(None, prometheus={"url": prom.url})
+    hours = _queue_hours(settings, (end - pd.Timedelta(days=DAYS - 1)).isoformat(), end.isoformat())
+    assert hours is not None and sorted(hours["series_id"].unique()) == queues
+    assert {"demand", "pending"} <= set(hours.columns) and hours["pending"].notna().any()
+    source = PrometheusSource(PrometheusSettings(url=prom.url))  # type: ignore[call-arg]
+    direct = source.query_range(queries.QUEUE_DEMAND, end - pd.Timedelta(hours=1), end, pd.Timedelta(hours=1))
+    last = hours[hours["timestamp"] == hours["timestamp"].max()].set_index("series_id")["demand"]
+    assert last.to_dict() == pytest.approx(direct[direct["timestamp"] == direct["timestamp"].max()]
+                                           .set_index("queue_name")["value"].to_dict())
+    model = RunDemandModel(max_iter=20).fit_queues(hours)
+    assert model.queue_model_ is not None
+    assert not model.predict_queues(hours).empty
