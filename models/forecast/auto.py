@@ -197,6 +197,7 @@ class AutoForecaster(BaseForecaster):
         ensemble_sizes: Sequence[int] = ENSEMBLE_SIZES,
         candidate_params: Mapping[str, Mapping[str, Any]] | None = None,
         pool: Sequence[str] = DEFAULT_RULE.pool,
+        pool_weights: Sequence[float] | None = None,
         margin: float = DEFAULT_RULE.margin,
         gamma: float = DEFAULT_RULE.gamma,
         freq: str = "1h",
@@ -207,6 +208,7 @@ class AutoForecaster(BaseForecaster):
         self.horizon = horizon
         self.ensemble_sizes = ensemble_sizes
         self.pool = pool
+        self.pool_weights = pool_weights
         self.margin = margin
         self.gamma = gamma
         self.candidate_params = candidate_params
@@ -216,10 +218,17 @@ class AutoForecaster(BaseForecaster):
         """The selection rule these parameters describe."""
         return SelectionRule(
             pool=tuple(self.pool),
+            weights=self._pool_weights(),
             margin=float(self.margin),
             gamma=float(self.gamma),
             ensemble_sizes=tuple(self.ensemble_sizes),
         )
+
+    def _pool_weights(self) -> tuple[float, ...]:
+        """``pool_weights``, or by default the tuned weights of the default pool and equal weights otherwise."""
+        if self.pool_weights is not None:
+            return tuple(float(w) for w in self.pool_weights)
+        return DEFAULT_RULE.weights if tuple(self.pool) == DEFAULT_RULE.pool else ()
 
     def make_candidates(self) -> dict[str, BaseForecaster]:
         """The models to backtest: every candidate, or only the pool's when nothing can replace it."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["DEFAULT_RULE", "SelectionRule", "choose", "cqr_shift", "label_of", "option_weights"]
+__all__ = ["DEFAULT_RULE", "SelectionRule", "choose", "cqr_shift", "label_of", "option_weights", "pool_weights"]
 
 
 @dataclass(frozen=True)
@@ -34,14 +34,23 @@ class SelectionRule:
     """The few numbers the choice depends on (all tuned leave-one-trace-out; see the module docstring)."""
 
     pool: tuple[str, ...] = ("naive", "lstm")
+    weights: tuple[float, ...] = ()  # the pool members' weights, aligned with ``pool``; (): equal
     margin: float = 1.0
     min_windows: int = 1
     loss: str = "mae"
     ensemble_sizes: tuple[int, ...] = (2, 3, 4, 5)
     gamma: float = 1.0
 
+    def __post_init__(self) -> None:
+        if self.weights and (len(self.weights) != len(self.pool) or min(self.weights) < 0 or sum(self.weights) <= 0):
+            raise ValueError(
+                f"pool weights {self.weights} must be one non-negative number per pool member {self.pool}, "
+                "not all zero"
+            )
 
-DEFAULT_RULE = SelectionRule()
+
+# tuned on all three benchmark traces by bench/forecast.py (see the module docstring)
+DEFAULT_RULE = SelectionRule(pool=("lstm", "naive", "drift"), weights=(0.8, 0.1, 0.1))
 FALLBACK = "naive"
 
 
@@ -55,6 +64,15 @@ def _loss(actual: np.ndarray, pred: np.ndarray, kind: str) -> float:
     return float(np.mean(err[finite])) if finite.any() else float("nan")
 
 
+def pool_weights(rule: SelectionRule, present: list[str]) -> dict[str, float]:
+    """The pool's weights over the members that could run on this series, renormalised to sum to 1."""
+    given = dict(zip(rule.pool, rule.weights, strict=True)) if rule.weights else dict.fromkeys(rule.pool, 1.0)
+    total = sum(given[m] for m in present)
+    if total <= 0:
+        return dict.fromkeys(present, 1 / len(present))
+    return {m: given[m] / total for m in present}
+
+
 def option_weights(
     preds: Mapping[str, np.ndarray], actual: np.ndarray, rule: SelectionRule
 ) -> list[tuple[str, dict[str, float], float]]:
@@ -65,7 +83,7 @@ def option_weights(
     options: list[tuple[str, dict[str, float]]] = []
     pool = [m for m in rule.pool if m in preds]
     if len(pool) >= 2:  # one member is no combination: then every option competes on its loss alone
-        options.append(("pool", dict.fromkeys(pool, 1 / len(pool))))
+        options.append(("pool", pool_weights(rule, pool)))
     ranked = sorted(usable, key=lambda m: (scores[m], m))
     options += [(m, {m: 1.0}) for m in ranked]
     for k in rule.ensemble_sizes:
