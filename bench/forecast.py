@@ -11,9 +11,11 @@ MAE ratio to the best baseline on the *other* traces is scored on the held-out o
 is tuned the same way on coverage. Headline: the worst held-out trace's MAE relative to its best
 baseline. Prints one table per trace (MAE in GPUs, MASE, pinball p90, coverage 80/95, seconds per fit).
 --quick drops mstl and lstm and scores fewer origins. mstl and lstm are backtested at the scored origins
-only (their fits cost 10-30 s per origin on 2 shared cores), so ``auto``'s per-series choice never sees
-them; pools that contain them are scored as fixed pools (always served), and with --slow-inner N their
-bands are conformalised on their own backtest at the first N scored origins, where coverage is reported.
+and, with --slow-inner N, at the inner origins of the first N scored ones (their fits cost 10-30 s per
+origin on 2 shared cores). With N ≥ --outer (the recorded run: --outer 8 --slow-inner 8, ~7 min cold on
+2 cores, seconds from the cache) they are full candidates, so every rule, per-series choices included,
+sees them at every origin; with fewer, pools that contain them are scored as fixed pools (always served)
+and their coverage only where their bands could be conformalised.
 """
 
 from __future__ import annotations
@@ -150,6 +152,7 @@ def replay(
         "scores": {lvl: [] for lvl in LEVELS},
         "choice": [],
         "key": [],
+        "scale": [],
     }
     for sid, c in cubes.items():
         windows = c["actual"].shape[0]
@@ -174,6 +177,8 @@ def replay(
             out["actual"].append(c["actual"][o])
             out["choice"].append(label)
             out["key"].append((sid, o))
+            served_in = sum(wt * c["mean"][idx[m], inner] for m, wt in weights.items()) if inner else None
+            out["scale"].append(float(np.nanmean(np.abs(actual_in - served_in))) if inner else np.nan)
             for lvl in LEVELS:
                 lo = sum(wt * c[f"lo-{lvl}"][idx[m], o] for m, wt in weights.items())
                 hi = sum(wt * c[f"hi-{lvl}"][idx[m], o] for m, wt in weights.items())

@@ -1,10 +1,11 @@
 """``auto``: per series, serve a robust pool unless the rolling backtest clearly prefers something else.
 
 The candidates are backtested on the last ``windows`` origins of the training history. What is served is
-decided by ``models.forecast.selection``: an equal-weight *pool* of robust members by default, replaced by
-a single model or an inverse-loss-weighted ensemble of the best 2–5 only when it beats the pool's backtest
-MAE by ``margin`` (a regularised choice: a few windows of one series are thin evidence, and picking the
-per-series winner among many options overfitted on traces it was not tuned on). Intervals are
+decided by ``models.forecast.selection``: a weighted *pool* (by default LSTM 0.8, naive 0.1, drift 0.1),
+replaced by a single model or an inverse-loss-weighted ensemble of the best 2–5 only when it beats the
+pool's backtest MAE by ``margin`` (a regularised choice: a few windows of one series are thin evidence, and
+picking the per-series winner among many options overfitted on traces it was not tuned on; by default
+``margin`` is 1, so the pool is always served and only its members are fitted). Intervals are
 conformalised quantile bands (CQR), two-sided: the served bands move out or in by a quantile of their
 backtest misses, taken at miscoverage ``(1 - L) * gamma`` because backtest windows are not exchangeable
 with the future (``gamma`` tuned on held-out traces by ``bench/forecast.py``). A level the backtest did

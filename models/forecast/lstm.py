@@ -132,7 +132,7 @@ class LSTMForecaster(BaseForecaster):
         batch_size: int = 256,
         learning_rate: float = 3e-3,
         sample_stride: int = 1,
-        max_samples: int = 60_000,
+        max_samples: int = 20_000,
         random_state: int = 0,
         num_threads: int | None = None,
         device: str = "auto",
