@@ -11,9 +11,11 @@ MAE ratio to the best baseline on the *other* traces is scored on the held-out o
 is tuned the same way on coverage. Headline: the worst held-out trace's MAE relative to its best
 baseline. Prints one table per trace (MAE in GPUs, MASE, pinball p90, coverage 80/95, seconds per fit).
 --quick drops mstl and lstm and scores fewer origins. mstl and lstm are backtested at the scored origins
-only (their fits cost 10-30 s per origin on 2 shared cores), so ``auto``'s per-series choice never sees
-them; pools that contain them are scored as fixed pools (always served), and with --slow-inner N their
-bands are conformalised on their own backtest at the first N scored origins, where coverage is reported.
+and, with --slow-inner N, at the inner origins of the first N scored ones (their fits cost 10-30 s per
+origin on 2 shared cores). With N ≥ --outer (the recorded run: --outer 8 --slow-inner 8, ~7 min cold on
+2 cores, seconds from the cache) they are full candidates, so every rule, per-series choices included,
+sees them at every origin; with fewer, pools that contain them are scored as fixed pools (always served)
+and their coverage only where their bands could be conformalised.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ POOLS = {
 # Pools with a slow member are scored as fixed pools (margin 1: always served), which needs no inner origins.
 FIXED_POOLS = (
     ("naive", "lstm"),
+    ("drift", "lstm"),
+    ("naive", "drift", "lstm"),
     ("ets", "lstm"),
     ("window_mean_168", "lstm"),
     ("window_mean_168", "seasonal_mean_24", "ets", "lstm"),
@@ -68,9 +72,17 @@ FIXED_POOLS = (
     ("lstm",),
     ("naive", "ets", "mstl"),
 )
+# Pools led by the LSTM, shrunk toward persistence / trend / damped trend (member weights after the names);
+# scored as per-series choices when the slow models have inner records, else as fixed pools.
+WEIGHTED = tuple(
+    (("lstm", *rest), (w, *[round((1 - w) / len(rest), 3)] * len(rest)))
+    for rest in (("naive",), ("drift",), ("ets",), ("naive", "drift"), ("naive", "ets"))
+    for w in (0.5, 0.6, 0.7, 0.8, 0.9)
+)
 # Fits too slow on 2 shared cores to backtest at every inner origin: scored at the outer ones only.
 SLOW = ("mstl", "lstm")
-GAMMAS = (1.0, 0.8, 0.65, 0.5, 0.4, 0.3)
+MARGINS = (0.0, 0.05, 0.1, 0.2, 1.0)  # 1: the pool is always served
+GAMMAS = (2.0, 1.5, 1.25, 1.0, 0.8, 0.65, 0.5, 0.4, 0.3)  # > 1 narrows, < 1 widens
 
 
 def _backtest_one(args: tuple[str, pd.DataFrame, str, int, Path, int]) -> tuple[str, pd.DataFrame, float, int]:
@@ -140,6 +152,7 @@ def replay(
         "scores": {lvl: [] for lvl in LEVELS},
         "choice": [],
         "key": [],
+        "scale": [],
     }
     for sid, c in cubes.items():
         windows = c["actual"].shape[0]
@@ -164,6 +177,8 @@ def replay(
             out["actual"].append(c["actual"][o])
             out["choice"].append(label)
             out["key"].append((sid, o))
+            served_in = sum(wt * c["mean"][idx[m], inner] for m, wt in weights.items()) if inner else None
+            out["scale"].append(float(np.nanmean(np.abs(actual_in - served_in))) if inner else np.nan)
             for lvl in LEVELS:
                 lo = sum(wt * c[f"lo-{lvl}"][idx[m], o] for m, wt in weights.items())
                 hi = sum(wt * c[f"hi-{lvl}"][idx[m], o] for m, wt in weights.items())
@@ -278,13 +293,21 @@ def main(argv: list[str] | None = None) -> int:
         entry["cubes"] = cube(records, models, w)
         entry["outer"] = min(args.outer, max(1, w - INNER_STEP // STEP))
 
-    candidates = tuple(m for m in models if m not in SLOW)
+    # with --slow-inner ≥ --outer the slow models have records at every inner origin: full candidates
+    full = args.slow_inner >= args.outer
+    candidates = tuple(m for m in models if m not in SLOW or full)
+    grid = [*POOLS.values(), *(FIXED_POOLS if full else ())]
     rules = [
         SelectionRule(pool=p, margin=mg, loss=ls, min_windows=mw)
-        for p, mg, ls, mw in itertools.product(POOLS.values(), (0.0, 0.05, 0.1, 0.2, 1.0), ("mae", "median"), (1, 2))
-        if all(m in models for m in p)
+        for p, mg, ls, mw in itertools.product(grid, MARGINS, ("mae", "median"), (1, 2))
+        if all(m in models for m in p) and (full or not any(m in SLOW for m in p))
     ]
-    rules += [SelectionRule(pool=p, margin=1.0, min_windows=1) for p in FIXED_POOLS if all(m in models for m in p)]
+    weighted = [(p, w) for p, w in WEIGHTED if all(m in models for m in p)]
+    rules += [SelectionRule(pool=p, weights=w, margin=1.0) for p, w in weighted]
+    if full:
+        rules += [SelectionRule(pool=p, weights=w, margin=mg) for p, w in weighted for mg in (0.05, 0.1)]
+    else:  # pools with a slow member can only be scored as fixed pools
+        rules += [SelectionRule(pool=p, margin=1.0, min_windows=1) for p in FIXED_POOLS if all(m in models for m in p)]
     results: dict[str, dict[SelectionRule, Any]] = {t: {} for t in per_trace}
     for trace, entry in per_trace.items():
         base = replay(entry["cubes"], models, entry["outer"], rules[0], candidates)
@@ -293,18 +316,18 @@ def main(argv: list[str] | None = None) -> int:
         entry["rows"] = model_rows(entry["cubes"], models, base["key"], entry["scales"])
         entry["best_base"] = min((r["mae"], m) for m, r in entry["rows"].items() if m in BASELINES)
         for rule in rules:
-            fixed = any(m in SLOW for m in rule.pool)
+            fixed = any(m in SLOW for m in rule.pool) and not full
             rep = replay(entry["cubes"], models, entry["outer"], rule, rule.pool if fixed else candidates)
             assert rep["key"] == entry["keys"]
             results[trace][rule] = rep
-    return report(per_trace, results, rules, models, time.perf_counter() - started, args.slow_inner)
+    return report(per_trace, results, rules, candidates, time.perf_counter() - started, args.slow_inner)
 
 
 def report(
     per_trace: dict[str, Any],
     results: dict[str, dict[SelectionRule, Any]],
     rules: list[SelectionRule],
-    models: list[str],
+    candidates: tuple[str, ...],
     wall: float,
     slow_inner: int = 0,
 ) -> int:
@@ -338,7 +361,7 @@ def report(
         gamma = min(GAMMAS, key=lambda g: float(np.mean([cov_error(t, rule, g) for t in train])))
         e, rep = per_trace[held], results[held][rule]
         row = score(np.array(rep["mean"]), np.array(rep["actual"]), e["scales"], calibrated(rep, gamma))
-        fitted = rule.pool if any(m in SLOW for m in rule.pool) else [m for m in models if m not in SLOW]
+        fitted = rule.pool if rule.margin >= 1 else candidates
         row["sec/fit"] = sum(e["seconds"][m] for m in fitted) * (INNER + 1)
         e["rows"]["auto"] = row
         r = row["mae"] / e["best_base"][0]
@@ -348,7 +371,7 @@ def report(
         print(
             f"\n## {held}: {e['frame']['series_id'].nunique()} series, {len(rep['key'])} forecasts "
             f"(origins every {STEP} h, h={H}); auto tuned on {', '.join(train)}: pool={rule.pool} "
-            f"margin={rule.margin} loss={rule.loss} min_windows={rule.min_windows} gamma={gamma}"
+            f"weights={rule.weights} margin={rule.margin} loss={rule.loss} min_windows={rule.min_windows} gamma={gamma}"
         )
         table = pd.DataFrame(e["rows"]).T
         for m, sec in e["seconds"].items():

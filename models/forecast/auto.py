@@ -1,10 +1,11 @@
 """``auto``: per series, serve a robust pool unless the rolling backtest clearly prefers something else.
 
 The candidates are backtested on the last ``windows`` origins of the training history. What is served is
-decided by ``models.forecast.selection``: an equal-weight *pool* of robust members by default, replaced by
-a single model or an inverse-loss-weighted ensemble of the best 2–5 only when it beats the pool's backtest
-MAE by ``margin`` (a regularised choice: a few windows of one series are thin evidence, and picking the
-per-series winner among many options overfitted on traces it was not tuned on). Intervals are
+decided by ``models.forecast.selection``: a weighted *pool* (by default LSTM 0.8, naive 0.1, drift 0.1),
+replaced by a single model or an inverse-loss-weighted ensemble of the best 2–5 only when it beats the
+pool's backtest MAE by ``margin`` (a regularised choice: a few windows of one series are thin evidence, and
+picking the per-series winner among many options overfitted on traces it was not tuned on; by default
+``margin`` is 1, so the pool is always served and only its members are fitted). Intervals are
 conformalised quantile bands (CQR), two-sided: the served bands move out or in by a quantile of their
 backtest misses, taken at miscoverage ``(1 - L) * gamma`` because backtest windows are not exchangeable
 with the future (``gamma`` tuned on held-out traces by ``bench/forecast.py``). A level the backtest did
@@ -13,9 +14,9 @@ persistence with its own empirical bands, and ``notes_`` says so.
 
 Serving (``update``) keeps every fitted per-series plan (choice, weights, conformal scores) and updates
 its members on the new window; nothing is backtested or trained. A series the plan does not cover (not
-seen at fit time, or now too short for a member of its plan) is served the robust default: the equal-weight
-pool of the members that can forecast it (any member if no pool member can, else persistence), with the
-members' own bands, uncalibrated; ``notes_`` names those series.
+seen at fit time, or now too short for a member of its plan) is served the robust default: the pool, its
+weights renormalised over the members that can forecast it (any member if no pool member can, else
+persistence), with the members' own bands, uncalibrated; ``notes_`` names those series.
 
 ``records_for_auto`` replays exactly this selection on a longer backtest's cached records, which is how
 the pipeline scores ``auto`` without refitting every candidate at every nested origin.
@@ -34,7 +35,7 @@ from models.forecast.backtest import BacktestResult, run_backtest
 from models.forecast.base import Bands, BaseForecaster, PointForecast, _tidy
 from models.forecast.prep import RegularSeries, to_frame
 from models.forecast.registry import forecasters
-from models.forecast.selection import DEFAULT_RULE, SelectionRule, choose, cqr_shift, label_of
+from models.forecast.selection import DEFAULT_RULE, SelectionRule, choose, cqr_shift, label_of, pool_weights
 from models.frames import ID, TIME
 
 __all__ = ["DEFAULT_CANDIDATES", "AutoForecaster", "SeriesPlan", "plan_from_records", "records_for_auto"]
@@ -203,6 +204,7 @@ class AutoForecaster(BaseForecaster):
         ensemble_sizes: Sequence[int] = ENSEMBLE_SIZES,
         candidate_params: Mapping[str, Mapping[str, Any]] | None = None,
         pool: Sequence[str] = DEFAULT_RULE.pool,
+        pool_weights: Sequence[float] | None = None,
         margin: float = DEFAULT_RULE.margin,
         gamma: float = DEFAULT_RULE.gamma,
         freq: str = "1h",
@@ -213,6 +215,7 @@ class AutoForecaster(BaseForecaster):
         self.horizon = horizon
         self.ensemble_sizes = ensemble_sizes
         self.pool = pool
+        self.pool_weights = pool_weights
         self.margin = margin
         self.gamma = gamma
         self.candidate_params = candidate_params
@@ -222,10 +225,17 @@ class AutoForecaster(BaseForecaster):
         """The selection rule these parameters describe."""
         return SelectionRule(
             pool=tuple(self.pool),
+            weights=self._pool_weights(),
             margin=float(self.margin),
             gamma=float(self.gamma),
             ensemble_sizes=tuple(self.ensemble_sizes),
         )
+
+    def _pool_weights(self) -> tuple[float, ...]:
+        """``pool_weights``, or by default the tuned weights of the default pool and equal weights otherwise."""
+        if self.pool_weights is not None:
+            return tuple(float(w) for w in self.pool_weights)
+        return DEFAULT_RULE.weights if tuple(self.pool) == DEFAULT_RULE.pool else ()
 
     def make_candidates(self) -> dict[str, BaseForecaster]:
         """The models to backtest: every candidate, or only the pool's when nothing can replace it."""
@@ -305,8 +315,9 @@ class AutoForecaster(BaseForecaster):
             if not pooled:  # every member needs more history: persistence needs no fitted parameters
                 members.setdefault(FALLBACK, _parameter_free(FALLBACK, self.freq, series))
                 pooled = [FALLBACK]
-            plans[sid] = SeriesPlan(weights={m: 1 / len(pooled) for m in pooled}, choice="+".join(pooled),
-                                    gamma=float(self.gamma))
+            in_pool = set(pooled) <= set(self.pool)
+            weights = pool_weights(self.rule(), pooled) if in_pool else {m: 1 / len(pooled) for m in pooled}
+            plans[sid] = SeriesPlan(weights=weights, choice="+".join(pooled), gamma=float(self.gamma))
             why = "not seen at fit time" if plan is None else f"{len(s)} steps are too few for {plan.choice}"
             notes[sid] = f"{why}: serving {plans[sid].choice} with its members' bands (uncalibrated)"
         self.members_ = members

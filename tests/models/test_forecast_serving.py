@@ -179,8 +179,10 @@ def test_auto_serves_a_series_it_never_saw_with_the_robust_pool(fitted_auto: Any
         model = fitted_auto.update(frame)
         served = model.predict(H)
     _starts_after_newest(served, frame)
-    assert model.states_["newcomer"].weights == {"naive": 0.5, "lstm": 0.5}
-    assert model.states_["young"].weights == {"naive": 1.0}
+    # The default pool with its registered weights (lstm 0.8, naive 0.1, drift 0.1), never a refit.
+    expected = dict(zip(fitted_auto.rule().pool, fitted_auto.rule().weights, strict=True))
+    assert model.states_["newcomer"].weights == pytest.approx(expected)
+    assert model.states_["young"].weights == pytest.approx({"naive": 0.5, "drift": 0.5})  # no LSTM: renormalised
     assert "not seen at fit time" in model.notes_["newcomer"]
     assert served[["mean", "lo-95", "hi-95"]].notna().all().all()
 

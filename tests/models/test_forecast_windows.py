@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
-from models.forecast import forecasters
+from models.forecast import AutoForecaster, forecasters
 from models.forecast.selection import SelectionRule, choose, cqr_shift
 
 
@@ -50,3 +51,26 @@ def test_conformal_step_is_two_sided() -> None:
     assert narrow_shift is not None and narrow_shift > 0  # bands that missed move out
     assert wide_shift is not None and wide_shift < 0  # bands that were too wide move in
     assert cqr_shift(too_wide[:5], 80, 1.0) is None  # too few scores: leave the band alone
+
+
+def test_a_weighted_pool_keeps_its_weights_over_the_members_that_can_run() -> None:
+    rng = np.random.default_rng(4)
+    actual = rng.normal(10, 1, (3, 24))
+    preds = {"a": actual + 1.0, "b": actual - 1.0}
+    rule = SelectionRule(pool=("c", "a", "b"), weights=(0.6, 0.3, 0.1), margin=1.0)
+    # "c" could not run on this series: the others keep their 3:1 ratio
+    assert choose(preds, actual, rule) == ("pool", {"a": pytest.approx(0.75), "b": pytest.approx(0.25)})
+    with pytest.raises(ValueError, match="one non-negative number per pool member"):
+        SelectionRule(pool=("a", "b"), weights=(1.0,))
+
+
+def test_auto_serves_the_weighted_pool_it_was_given() -> None:
+    rng = np.random.default_rng(5)
+    values = 50 + rng.normal(0, 2, 24 * 21)
+    auto = AutoForecaster(
+        candidates=("naive", "window_mean_24"), pool=("naive", "window_mean_24"), pool_weights=(0.25, 0.75)
+    ).fit(_frame(values))
+    out = auto.predict(48)
+    expected = 0.25 * values[-1] + 0.75 * values[-24:].mean()
+    np.testing.assert_allclose(out["mean"], expected)
+    assert auto.rule().weights == (0.25, 0.75)

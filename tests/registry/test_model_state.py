@@ -31,6 +31,7 @@ FORECASTERS: dict[str, dict[str, Any]] = {
         "candidates": ("naive", "seasonal_naive_24", "ets", "mstl", "lstm"),
         "windows": 2, "horizon": H, "step": H,
         "candidate_params": {"lstm": SMALL_LSTM},
+        "pool": ("lstm", "naive"), "pool_weights": (0.7, 0.3),
     },
 }
 

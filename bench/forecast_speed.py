@@ -1,0 +1,65 @@
+"""How long ``predictor forecast --model auto`` takes on many series: the issue's 1,000 series × 5 weeks.
+
+Usage: python bench/forecast_speed.py [--series 20,100] [--weeks 5] [--model auto] [--baseline naive]
+
+Series come from the benchmark's simulated queues (``bench/forecast_traces.py``: daily rhythm, level shifts,
+drains), hourly. Each size runs ``pipelines.forecast.run_forecast`` (the code path of ``predictor forecast``)
+for ``--model`` and for ``--baseline`` in the same process, and prints seconds and their ratio. Run small
+sizes first; the full 1,000-series figure takes minutes on 2 cores. CPU seconds are printed beside wall
+seconds because on a shared machine the wall time measures the neighbours too (the LSTM trains on one
+thread, so on an idle machine wall ≈ CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from forecast_traces import simulated_trace  # noqa: E402
+
+from pipelines.forecast import run_forecast  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--series", default="20,100", help="comma-separated series counts")
+    parser.add_argument("--weeks", type=int, default=5)
+    parser.add_argument("--model", default="auto")
+    parser.add_argument("--baseline", default="naive")
+    parser.add_argument("--horizon", type=int, default=168)
+    args = parser.parse_args(argv)
+    rows = []
+    for n in (int(x) for x in args.series.split(",") if x.strip()):
+        history = simulated_trace(n_series=n, weeks=args.weeks, seed=11)
+        seconds, cpu = {}, {}
+        for name in (args.baseline, args.model):
+            started, started_cpu = time.perf_counter(), time.process_time()
+            out = run_forecast(history, model=name, horizon=args.horizon)
+            seconds[name] = time.perf_counter() - started
+            cpu[name] = time.process_time() - started_cpu
+            assert out.forecast["series_id"].nunique() == n
+        rows.append(
+            {
+                "series": n,
+                "points": len(history),
+                f"{args.model} s": seconds[args.model],
+                f"{args.model} cpu s": cpu[args.model],
+                f"{args.baseline} s": seconds[args.baseline],
+                "ratio": seconds[args.model] / seconds[args.baseline],
+                f"{args.model} ms/series": 1000 * seconds[args.model] / n,
+            }
+        )
+        print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.2f}"), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
