@@ -93,6 +93,7 @@ class Scheduler:
         self._prio = self._column("priority", 0).astype(np.int64)
         self._ckpt = self._column("checkpoint_s", self.volcano.checkpoint_s)
         self._restart = self._column("restart_s", self.volcano.restart_s)
+        self._lowest_priority = float(self._prio.min()) if n_jobs else 0.0  # nobody below it can be preempted
         self._done = np.zeros(n_jobs)  # seconds of work kept from earlier attempts
         self._tries = np.zeros(n_jobs, dtype=np.int64)
         self.period_s = int(period_s)
@@ -178,6 +179,10 @@ class Scheduler:
     def allocated(self) -> dict[str, int]:
         return {name: int(self._alloc[i]) for i, name in enumerate(self.queue_names)}
 
+    def free_per_node(self) -> np.ndarray:
+        """Free GPUs per node now (0 on a node that is not ready)."""
+        return np.where(self._node_ready, self._node_free, 0)
+
     @property
     def pending(self) -> dict[str, int]:
         return {name: int(self._pend_gpus[i]) for i, name in enumerate(self.queue_names)}
@@ -245,25 +250,26 @@ class Scheduler:
         active = [q for q in range(nq) if self._pending[q]]
         pos = dict.fromkeys(active, 0)
         tried: set[int] = set()  # one eviction attempt per queue and session
+        guaranteed = float(self.guarantee.sum())
         evicting = self.volcano.reclaim or self.volcano.preempt
         while active and (free_total > 0 or evicting):
             share = [self._alloc[q] / self.deserved[q] if self.deserved[q] > 0 else math.inf for q in active]
-            q = active[int(np.argmin(share))]
+            q = active[min(range(len(share)), key=share.__getitem__)]  # first lowest share, as argmin
             queue = self._pending[q]
             job = queue[pos[q]][2]
             g = int(self._gpus[job])
-            real_cap = self._real_capability(q, ready_total)
+            real_cap = self._real_capability(q, ready_total, guaranteed)
             quota_ok = self._alloc[q] + g <= real_cap
             placed = self._place(g) if quota_ok and g <= free_total else None
-            if placed is None and evicting:
-                if q in tried and free_total <= 0:
-                    active.remove(q)  # full cluster, and this queue's one eviction attempt is spent
-                    continue
+            if placed is None and evicting and q not in tried:
                 tried.add(q)
                 freed = self._evict_for(q, job, g, real_cap)
                 free_total += freed
                 quota_ok = self._alloc[q] + g <= real_cap
                 placed = self._place(g) if freed and quota_ok and g <= free_total else None
+            elif placed is None and free_total <= 0:
+                active.remove(q)  # full cluster, and this queue's one eviction attempt is spent
+                continue
             if placed is not None:
                 queue.pop(pos[q])
                 self._start(job, q, placed)
@@ -277,10 +283,9 @@ class Scheduler:
                 active.remove(q)
         self._record(ready_total)
 
-    def _real_capability(self, q: int, ready_total: int) -> float:
+    def _real_capability(self, q: int, ready_total: int, guaranteed: float) -> float:
         """Volcano's realCapability: ``min(capability, total − Σ guarantee + own guarantee)``."""
-        others = float(self.guarantee.sum() - self.guarantee[q])
-        return float(min(self.capability[q], ready_total - others))
+        return min(float(self.capability[q]), ready_total - guaranteed + float(self.guarantee[q]))
 
     def _evict_for(self, q: int, job: int, g: int, real_cap: float) -> int:
         """Evict gangs so ``job`` (queue ``q``, ``g`` GPUs) can start: reclaim, then preempt. GPUs freed."""
@@ -289,7 +294,7 @@ class Scheduler:
         if self.volcano.reclaim and self._alloc[q] + g <= min(self.deserved[q], real_cap):
             victims = self._reclaim_victims(q, free, g)
         cause = "reclaim"
-        if not victims and self.volcano.preempt:
+        if not victims and self.volcano.preempt and self._prio[job] > self._lowest_priority:
             victims, cause = self._preempt_victims(q, job, free, g, real_cap), "preempt"
         for v in victims:
             self._finish(v.attempt, killed=True, cause=cause)
