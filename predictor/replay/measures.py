@@ -6,7 +6,8 @@
 - ``wait_p50_min`` / ``wait_p95_min``: first-attempt wait of the jobs submitted in the window; a job never
   started by ``end`` counts with ``end − submit`` (a lower bound, so starvation is not hidden);
 - ``preemptions`` / ``reclaims``: evictions by priority inside a queue / by another queue's reclaim;
-- ``lost_gpu_h``: GPUs × (work since the last checkpoint + restart overhead) of evicted attempts;
+- ``lost_gpu_h``: GPUs × work since the last checkpoint of attempts evicted in the window, plus GPUs ×
+  the restart overhead restarted attempts spend in it;
 - ``goodput_gpu_h``: used GPUs × work kept (finished, checkpointed, or still running at ``end``);
 - ``fragmentation``: mean FGD-stranded GPUs ÷ capacity over hourly samples (Weng et al., ATC'23: free
   GPUs that a task of the workload's size mix could not use); ``fragmentation_of_free`` divides by the
@@ -67,8 +68,11 @@ def summarise(result: SchedulerResult, *, start: pd.Timestamp, end: pd.Timestamp
     work_from = s + overhead
     goodput_s = float((used * _clip(work_from, work_from + kept, lo, hi)).sum())
     used_s = float((used * _clip(s, np.where(running, np.minimum(e, hi), e), lo, hi)).sum())
-    evicted = a["cause"].isin(["reclaim", "preempt", "node"]).to_numpy() & (e >= lo) & (e < hi)
-    lost_s = float((gpus * (a["lost_s"].fillna(0).to_numpy() + overhead))[evicted].sum())
+    # Work since the last checkpoint of attempts evicted in the window, and the restart overhead paid in it.
+    ended = (e >= lo) & (e < hi)
+    evicted = a["cause"].isin(["reclaim", "preempt", "node"]).to_numpy() & ended
+    lost_s = float((gpus * a["lost_s"].fillna(0).to_numpy())[evicted].sum())
+    lost_s += float((gpus * _clip(s, np.minimum(s + overhead, e), lo, hi)).sum())
     waits = _waits(a, submit_s, lo, hi)
     frag = np.array(sampler.stranded) if sampler.stranded else np.zeros(1)
     free = np.array(sampler.free) if sampler.free else np.ones(1)

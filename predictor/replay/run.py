@@ -27,9 +27,8 @@ from predictor.errors import InputError
 from predictor.planner import Memory, PlannerSettings, QueueState, plan_cycle
 from predictor.replay.demand import History, OracleForecaster, WeeklyAuto, zero_wait_demand
 from predictor.replay.measures import FragmentationSampler, summarise
-from predictor.replay.rightsize import rightsized_jobs
+from predictor.replay.rightsize import rightsized_jobs, used_gpus
 from predictor.sim import ClusterSpec, QueueSpec, Scheduler, SchedulerResult, VolcanoSettings
-from predictor.sim.profiles import draw_profiles
 from predictor.sim.series import epoch_s
 
 __all__ = ["POLICIES", "ReplayResult", "ReplaySettings", "replay", "static_queues"]
@@ -109,8 +108,7 @@ def replay(jobs: pd.DataFrame, settings: ReplaySettings) -> ReplayResult:
                          f"{jobs['submit'].min().isoformat()} to {jobs['submit'].max().isoformat()})")
     cluster = ClusterSpec.uniform(settings.nodes, gpus_per_node=settings.gpus_per_node)
     total = cluster.n_gpus
-    used_by_job = pd.Series(draw_profiles(window, cluster.gpus_per_node, settings.seed).gpus_used,
-                            index=window["job_id"].to_numpy())
+    used_by_job = pd.Series(used_gpus(window, cluster.gpus_per_node, settings.seed), index=window["job_id"].to_numpy())
     table, changed = (rightsized_jobs(window, start, cluster.gpus_per_node, settings.seed)
                       if settings.policy == "rightsize+loop" else (window, 0))
     specs = static_queues(window, start, total, hard=settings.policy != "static-elastic")

@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 JOB_COLUMNS = ("job_id", "submit", "queue", "num_gpus", "duration_s")
-OPTIONAL_NUMERIC = ("priority", "checkpoint_s", "restart_s")
+OPTIONAL_NUMERIC = ("priority", "checkpoint_s", "restart_s", "gpus_used")
 
 # Fitted to Philly's jobs.csv (82,247 jobs): 93 % ask for one GPU; log-durations per size are roughly
 # normal with these means/sds (seconds). Kept as constants so the generator needs no data at run time.
@@ -119,7 +119,8 @@ def normalise_jobs(raw: pd.DataFrame, *, source: str = "job table", naive_tz: st
     if frame["job_id"].duplicated().any():
         raise InputError(f"{source}: duplicate job_id {frame['job_id'][frame['job_id'].duplicated()].iloc[0]!r}")
     # Optional and kept when given: ``workload`` (a recurring job's template), ``priority`` (priorityClass
-    # value), ``checkpoint_s`` (seconds between checkpoints) and ``restart_s`` (restart overhead).
+    # value), ``checkpoint_s`` (seconds between checkpoints), ``restart_s`` (restart overhead) and
+    # ``gpus_used`` (GPUs a job kept busy, where a trace measured it).
     for column in OPTIONAL_NUMERIC:
         if column in frame.columns:
             values = pd.to_numeric(frame[column], errors="coerce")
