@@ -1,10 +1,11 @@
 """``rightsize+loop``: the GPU requests an admission mutation would set, from right-sizing the past.
 
 Right-sizing (``predictor.rightsize.recommend``) runs on the runs of recurring workloads submitted before
-the replay, with what each run used (a ``gpus_used`` column where the trace has one, else the simulator's usage
-profiles: no public trace pairs requests with use). Jobs of those workloads submitted during the replay then ask for the recommended GPUs, as a mutating
-webhook would rewrite them; jobs of workloads without enough history keep their request. So right-sizing's
-gain is measured apart from the quotas: the same loop plans both ``loop`` and ``rightsize+loop``.
+the replay, with what each run used (a ``gpus_used`` column where the trace has one, else the simulator's
+usage profiles: no public trace pairs requests with use). Jobs of those workloads submitted during the
+replay then ask for the recommended GPUs, as a mutating webhook would rewrite them; jobs of workloads
+without enough history keep their request. So right-sizing's gain is measured apart from the quotas: the
+same loop plans both ``loop`` and ``rightsize+loop``.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ _CARD = GPU_TYPES["H100"]
 def used_gpus(jobs: pd.DataFrame, gpus_per_node: int, seed: int) -> np.ndarray:
     """GPUs each job keeps busy: the table's ``gpus_used`` where given (a measured trace), else the
     simulator's usage profile for the job (capped at the request either way)."""
-    drawn = draw_profiles(jobs, gpus_per_node, seed).gpus_used.astype(float)
+    drawn = pd.Series(draw_profiles(jobs, gpus_per_node, seed).gpus_used.astype(float), index=jobs.index)
     if "gpus_used" in jobs.columns:
-        drawn = pd.to_numeric(jobs["gpus_used"], errors="coerce").fillna(pd.Series(drawn, index=jobs.index))
-        drawn = drawn.to_numpy(dtype=float)
-    return np.minimum(np.maximum(drawn, 0.0), jobs["num_gpus"].to_numpy(dtype=float))
+        drawn = pd.to_numeric(jobs["gpus_used"], errors="coerce").fillna(drawn)
+    out: np.ndarray = np.minimum(drawn.to_numpy(dtype=float).clip(0), jobs["num_gpus"].to_numpy(dtype=float))
+    return out
 
 
 def workload_runs(jobs: pd.DataFrame, gpus_per_node: int, seed: int) -> pd.DataFrame:
@@ -45,7 +46,8 @@ def workload_runs(jobs: pd.DataFrame, gpus_per_node: int, seed: int) -> pd.DataF
         "job": jobs["job_id"].to_numpy(), "queue": jobs["queue"].to_numpy(), "gpu_type": _CARD.name,
         "pods": 1, "start": start.to_numpy(), "end": (start + pd.to_timedelta(runtime_s, unit="s")).to_numpy(),
         "runtime_h": runtime_s / 3600, "gpu_request": jobs["num_gpus"].to_numpy().astype(float),
-        "gpus_used_p95": used, "gpus_used_max": used, "gpu_equiv_p95": used * profiles.util_mean / 100, "util_mean": profiles.util_mean,
+        "gpus_used_p95": used, "gpus_used_max": used, "gpu_equiv_p95": used * profiles.util_mean / 100,
+        "util_mean": profiles.util_mean,
         "util_p95": np.minimum(profiles.util_mean + 2 * profiles.util_sd, 100), "mem_peak_mib": mem,
         "mem_p99_mib": mem, "gpu_mem_total_mib": float(_CARD.memory_mib),
         "samples": np.maximum(1, np.ceil(runtime_s / 300)).astype(np.int64) * jobs["num_gpus"].to_numpy(),
