@@ -3,6 +3,6 @@ reclaim losses and goodput. Sits above the simulator and the planner (it drives 
 
 from __future__ import annotations
 
-from predictor.replay.run import POLICIES, ReplayResult, ReplaySettings, replay, static_queues
+from predictor.replay.run import POLICIES, ReplayResult, ReplaySettings, replay, replay_quotas, static_queues
 
-__all__ = ["POLICIES", "ReplayResult", "ReplaySettings", "replay", "static_queues"]
+__all__ = ["POLICIES", "ReplayResult", "ReplaySettings", "replay", "replay_quotas", "static_queues"]

@@ -11,7 +11,9 @@
 - ``goodput_gpu_h``: used GPUs × work kept (finished, checkpointed, or still running at ``end``);
 - ``fragmentation``: mean FGD-stranded GPUs ÷ capacity over hourly samples (Weng et al., ATC'23: free
   GPUs that a task of the workload's size mix could not use); ``fragmentation_of_free`` divides by the
-  free GPUs instead, as the simulator's summary does.
+  free GPUs instead, as the simulator's summary does;
+- ``pending_gpu_h``: GPUs asked for and not allocated, integrated over the window (starvation);
+- ``quota_utilisation``: allocated GPU-hours ÷ Σ deserved GPU-hours (how much of the quota was used).
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ def summarise(result: SchedulerResult, *, start: pd.Timestamp, end: pd.Timestamp
     if len(before):  # the state carried into the window from the last pass before it
         alloc_s += float(result.allocated[before[-1]].sum()) * (min(t[inside][0], hi) - lo if inside.any() else hi - lo)
     cap_s = float(capacity) * (hi - lo)
+    pending_s = _step_integral(t, result.pending_gpus.sum(axis=1) if len(t) else np.zeros(0), lo, hi)
+    deserved_s = _step_integral(result.quota_s, result.deserved.sum(axis=1), lo, hi)
     a = result.attempts
     s, e = epoch_s(a["start"]), epoch_s(a["end"])
     gpus = a["num_gpus"].to_numpy().astype(float)
@@ -87,7 +91,18 @@ def summarise(result: SchedulerResult, *, start: pd.Timestamp, end: pd.Timestamp
         "goodput_gpu_h": goodput_s / 3600,
         "fragmentation": float((frag / capacity).mean()),
         "fragmentation_of_free": float(np.where(free > 0, frag / np.maximum(free, 1), 0.0).mean()),
+        "pending_gpu_h": pending_s / 3600,
+        "quota_utilisation": alloc_s / deserved_s if deserved_s > 0 else 0.0,
     }
+
+
+def _step_integral(times: np.ndarray, values: np.ndarray, lo: int, hi: int) -> float:
+    """∫ of a step function (``values[i]`` from ``times[i]`` to the next time) over ``[lo, hi)``."""
+    if len(times) == 0:
+        return 0.0
+    edges = np.append(times, hi).astype(float)
+    spans = np.clip(np.minimum(edges[1:], hi) - np.maximum(edges[:-1], lo), 0, None)
+    return float((values.astype(float) * spans).sum())
 
 
 def _waits(attempts: pd.DataFrame, submit_s: np.ndarray, lo: int, hi: int) -> np.ndarray:

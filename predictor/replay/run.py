@@ -17,6 +17,7 @@ configuration), so borrowing has its real cost, and with the same warm-up week b
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -31,7 +32,7 @@ from predictor.replay.rightsize import rightsized_jobs, used_gpus
 from predictor.sim import ClusterSpec, QueueSpec, Scheduler, SchedulerResult, VolcanoSettings
 from predictor.sim.series import epoch_s
 
-__all__ = ["POLICIES", "ReplayResult", "ReplaySettings", "replay", "static_queues"]
+__all__ = ["POLICIES", "ReplayResult", "ReplaySettings", "replay", "replay_quotas", "static_queues"]
 
 POLICIES = ("static-hard", "static-elastic", "loop", "rightsize+loop", "oracle")
 PLANNED = ("loop", "rightsize+loop", "oracle")
@@ -70,8 +71,8 @@ class ReplayResult:
     """A finished replay: the summary, the schedule, and what the policy did."""
 
     summary: dict[str, float]
-    schedule: SchedulerResult
     queues: list[QueueSpec]
+    schedule: SchedulerResult | None = None
     rightsized_jobs: int = 0
     cycles: int = 0
     held_cycles: int = 0
@@ -112,25 +113,57 @@ def replay(jobs: pd.DataFrame, settings: ReplaySettings) -> ReplayResult:
     table, changed = (rightsized_jobs(window, start, cluster.gpus_per_node, settings.seed)
                       if settings.policy == "rightsize+loop" else (window, 0))
     specs = static_queues(window, start, total, hard=settings.policy != "static-elastic")
+    out = ReplayResult(summary={}, queues=specs, rightsized_jobs=changed)
+
+    def plan_with(sched: Scheduler) -> _Hook | None:
+        if settings.policy not in PLANNED:
+            return None
+        planner = _Planner(sched, specs, settings, window, start, end, total)
+        return lambda t: planner.cycle(t, out)
+
+    out.summary, out.schedule = _run(table, specs, cluster, settings, start, end, used_by_job, plan_with)
+    return out
+
+
+def replay_quotas(jobs: pd.DataFrame, specs: list[QueueSpec], settings: ReplaySettings,
+                  end: pd.Timestamp) -> dict[str, float]:
+    """The summary of ``jobs`` replayed on fixed quotas ``specs`` over ``[settings.start, end)`` (what-if runs:
+    the same jobs under today's quotas and under recommended ones). ``settings.policy`` is not used."""
+    start = pd.Timestamp(settings.start)
+    window = jobs[(jobs["submit"] >= start - WEEK) & (jobs["submit"] < end)].reset_index(drop=True)
+    if window.empty:
+        raise InputError(f"what-if: no job is submitted between {(start - WEEK).isoformat()} and {end.isoformat()}")
+    cluster = ClusterSpec.uniform(settings.nodes, gpus_per_node=settings.gpus_per_node)
+    used = pd.Series(used_gpus(window, cluster.gpus_per_node, settings.seed), index=window["job_id"].to_numpy())
+    summary, _ = _run(window, specs, cluster, settings, start, end, used, lambda sched: None)
+    return summary
+
+
+_Hook = Callable[[pd.Timestamp], None]
+
+
+def _run(table: pd.DataFrame, specs: list[QueueSpec], cluster: ClusterSpec, settings: ReplaySettings,
+         start: pd.Timestamp, end: pd.Timestamp, used_by_job: pd.Series,
+         hook: Callable[[Scheduler], _Hook | None]) -> tuple[dict[str, float], SchedulerResult]:
+    """Schedule ``table`` from a week before ``start`` to ``end``, sampling fragmentation and calling the
+    policy hook every hour of the window; the summary over ``[start, end)``."""
     volcano = VolcanoSettings(reclaim=True, preempt=True, checkpoint_s=settings.checkpoint_s,
                               restart_s=settings.restart_s)
     sched = Scheduler(table, cluster, specs, start=start - WEEK, volcano=volcano)
     sampler = FragmentationSampler(table["num_gpus"].to_numpy(), cluster.gpus_per_node)
-    out = ReplayResult(summary={}, schedule=sched.result(), queues=specs, rightsized_jobs=changed)
-    planner = _Planner(sched, specs, settings, window, start, end, total) if settings.policy in PLANNED else None
+    cycle = hook(sched)
     for t in pd.date_range(start, end, freq="h", inclusive="left"):
         sched.run_until(t)
         sampler.sample(sched.free_per_node())
-        if planner is not None:
-            planner.cycle(t, out)
+        if cycle is not None:
+            cycle(t)
     sched.run_until(end)
-    out.schedule = sched.result()
+    result = sched.result()
     used = np.minimum(used_by_job.reindex(sched.jobs["job_id"].to_numpy()).fillna(1).to_numpy(),
                       sched.jobs["num_gpus"].to_numpy())
-    submit_s = epoch_s(sched.jobs["submit"])
-    out.summary = summarise(out.schedule, start=start, end=end, capacity=total, used_gpus=used.astype(float),
-                            submit_s=submit_s, sampler=sampler)
-    return out
+    summary = summarise(result, start=start, end=end, capacity=cluster.n_gpus, used_gpus=used.astype(float),
+                        submit_s=epoch_s(sched.jobs["submit"]), sampler=sampler)
+    return summary, result
 
 
 class _Planner:
