@@ -18,36 +18,17 @@ import bisect
 import heapq
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from predictor.errors import InputError
+from predictor.sim.attempts import AttemptLog, SchedulerResult
 from predictor.sim.cluster import ClusterSpec, QueueSpec, check_queues
 from predictor.sim.series import epoch_s
 from predictor.sim.volcano import Victim, VolcanoSettings, choose_victims, kept_work
 
 __all__ = ["Scheduler", "SchedulerResult"]
-
-
-@dataclass
-class SchedulerResult:
-    """What happened: one row per attempt (``attempts``) and per-pass queue state (``timeline``)."""
-
-    attempts: pd.DataFrame
-    attempt_gpus: list[np.ndarray]
-    timeline_s: np.ndarray  # pass times (epoch seconds)
-    allocated: np.ndarray  # [passes, queues] GPUs
-    pending_gpus: np.ndarray
-    pending_jobs: np.ndarray
-    running_jobs: np.ndarray
-    ready_gpus: np.ndarray  # [passes]
-    quota_s: np.ndarray  # quota change times
-    deserved: np.ndarray  # [changes, queues]
-    capability: np.ndarray
-    queue_names: list[str]
-    dropped_jobs: int
 
 
 class Scheduler:
@@ -114,17 +95,7 @@ class Scheduler:
         self._pend_gpus = np.zeros(nq, dtype=np.int64)
         self._running_jobs = np.zeros(nq, dtype=np.int64)
         self._heap: list[tuple[int, int]] = []
-        # attempts
-        self._a_job: list[int] = []
-        self._a_start: list[int] = []
-        self._a_end: list[int] = []
-        self._a_killed: list[bool] = []
-        self._a_gpus: list[np.ndarray] = []
-        self._a_active: list[bool] = []
-        self._a_overhead: list[float] = []
-        self._a_kept: list[float] = []
-        self._a_lost: list[float] = []
-        self._a_cause: list[str] = []
+        self._log = AttemptLog()
         self._attempt_no: dict[int, int] = {}
         # records
         self._t: list[int] = []
@@ -203,7 +174,7 @@ class Scheduler:
             self.now = max(pass_time, event)
             while self._heap and self._heap[0][0] <= self.now:
                 end, attempt = heapq.heappop(self._heap)
-                if self._a_active[attempt] and self._a_end[attempt] == end:
+                if self._log.active[attempt] and self._log.end[attempt] == end:
                     self._finish(attempt, killed=False, cause="done")
             while self._next_job < n and self._submit[self._next_job] <= self.now:
                 self._enqueue(self._next_job)
@@ -218,24 +189,24 @@ class Scheduler:
         self._changed = True
 
     def _finish(self, attempt: int, *, killed: bool, cause: str) -> None:
-        job = self._a_job[attempt]
+        job = self._log.job[attempt]
         q = int(self._queue[job])
-        gpus = self._a_gpus[attempt]
-        elapsed = float(self.now - self._a_start[attempt])
-        overhead = min(elapsed, self._a_overhead[attempt])
+        gpus = self._log.gpus[attempt]
+        elapsed = float(self.now - self._log.start[attempt])
+        overhead = min(elapsed, self._log.overhead[attempt])
         work = elapsed - overhead
         kept = kept_work(work, float(self._ckpt[job]), finished=not killed)
         self._done[job] += kept if killed else 0.0
-        self._a_kept[attempt], self._a_lost[attempt], self._a_cause[attempt] = kept, work - kept, cause
+        self._log.kept[attempt], self._log.lost[attempt], self._log.cause[attempt] = kept, work - kept, cause
         self._running[q].discard(attempt)
         self._owner[gpus] = -1
         np.add.at(self._node_free, gpus // self._g, 1)
         self._alloc[q] -= len(gpus)
         self._running_jobs[q] -= 1
-        self._a_active[attempt] = False
+        self._log.active[attempt] = False
         if killed:
-            self._a_end[attempt] = self.now
-            self._a_killed[attempt] = True
+            self._log.end[attempt] = self.now
+            self._log.killed[attempt] = True
             self._enqueue(job)
         self._changed = True
 
@@ -301,9 +272,9 @@ class Scheduler:
         return sum(len(v.gpus) for v in victims)
 
     def _victim(self, attempt: int) -> Victim:
-        job = self._a_job[attempt]
-        return Victim(attempt, int(self._queue[job]), self._a_gpus[attempt], int(self._prio[job]),
-                      self._a_start[attempt])
+        job = self._log.job[attempt]
+        return Victim(attempt, int(self._queue[job]), self._log.gpus[attempt], int(self._prio[job]),
+                      self._log.start[attempt])
 
     def _reclaim_victims(self, q: int, free: np.ndarray, g: int) -> list[Victim]:
         over = [v for v in range(len(self.queue_names))
@@ -366,20 +337,20 @@ class Scheduler:
         return np.concatenate(picked)
 
     def _start(self, job: int, q: int, gpus: np.ndarray) -> None:
-        attempt = len(self._a_job)
+        attempt = len(self._log.job)
         overhead = float(self._restart[job]) if self._tries[job] else 0.0
         self._tries[job] += 1
         end = self.now + math.ceil(overhead + max(self._dur[job] - self._done[job], 1.0))
-        self._a_job.append(job)
-        self._a_start.append(self.now)
-        self._a_end.append(end)
-        self._a_killed.append(False)
-        self._a_gpus.append(gpus)
-        self._a_active.append(True)
-        self._a_overhead.append(overhead)
-        self._a_kept.append(math.nan)  # known when it ends
-        self._a_lost.append(math.nan)
-        self._a_cause.append("running")
+        self._log.job.append(job)
+        self._log.start.append(self.now)
+        self._log.end.append(end)
+        self._log.killed.append(False)
+        self._log.gpus.append(gpus)
+        self._log.active.append(True)
+        self._log.overhead.append(overhead)
+        self._log.kept.append(math.nan)  # known when it ends
+        self._log.lost.append(math.nan)
+        self._log.cause.append("running")
         self._running[q].add(attempt)
         self._owner[gpus] = attempt
         np.add.at(self._node_free, gpus // self._g, -1)
@@ -400,39 +371,10 @@ class Scheduler:
     def result(self) -> SchedulerResult:
         """Attempts so far (running ones with their planned end) and the per-pass queue timeline."""
         nq = len(self.queue_names)
-        job = np.array(self._a_job, dtype=np.int64)
-        jobs = self.jobs
-        attempt_no = np.zeros(len(job), dtype=np.int64)
-        seen: dict[int, int] = {}
-        for i, j in enumerate(job.tolist()):
-            attempt_no[i] = seen.get(j, 0)
-            seen[j] = attempt_no[i] + 1
-        G = self._g
-        names = self.cluster.node_names()
-        attempts = pd.DataFrame(
-            {
-                "job_id": jobs["job_id"].to_numpy()[job] if len(job) else np.array([], dtype=object),
-                "queue": jobs["queue"].to_numpy()[job] if len(job) else np.array([], dtype=object),
-                "num_gpus": self._gpus[job],
-                "submit": pd.to_datetime(self._submit[job], unit="s", utc=True),
-                "start": pd.to_datetime(np.array(self._a_start, dtype=np.int64), unit="s", utc=True),
-                "end": pd.to_datetime(np.array(self._a_end, dtype=np.int64), unit="s", utc=True),
-                "wait_s": (np.array(self._a_start, dtype=np.int64) - self._submit[job]).astype(float),
-                "attempt": attempt_no,
-                "killed": np.array(self._a_killed, dtype=bool),
-                "cause": np.array(self._a_cause, dtype=object),  # done, running, node, reclaim, preempt
-                "overhead_s": np.array(self._a_overhead, dtype=float),  # restart overhead of this attempt
-                "kept_s": np.array(self._a_kept, dtype=float),  # work kept (NaN while running)
-                "lost_s": np.array(self._a_lost, dtype=float),  # work since the last checkpoint, lost
-                "nodes": [",".join(names[n] for n in np.unique(gp // G)) for gp in self._a_gpus],
-                "gpus": [" ".join(map(str, gp.tolist())) for gp in self._a_gpus],
-                "job_index": job,
-            }
-        )
         empty = np.zeros((0, nq), dtype=np.int64)
         return SchedulerResult(
-            attempts=attempts,
-            attempt_gpus=list(self._a_gpus),
+            attempts=self._log.frame(self.jobs, self._gpus, self._submit, self.cluster.node_names(), self._g),
+            attempt_gpus=list(self._log.gpus),
             timeline_s=np.array(self._t, dtype=np.int64),
             allocated=np.array(self._rec_alloc) if self._t else empty,
             pending_gpus=np.array(self._rec_pg) if self._t else empty,
