@@ -13,7 +13,20 @@ from typing import Annotated
 import typer
 
 from predictor import __version__
-from predictor.commands import data, demand, demo, diagnose, forecast, loop, report, retrain, rightsize, simulate, xdp
+from predictor.commands import (
+    data,
+    demand,
+    demo,
+    diagnose,
+    forecast,
+    loop,
+    replay,
+    report,
+    retrain,
+    rightsize,
+    simulate,
+    xdp,
+)
 from predictor.commands._common import CliState, console, err_console
 from predictor.errors import PredictorError
 
@@ -49,7 +62,7 @@ def version() -> None:
     console.print(f"gpu-capacity-predictor {__version__}")
 
 
-for _module in (data, demo, xdp, simulate, forecast, retrain, loop, demand, rightsize, diagnose, report):
+for _module in (data, demo, xdp, simulate, replay, forecast, retrain, loop, demand, rightsize, diagnose, report):
     _module.register(app, train_app)
 
 

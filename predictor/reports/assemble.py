@@ -61,6 +61,12 @@ def make_report(
         sources={**inputs.sources, **(sources or {})}, notes=tuple(inputs.notes),
         fragmentation_advice=inputs.fragmentation_advice,
     )
+    if inputs.jobs is not None:
+        say("replaying the window under today's and the recommended quotas")
+        from predictor.reports.whatif import jobs_from_attempts, whatif_rows
+
+        report.whatif = whatif_rows(jobs_from_attempts(inputs.jobs), inputs.quotas, recommendations,
+                                    total_gpus=inputs.total_gpus, as_of=inputs.as_of, window_days=window_days)
     say("writing tables")
     tables = out / "inputs"
     write_frame(inputs.demand, tables / "demand.csv")

@@ -45,6 +45,7 @@ class ReportInputs:
     total_gpus: float
     fragmentation: float | None = None
     sources: dict[str, str] = field(default_factory=dict)
+    jobs: pd.DataFrame | None = None  # the job table behind the history, where known (the what-if replays it)
     notes: list[str] = field(default_factory=list)
     fragmentation_advice: tuple[str, ...] = ()  # the live FGD and what to drain (reports.fragmentation)
 
@@ -132,7 +133,9 @@ def inputs_from_directory(directory: Path) -> ReportInputs:
         recent = table[pd.to_datetime(table[TIME], utc=True) > newest - pd.Timedelta(days=7)]
         fragmentation = float(recent["fragmentation_rate"].mean()) if len(recent) else None
     allocated = _hourly(volcano["allocated"], "queue_name", 1 / 1000)
+    attempts = directory / "jobs_out.parquet"
     return ReportInputs(
+        jobs=pd.read_parquet(attempts) if attempts.is_file() else None,
         quotas=quotas,
         allocated=allocated,
         used=_on_grid(_hourly(util, "namespace", 1 / 100, how="sum"), allocated),

@@ -15,9 +15,12 @@ Definitions (``W`` = the last ``window_days`` of history ending at ``as_of``, th
 - coverage = samples present in ``W`` / samples expected at the series' step (the smallest over the
   allocated and used series); confidence is ``high`` (coverage ≥ 0.95 and relative 80 % band width
   ≤ 0.5), ``medium`` (≥ 0.8 and ≤ 1.0) or ``low``;
-- quota utilisation now = mean demand / deserved, expected = forecast p50 / recommended deserved: both on
-  demand (allocated + pending, what the forecast predicts) so "now" and "after" compare like with like;
-  busy GPUs appear as GPU utilisation (used / GPUs) in the summary.
+- quota utilisation now = Σ mean demand / Σ deserved; after = the same Σ mean demand / Σ recommended deserved:
+  the window's demand (allocated + pending) under today's and under the recommended quotas, so the two
+  differ only by the quotas. (Dividing the forecast p50 by the recommendation instead made "after" drop
+  whenever the forecast sat below last week's mean, even for quotas the plan left unchanged.) Per queue,
+  expected utilisation = forecast p50 / recommended deserved; busy GPUs appear as GPU utilisation
+  (used / GPUs) in the summary, and the what-if section replays the window's jobs under both quota sets.
 """
 
 from __future__ import annotations
@@ -94,6 +97,17 @@ class WorkloadRow:
 
 
 @dataclass(frozen=True)
+class WhatIfRow:
+    """One measure of the what-if: the window's jobs replayed under today's and the recommended quotas."""
+
+    measure: str
+    unit: str  # pct or num
+    as_run: float
+    recommended: float
+    verdict: str  # better, worse or same
+
+
+@dataclass(frozen=True)
 class Summary:
     """The cluster on one screen."""
 
@@ -137,12 +151,14 @@ class Report:
     charts: ChartData | None = None
     fragmentation_advice: tuple[str, ...] = ()  # live FGD and what to drain; empty: section left out
     energy: tuple[EnergyRow, ...] = ()  # per queue, when the right-sizing table carries energy columns
+    whatif: tuple[WhatIfRow, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         daily = {}
         if self.charts is not None:
             daily = {"days": list(self.charts.days),
                      "queues": {q: list(v) for q, v in self.charts.daily_utilisation.items()}}
+        whatif = {"whatif": [asdict(w) for w in self.whatif]} if self.whatif else {}
         return {
             "title": self.title,
             "summary": {**asdict(self.summary), "starved": list(self.summary.starved),
@@ -154,6 +170,7 @@ class Report:
             "sources": dict(self.sources),
             "notes": list(self.notes),
             "fragmentation_advice": list(self.fragmentation_advice),
+            **whatif,
         }
 
 
@@ -329,8 +346,7 @@ def _summary(rows: list[QueueRow], as_of: pd.Timestamp, start: pd.Timestamp, win
     demand = sum(r.demand_mean or 0.0 for r in rows)
     allocated = sum(r.allocated_mean or 0.0 for r in rows)
     deserved = sum(r.deserved for r in rows)
-    forecast = [r for r in rows if r.forecast_p50 is not None]
-    recommended = sum(r.recommended_deserved for r in forecast)
+    recommended_all = sum(r.recommended_deserved for r in rows)
     movers = sorted((r for r in rows if abs(r.change) > 1e-9), key=lambda r: (-abs(r.change), r.queue))
     return Summary(
         as_of=as_of.isoformat().replace("+00:00", "Z"),
@@ -340,8 +356,7 @@ def _summary(rows: list[QueueRow], as_of: pd.Timestamp, start: pd.Timestamp, win
         gpu_utilisation=_r(used / total_gpus),
         allocation_rate=_r(allocated / total_gpus),
         quota_utilisation_now=_r(demand / deserved) if deserved > 0 else None,
-        quota_utilisation_expected=_r(sum(r.forecast_p50 or 0.0 for r in forecast) / recommended)
-        if recommended > 0 else None,
+        quota_utilisation_expected=_r(demand / recommended_all) if recommended_all > 0 else None,
         fragmentation=_r(fragmentation) if fragmentation is not None else None,
         idle_quota_gpu_h=_r(sum(r.idle_quota_gpu_h or 0.0 for r in rows)) or 0.0,
         idle_allocated_gpu_h=_r(sum(r.idle_allocated_gpu_h or 0.0 for r in rows)) or 0.0,

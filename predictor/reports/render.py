@@ -35,7 +35,7 @@ def render_markdown(report: Report) -> str:
         ("GPU utilisation (used / GPUs)", fmt(s.gpu_utilisation, "pct")),
         ("allocation rate (allocated / GPUs)", fmt(s.allocation_rate, "pct")),
         ("quota utilisation now (demand / deserved)", fmt(s.quota_utilisation_now, "pct")),
-        ("quota utilisation expected (forecast p50 / recommended)", fmt(s.quota_utilisation_expected, "pct")),
+        ("quota utilisation after (demand / recommended)", fmt(s.quota_utilisation_expected, "pct")),
         ("fragmentation (FGD, share of free GPUs)", fmt(s.fragmentation, "pct")),
         ("idle quota (deserved − allocated), GPU-h", fmt(s.idle_quota_gpu_h)),
         ("idle allocated (allocated − used), GPU-h", fmt(s.idle_allocated_gpu_h)),
@@ -71,6 +71,11 @@ def render_markdown(report: Report) -> str:
                     f"| {e.capped_workloads} |" for e in report.energy]
         else:
             out.append("No GPU power series (DCGM_FI_DEV_POWER_USAGE) in the right-sizing data: no energy numbers.")
+    if report.whatif:
+        out += ["", "## What-if: the window replayed under the recommended quotas", "",
+                "| measure | today's quotas | recommended | |", "|---|---:|---:|---|"]
+        out += [f"| {_cell(w.measure)} | {fmt(w.as_run, w.unit)} | {fmt(w.recommended, w.unit)} | {w.verdict} |"
+                for w in report.whatif]
     out += ["", "## Data", ""]
     out += [f"- {_cell(k)}: {_cell(v)}" for k, v in sorted(report.sources.items())]
     out += [f"- note: {_cell(n)}" for n in report.notes]

@@ -28,6 +28,7 @@ from predictor.sim.run import METRIC_SETS, QuotaPolicy, SimResult, SimSettings, 
 from predictor.sim.scheduler import Scheduler, SchedulerResult
 from predictor.sim.series import Family, StepGrid
 from predictor.sim.summary import fragmentation, queue_summary, summary_totals
+from predictor.sim.volcano import VolcanoSettings
 
 __all__ = [
     "CAUSES",
@@ -44,6 +45,7 @@ __all__ = [
     "SimResult",
     "SimSettings",
     "StepGrid",
+    "VolcanoSettings",
     "default_queues",
     "fragmentation",
     "load_jobs",

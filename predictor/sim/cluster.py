@@ -106,13 +106,20 @@ def parse_gpu_types(text: str, nodes: int) -> ClusterSpec:
 
 @dataclass
 class QueueSpec:
-    """A Volcano queue: ``deserved`` orders sharing (capacity plugin), ``capability`` is the hard cap (GPUs)."""
+    """A Volcano queue: ``deserved`` orders sharing (capacity plugin), ``capability`` is the hard cap (GPUs).
+
+    ``guarantee`` is reserved for the queue (others' real capability excludes it; reclaim never takes the
+    queue below it); ``reclaimable`` (Volcano's default true) lets reclaim evict its gangs above deserved;
+    ``priority`` orders queues as victims (lower gives first).
+    """
 
     name: str
     weight: int = 1
     deserved: float = 0.0
     capability: float = math.inf
     guarantee: float = 0.0
+    reclaimable: bool = True
+    priority: int = 0
 
     def __post_init__(self) -> None:
         if not (0 <= self.guarantee <= self.deserved <= self.capability):
@@ -171,6 +178,7 @@ def queues_from_frame(frame: pd.DataFrame, source: str = "queues") -> list[Queue
                 deserved=float(row["deserved"]),
                 capability=_float_or_inf(row.get("capability")),
                 guarantee=float(row.get("guarantee", 0.0) or 0.0),
+                reclaimable=str(row.get("reclaimable", True)).strip().lower() not in ("false", "0", "no"),
             )
         )
     return specs

@@ -27,6 +27,7 @@ __all__ = [
 ]
 
 JOB_COLUMNS = ("job_id", "submit", "queue", "num_gpus", "duration_s")
+OPTIONAL_NUMERIC = ("priority", "checkpoint_s", "restart_s", "gpus_used")
 
 # Fitted to Philly's jobs.csv (82,247 jobs): 93 % ask for one GPU; log-durations per size are roughly
 # normal with these means/sds (seconds). Kept as constants so the generator needs no data at run time.
@@ -117,8 +118,20 @@ def normalise_jobs(raw: pd.DataFrame, *, source: str = "job table", naive_tz: st
     frame["job_id"] = frame["job_id"].astype(str)
     if frame["job_id"].duplicated().any():
         raise InputError(f"{source}: duplicate job_id {frame['job_id'][frame['job_id'].duplicated()].iloc[0]!r}")
-    # ``workload`` (a recurring job's template) is optional and kept when given.
-    keep = [*JOB_COLUMNS, *(["workload"] if "workload" in frame.columns else [])]
+    # Optional and kept when given: ``workload`` (a recurring job's template), ``priority`` (priorityClass
+    # value), ``checkpoint_s`` (seconds between checkpoints), ``restart_s`` (restart overhead) and
+    # ``gpus_used`` (GPUs a job kept busy, where a trace measured it).
+    for column in OPTIONAL_NUMERIC:
+        if column in frame.columns:
+            values = pd.to_numeric(frame[column], errors="coerce")
+            bad = values.isna() | (values < 0) if column != "priority" else values.isna()
+            if bad.any():
+                row = int(bad.to_numpy().argmax())
+                raise InputError(f"{source}: column {column!r} must be a number"
+                                 f"{' >= 0' if column != 'priority' else ''} (row {row + 2}: "
+                                 f"{frame[column].iloc[row]!r})")
+            frame[column] = values.astype("int64" if column == "priority" else "float64")
+    keep = [*JOB_COLUMNS, *(c for c in ("workload", *OPTIONAL_NUMERIC) if c in frame.columns)]
     out = frame[keep].sort_values(["submit", "job_id"], kind="stable")
     return out.reset_index(drop=True)
 

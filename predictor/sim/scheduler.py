@@ -3,9 +3,13 @@
 Jobs arrive and finish as events; a scheduling pass (one Volcano session) runs at most once per
 ``period_s`` whenever something changed. Within a pass queues take turns by lowest share
 (allocated/deserved, the capacity plugin's order), each queue serves its jobs FIFO, a job is admitted
-only whole (gang) and only under its queue's capability, and GPUs are placed binpack (fullest node that
-fits) so fragmentation behaves as in a real cluster. ``run_until`` + ``set_quota`` let a planner change
-quotas hour by hour and see the effect, which is what a closed-loop replay needs.
+only whole (gang) and only under its queue's real capability (capability, and never into other queues'
+guarantees), and GPUs are placed binpack (fullest node that fits) so fragmentation behaves as in a real
+cluster. Inside a queue, higher priorityClass goes first. With ``VolcanoSettings(reclaim=True,
+preempt=True)`` a gang that cannot be placed may evict others (rules in ``volcano.py``); an evicted job keeps
+the work up to its last checkpoint and pays a restart overhead on its next attempt. ``run_until`` +
+``set_quota`` let a planner change quotas hour by hour and see the effect, which is what a closed-loop replay
+needs.
 """
 
 from __future__ import annotations
@@ -14,35 +18,17 @@ import bisect
 import heapq
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from predictor.errors import InputError
+from predictor.sim.attempts import AttemptLog, SchedulerResult
 from predictor.sim.cluster import ClusterSpec, QueueSpec, check_queues
 from predictor.sim.series import epoch_s
+from predictor.sim.volcano import Victim, VolcanoSettings, choose_victims, kept_work
 
 __all__ = ["Scheduler", "SchedulerResult"]
-
-
-@dataclass
-class SchedulerResult:
-    """What happened: one row per attempt (``attempts``) and per-pass queue state (``timeline``)."""
-
-    attempts: pd.DataFrame
-    attempt_gpus: list[np.ndarray]
-    timeline_s: np.ndarray  # pass times (epoch seconds)
-    allocated: np.ndarray  # [passes, queues] GPUs
-    pending_gpus: np.ndarray
-    pending_jobs: np.ndarray
-    running_jobs: np.ndarray
-    ready_gpus: np.ndarray  # [passes]
-    quota_s: np.ndarray  # quota change times
-    deserved: np.ndarray  # [changes, queues]
-    capability: np.ndarray
-    queue_names: list[str]
-    dropped_jobs: int
 
 
 class Scheduler:
@@ -63,6 +49,7 @@ class Scheduler:
         period_s: int = 10,
         reserve_after_s: float = 6 * 3600.0,
         max_scan: int = 64,
+        volcano: VolcanoSettings | None = None,
     ) -> None:
         check_queues(queues, list(jobs["queue"].unique()))
         if period_s < 1:
@@ -72,6 +59,10 @@ class Scheduler:
         self._qidx = {name: i for i, name in enumerate(self.queue_names)}
         self.deserved = np.array([q.deserved for q in queues], dtype=float)
         self.capability = np.array([q.capability for q in queues], dtype=float)
+        self.guarantee = np.array([q.guarantee for q in queues], dtype=float)
+        self._reclaimable = np.array([q.reclaimable for q in queues], dtype=bool)
+        self._q_priority = np.array([q.priority for q in queues], dtype=np.int64)
+        self.volcano = volcano or VolcanoSettings()
         fits = jobs["num_gpus"].to_numpy() <= cluster.n_gpus
         self.dropped_jobs = int((~fits).sum())
         self.jobs = jobs[fits].reset_index(drop=True)
@@ -79,6 +70,13 @@ class Scheduler:
         self._queue = self.jobs["queue"].map(self._qidx).to_numpy().astype(np.int64)
         self._gpus = self.jobs["num_gpus"].to_numpy().astype(np.int64)
         self._dur = np.maximum(self.jobs["duration_s"].to_numpy(), 1.0)
+        n_jobs = len(self.jobs)
+        self._prio = self._column("priority", 0).astype(np.int64)
+        self._ckpt = self._column("checkpoint_s", self.volcano.checkpoint_s)
+        self._restart = self._column("restart_s", self.volcano.restart_s)
+        self._lowest_priority = float(self._prio.min()) if n_jobs else 0.0  # nobody below it can be preempted
+        self._done = np.zeros(n_jobs)  # seconds of work kept from earlier attempts
+        self._tries = np.zeros(n_jobs, dtype=np.int64)
         self.period_s = int(period_s)
         self.reserve_after_s = reserve_after_s
         self.max_scan = max_scan
@@ -90,18 +88,14 @@ class Scheduler:
         self._owner = np.full(cluster.n_gpus, -1, dtype=np.int64)  # attempt id per GPU
         self._next_job = 0
         nq = len(self.queue_names)
-        self._pending: list[list[tuple[int, int]]] = [[] for _ in range(nq)]  # (submit, job) sorted
+        # (-priority, submit, job) sorted: priorityClass first, then FIFO (Volcano's job order)
+        self._pending: list[list[tuple[int, int, int]]] = [[] for _ in range(nq)]
+        self._running: list[set[int]] = [set() for _ in range(nq)]  # active attempts per queue
         self._alloc = np.zeros(nq, dtype=np.int64)
         self._pend_gpus = np.zeros(nq, dtype=np.int64)
         self._running_jobs = np.zeros(nq, dtype=np.int64)
         self._heap: list[tuple[int, int]] = []
-        # attempts
-        self._a_job: list[int] = []
-        self._a_start: list[int] = []
-        self._a_end: list[int] = []
-        self._a_killed: list[bool] = []
-        self._a_gpus: list[np.ndarray] = []
-        self._a_active: list[bool] = []
+        self._log = AttemptLog()
         self._attempt_no: dict[int, int] = {}
         # records
         self._t: list[int] = []
@@ -115,8 +109,15 @@ class Scheduler:
         self._q_cap: list[np.ndarray] = [self.capability.copy()]
         self._changed = False
 
+    def _column(self, name: str, default: float) -> np.ndarray:
+        """An optional per-job column (priority, checkpoint_s, restart_s), or ``default`` for every job."""
+        if name in self.jobs.columns:
+            return self.jobs[name].fillna(default).to_numpy().astype(float)
+        return np.full(len(self.jobs), default, dtype=float)
+
     # ----------------------------------------------------------------- external actions
-    def set_quota(self, queue: str, deserved: float | None = None, capability: float | None = None) -> None:
+    def set_quota(self, queue: str, deserved: float | None = None, capability: float | None = None,
+                  guarantee: float | None = None) -> None:
         """Change a queue's quota now (applies from the next pass, as Volcano's next session)."""
         if queue not in self._qidx:
             raise InputError(f"unknown queue {queue!r} (known: {', '.join(self.queue_names)})")
@@ -125,6 +126,8 @@ class Scheduler:
             self.deserved[i] = deserved
         if capability is not None:
             self.capability[i] = capability
+        if guarantee is not None:
+            self.guarantee[i] = guarantee
         self._q_t.append(self.now)
         self._q_des.append(self.deserved.copy())
         self._q_cap.append(self.capability.copy())
@@ -139,13 +142,17 @@ class Scheduler:
         if not ready:
             lo, hi = node * self._g, (node + 1) * self._g
             for attempt in sorted({int(a) for a in self._owner[lo:hi] if a >= 0}):
-                self._finish(attempt, killed=True)
+                self._finish(attempt, killed=True, cause="node")
         self._changed = True
         self._schedule()
 
     @property
     def allocated(self) -> dict[str, int]:
         return {name: int(self._alloc[i]) for i, name in enumerate(self.queue_names)}
+
+    def free_per_node(self) -> np.ndarray:
+        """Free GPUs per node now (0 on a node that is not ready)."""
+        return np.where(self._node_ready, self._node_free, 0)
 
     @property
     def pending(self) -> dict[str, int]:
@@ -167,8 +174,8 @@ class Scheduler:
             self.now = max(pass_time, event)
             while self._heap and self._heap[0][0] <= self.now:
                 end, attempt = heapq.heappop(self._heap)
-                if self._a_active[attempt] and self._a_end[attempt] == end:
-                    self._finish(attempt, killed=False)
+                if self._log.active[attempt] and self._log.end[attempt] == end:
+                    self._finish(attempt, killed=False, cause="done")
             while self._next_job < n and self._submit[self._next_job] <= self.now:
                 self._enqueue(self._next_job)
                 self._next_job += 1
@@ -177,22 +184,29 @@ class Scheduler:
 
     def _enqueue(self, job: int) -> None:
         q = int(self._queue[job])
-        bisect.insort(self._pending[q], (int(self._submit[job]), job))
+        bisect.insort(self._pending[q], (-int(self._prio[job]), int(self._submit[job]), job))
         self._pend_gpus[q] += self._gpus[job]
         self._changed = True
 
-    def _finish(self, attempt: int, *, killed: bool) -> None:
-        job = self._a_job[attempt]
+    def _finish(self, attempt: int, *, killed: bool, cause: str) -> None:
+        job = self._log.job[attempt]
         q = int(self._queue[job])
-        gpus = self._a_gpus[attempt]
+        gpus = self._log.gpus[attempt]
+        elapsed = float(self.now - self._log.start[attempt])
+        overhead = min(elapsed, self._log.overhead[attempt])
+        work = elapsed - overhead
+        kept = kept_work(work, float(self._ckpt[job]), finished=not killed)
+        self._done[job] += kept if killed else 0.0
+        self._log.kept[attempt], self._log.lost[attempt], self._log.cause[attempt] = kept, work - kept, cause
+        self._running[q].discard(attempt)
         self._owner[gpus] = -1
         np.add.at(self._node_free, gpus // self._g, 1)
         self._alloc[q] -= len(gpus)
         self._running_jobs[q] -= 1
-        self._a_active[attempt] = False
+        self._log.active[attempt] = False
         if killed:
-            self._a_end[attempt] = self.now
-            self._a_killed[attempt] = True
+            self._log.end[attempt] = self.now
+            self._log.killed[attempt] = True
             self._enqueue(job)
         self._changed = True
 
@@ -206,14 +220,27 @@ class Scheduler:
         free_total = int(self._node_free[self._node_ready].sum())
         active = [q for q in range(nq) if self._pending[q]]
         pos = dict.fromkeys(active, 0)
-        while active and free_total > 0:
+        tried: set[int] = set()  # one eviction attempt per queue and session
+        guaranteed = float(self.guarantee.sum())
+        evicting = self.volcano.reclaim or self.volcano.preempt
+        while active and (free_total > 0 or evicting):
             share = [self._alloc[q] / self.deserved[q] if self.deserved[q] > 0 else math.inf for q in active]
-            q = active[int(np.argmin(share))]
+            q = active[min(range(len(share)), key=share.__getitem__)]  # first lowest share, as argmin
             queue = self._pending[q]
-            _, job = queue[pos[q]]
+            job = queue[pos[q]][2]
             g = int(self._gpus[job])
-            quota_ok = self._alloc[q] + g <= min(self.capability[q], ready_total)
+            real_cap = self._real_capability(q, ready_total, guaranteed)
+            quota_ok = self._alloc[q] + g <= real_cap
             placed = self._place(g) if quota_ok and g <= free_total else None
+            if placed is None and evicting and q not in tried:
+                tried.add(q)
+                freed = self._evict_for(q, job, g, real_cap)
+                free_total += freed
+                quota_ok = self._alloc[q] + g <= real_cap
+                placed = self._place(g) if freed and quota_ok and g <= free_total else None
+            elif placed is None and free_total <= 0:
+                active.remove(q)  # full cluster, and this queue's one eviction attempt is spent
+                continue
             if placed is not None:
                 queue.pop(pos[q])
                 self._start(job, q, placed)
@@ -226,6 +253,57 @@ class Scheduler:
             if pos[q] >= len(queue) or pos[q] >= self.max_scan:
                 active.remove(q)
         self._record(ready_total)
+
+    def _real_capability(self, q: int, ready_total: int, guaranteed: float) -> float:
+        """Volcano's realCapability: ``min(capability, total − Σ guarantee + own guarantee)``."""
+        return min(float(self.capability[q]), ready_total - guaranteed + float(self.guarantee[q]))
+
+    def _evict_for(self, q: int, job: int, g: int, real_cap: float) -> int:
+        """Evict gangs so ``job`` (queue ``q``, ``g`` GPUs) can start: reclaim, then preempt. GPUs freed."""
+        free = np.where(self._node_ready, self._node_free, -1)
+        victims: list[Victim] = []
+        if self.volcano.reclaim and self._alloc[q] + g <= min(self.deserved[q], real_cap):
+            victims = self._reclaim_victims(q, free, g)
+        cause = "reclaim"
+        if not victims and self.volcano.preempt and self._prio[job] > self._lowest_priority:
+            victims, cause = self._preempt_victims(q, job, free, g, real_cap), "preempt"
+        for v in victims:
+            self._finish(v.attempt, killed=True, cause=cause)
+        return sum(len(v.gpus) for v in victims)
+
+    def _victim(self, attempt: int) -> Victim:
+        job = self._log.job[attempt]
+        return Victim(attempt, int(self._queue[job]), self._log.gpus[attempt], int(self._prio[job]),
+                      self._log.start[attempt])
+
+    def _reclaim_victims(self, q: int, free: np.ndarray, g: int) -> list[Victim]:
+        over = [v for v in range(len(self.queue_names))
+                if v != q and self._reclaimable[v] and self._alloc[v] > self.deserved[v] and self._running[v]]
+        if not over:
+            return []
+        share = {v: self._alloc[v] / self.deserved[v] if self.deserved[v] > 0 else math.inf for v in over}
+        # Lower queue priority gives first, then the queue furthest over its share; inside a queue the lowest
+        # priorityClass, then the youngest gang (least work since a checkpoint is lost).
+        cands = sorted((self._victim(a) for v in over for a in self._running[v]),
+                       key=lambda x: (self._q_priority[x.queue], -share[x.queue], x.priority, -x.start, x.attempt))
+
+        def may_take(v: Victim, taken: int) -> bool:
+            left = self._alloc[v.queue] - taken
+            return bool(left > self.deserved[v.queue] and left - len(v.gpus) >= self.guarantee[v.queue])
+
+        return choose_victims(cands, free, g, self._g, may_take=may_take)
+
+    def _preempt_victims(self, q: int, job: int, free: np.ndarray, g: int, real_cap: float) -> list[Victim]:
+        mine = int(self._prio[job])
+        cands = sorted((v for v in map(self._victim, self._running[q]) if v.priority < mine),
+                       key=lambda x: (x.priority, -x.start, x.attempt))
+        if not cands:
+            return []
+        # The queue's capability still holds: evict until the preemptor fits on the nodes and in the quota.
+        need = max(0.0, self._alloc[q] + g - real_cap)
+        chosen = choose_victims(cands, free, g, self._g, may_take=lambda v, taken: True,
+                                enough=lambda taken: taken.get(q, 0) >= need)
+        return chosen
 
     def _place(self, g: int) -> np.ndarray | None:
         G = self._g
@@ -259,14 +337,21 @@ class Scheduler:
         return np.concatenate(picked)
 
     def _start(self, job: int, q: int, gpus: np.ndarray) -> None:
-        attempt = len(self._a_job)
-        end = self.now + math.ceil(self._dur[job])
-        self._a_job.append(job)
-        self._a_start.append(self.now)
-        self._a_end.append(end)
-        self._a_killed.append(False)
-        self._a_gpus.append(gpus)
-        self._a_active.append(True)
+        attempt = len(self._log.job)
+        overhead = float(self._restart[job]) if self._tries[job] else 0.0
+        self._tries[job] += 1
+        end = self.now + math.ceil(overhead + max(self._dur[job] - self._done[job], 1.0))
+        self._log.job.append(job)
+        self._log.start.append(self.now)
+        self._log.end.append(end)
+        self._log.killed.append(False)
+        self._log.gpus.append(gpus)
+        self._log.active.append(True)
+        self._log.overhead.append(overhead)
+        self._log.kept.append(math.nan)  # known when it ends
+        self._log.lost.append(math.nan)
+        self._log.cause.append("running")
+        self._running[q].add(attempt)
         self._owner[gpus] = attempt
         np.add.at(self._node_free, gpus // self._g, -1)
         self._alloc[q] += len(gpus)
@@ -286,35 +371,10 @@ class Scheduler:
     def result(self) -> SchedulerResult:
         """Attempts so far (running ones with their planned end) and the per-pass queue timeline."""
         nq = len(self.queue_names)
-        job = np.array(self._a_job, dtype=np.int64)
-        jobs = self.jobs
-        attempt_no = np.zeros(len(job), dtype=np.int64)
-        seen: dict[int, int] = {}
-        for i, j in enumerate(job.tolist()):
-            attempt_no[i] = seen.get(j, 0)
-            seen[j] = attempt_no[i] + 1
-        G = self._g
-        names = self.cluster.node_names()
-        attempts = pd.DataFrame(
-            {
-                "job_id": jobs["job_id"].to_numpy()[job] if len(job) else np.array([], dtype=object),
-                "queue": jobs["queue"].to_numpy()[job] if len(job) else np.array([], dtype=object),
-                "num_gpus": self._gpus[job],
-                "submit": pd.to_datetime(self._submit[job], unit="s", utc=True),
-                "start": pd.to_datetime(np.array(self._a_start, dtype=np.int64), unit="s", utc=True),
-                "end": pd.to_datetime(np.array(self._a_end, dtype=np.int64), unit="s", utc=True),
-                "wait_s": (np.array(self._a_start, dtype=np.int64) - self._submit[job]).astype(float),
-                "attempt": attempt_no,
-                "killed": np.array(self._a_killed, dtype=bool),
-                "nodes": [",".join(names[n] for n in np.unique(gp // G)) for gp in self._a_gpus],
-                "gpus": [" ".join(map(str, gp.tolist())) for gp in self._a_gpus],
-                "job_index": job,
-            }
-        )
         empty = np.zeros((0, nq), dtype=np.int64)
         return SchedulerResult(
-            attempts=attempts,
-            attempt_gpus=list(self._a_gpus),
+            attempts=self._log.frame(self.jobs, self._gpus, self._submit, self.cluster.node_names(), self._g),
+            attempt_gpus=list(self._log.gpus),
             timeline_s=np.array(self._t, dtype=np.int64),
             allocated=np.array(self._rec_alloc) if self._t else empty,
             pending_gpus=np.array(self._rec_pg) if self._t else empty,
@@ -330,5 +390,5 @@ class Scheduler:
 
     def unstarted(self) -> pd.DataFrame:
         """Jobs still pending (submitted, never started or requeued) at ``now``."""
-        idx = [job for queue in self._pending for _, job in queue]
+        idx = [entry[2] for queue in self._pending for entry in queue]
         return self.jobs.iloc[sorted(idx)].reset_index(drop=True)

@@ -23,6 +23,10 @@ def test_demo_runs_twice_and_leaves_a_report(tmp_path: Path, capsys: pytest.Capt
         assert f"{stage.name}: done" in first or f"{stage.name}: reused" in first
     report = json.loads((out / "report" / "report.json").read_text(encoding="utf-8"))
     assert len(report["queues"]) >= 2
+    # The what-if replays the window's jobs under today's and under the recommended quotas, side by side.
+    whatif = {w["measure"]: w for w in report["whatif"]}
+    assert {"starvation: pending GPU-hours", "quota utilisation (allocated / deserved)"} <= set(whatif)
+    assert all(w["verdict"] in ("better", "worse", "same") for w in whatif.values())
     assert (out / "mlflow.db").is_file() and (out / "plans" / "plan.json").is_file()
     assert any((out / "mlruns").iterdir()), "model artifacts belong under DIR, not ./mlruns of the cwd"
     # The loop stage's audit log names the model versions it served, forecast and demand.

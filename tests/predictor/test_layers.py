@@ -25,3 +25,11 @@ def _layered_modules() -> set[str]:
 def test_every_top_level_part_sits_in_a_layer() -> None:
     parts = {f"predictor.{m.name}" for m in pkgutil.iter_modules(predictor.__path__)} | {"pipelines", "models"}
     assert sorted(parts - _layered_modules()) == []
+
+
+def test_replay_sits_above_the_simulator_and_the_planner_it_drives() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (layers,) = [c["layers"] for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
+    index = {name.strip(): i for i, layer in enumerate(layers) for name in layer.split("|")}
+    assert index["predictor.replay"] < index["predictor.sim"] < index["predictor.planner"]
+    assert index["predictor.reports"] < index["predictor.replay"]  # the report's what-if replays

@@ -42,7 +42,8 @@ def test_summary_matches_hand_computation() -> None:
     s = build_report(**fixture_inputs()).summary
     assert (s.as_of, s.window_start) == ("2026-01-02T00:00:00Z", "2026-01-01T00:00:00Z")
     assert (s.total_gpus, s.gpu_utilisation, s.allocation_rate) == (24.0, 0.389, 0.75)
-    assert (s.quota_utilisation_now, s.quota_utilisation_expected, s.fragmentation) == (1.188, 0.833, 0.125)
+    # after = the same demand (11 + 8) over the recommended deserved (14 + 4); it was forecast p50 / recommended
+    assert (s.quota_utilisation_now, s.quota_utilisation_expected, s.fragmentation) == (1.188, 1.056, 0.125)
     assert (s.idle_quota_gpu_h, s.idle_allocated_gpu_h) == (24.0, 180.0)
     assert (s.starved, s.borrowing) == (("alpha",), ("beta",))
     assert s.top_actions[0].startswith("grow alpha deserved 10 → 14 GPUs")

@@ -89,7 +89,8 @@ def test_fragmentation_follows_fgd():
 def test_public_api_is_pinned():
     assert sorted(sim.__all__) == [
         "CAUSES", "ClusterSpec", "Family", "GPU_TYPES", "GpuType", "METRIC_SETS", "QueueSpec", "QuotaChange",
-        "QuotaPolicy", "Scheduler", "SchedulerResult", "SimResult", "SimSettings", "StepGrid", "default_queues",
+        "QuotaPolicy", "Scheduler", "SchedulerResult", "SimResult", "SimSettings", "StepGrid", "VolcanoSettings",
+        "default_queues",
         "fragmentation", "load_jobs", "normalise_jobs", "parse_gpu_types", "philly_sample", "queue_summary",
         "queues_from_frame", "quota_schedule_from_frame", "simulate", "summary_totals",
         "synthetic_jobs", "write_openmetrics", "write_parquet",

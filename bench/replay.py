@@ -1,0 +1,143 @@
+"""Benchmark the quota policies in replay: 4 Philly weeks and the Alibaba DLRM jobs, five policies each.
+
+Usage: .venv/bin/python bench/replay.py [--weeks 4] [--load 0.95] [--datasets philly,alibaba]
+                                        [--policies static-hard,...] [--seed 0]
+
+Each trace runs on a cluster sized so its mean zero-wait demand over the replay is ``--load`` of capacity
+(demand close to capacity), with Volcano's reclaim and preempt actions on, jobs checkpointing hourly and
+paying 5 minutes to restart (``predictor.replay`` defaults). Printed: one table per trace with every
+policy's ``summary.json`` measures and its wall time, then the issue's goals, each checked against the
+numbers above it (a goal that is missed says so).
+
+- Philly (``../shared/data/philly/jobs.csv``, CC BY 4.0): 4 weeks from 2017-10-09; no workload ids, so
+  nothing recurs and ``rightsize+loop`` equals ``loop`` there.
+- Alibaba (``../shared/data/alibaba/jobs.csv``, cluster-trace-gpu-v2025 DLRM GPU instances, research use):
+  queues are the 10 largest apps plus ``other``; an app is a recurring workload; instances alive at the
+  end of the trace run until it (right-censored). No calendar in the trace: day 0 is mapped to 2026-01-05.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from predictor.replay import POLICIES, ReplaySettings, replay  # noqa: E402
+from predictor.replay.demand import zero_wait_demand  # noqa: E402
+from predictor.sim import load_jobs, normalise_jobs  # noqa: E402
+
+DATA = REPO.parent / "shared" / "data"
+COLUMNS = ("allocation", "utilisation", "wait_p50_min", "wait_p95_min", "preemptions", "reclaims", "lost_gpu_h",
+           "goodput_gpu_h", "fragmentation")
+
+
+def philly() -> tuple[pd.DataFrame, pd.Timestamp]:
+    return load_jobs(DATA / "philly" / "jobs.csv"), pd.Timestamp("2017-10-09T00:00Z")
+
+
+def alibaba() -> tuple[pd.DataFrame, pd.Timestamp]:
+    raw = pd.read_csv(DATA / "alibaba" / "jobs.csv")
+    gpu = raw[(raw["source"] == "dlrm2025") & (raw["req_gpus"] > 0) & raw["submit_time_s"].notna()].copy()
+    trace_end = float(gpu[["submit_time_s", "end_time_s"]].max().max())
+    duration = gpu["duration_s"].where(gpu["duration_s"] > 0)
+    duration = duration.fillna(trace_end - gpu["submit_time_s"]).clip(lower=60)
+    top = gpu["group"].value_counts().index[:10]
+    queue = gpu["group"].where(gpu["group"].isin(top), "other").str.replace("_", "-")
+    day0 = pd.Timestamp("2026-01-05T00:00Z")
+    frame = pd.DataFrame({
+        "job_id": gpu["job_id"].astype(str), "submit_time": (day0 + pd.to_timedelta(gpu["submit_time_s"], unit="s")),
+        "queue": queue, "num_gpus": np.ceil(gpu["req_gpus"]).astype(int), "duration_s": duration,
+        "workload": gpu["group"].astype(str),
+    })
+    jobs = normalise_jobs(frame, source="alibaba dlrm2025")
+    return jobs, (jobs["submit"].min().floor("D") + pd.Timedelta(days=7))
+
+
+def sized_nodes(jobs: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp, load: float, per_node: int) -> int:
+    """Nodes so that the mean zero-wait demand over ``[start, end)`` is ``load`` of capacity."""
+    demand = zero_wait_demand(jobs, start, end).groupby("timestamp")["value"].sum()
+    return max(1, round(float(demand.mean()) / (load * per_node)))
+
+
+def run_trace(name: str, jobs: pd.DataFrame, start: pd.Timestamp, weeks: float, load: float,
+              policies: list[str], seed: int) -> dict[str, dict[str, float]]:
+    weeks = min(weeks, (jobs["submit"].max() - start) / pd.Timedelta(days=7))
+    end = start + pd.Timedelta(weeks=weeks)
+    nodes = sized_nodes(jobs, start, end, load, 8)
+    demand = zero_wait_demand(jobs, start, end).groupby("timestamp")["value"].sum()
+    allows = float(demand.clip(upper=nodes * 8).mean()) / (nodes * 8)
+    print(f"\n## {name}: {weeks:.2f} weeks from {start.date()}, {nodes} nodes × 8 = {nodes * 8} GPUs; zero-wait "
+          f"demand mean {demand.mean():,.0f}, p95 {demand.quantile(0.95):,.0f} GPUs "
+          f"({demand.mean() / (nodes * 8):.0%} of capacity); allocation the demand allows (mean of "
+          f"min(zero-wait demand, capacity) ÷ capacity, hourly): {allows:.1%}\n")
+    print("| policy | " + " | ".join(COLUMNS) + " | changed requests | quota changes | s |")
+    print("|---|" + "---:|" * (len(COLUMNS) + 3))
+    results: dict[str, dict[str, float]] = {}
+    for policy in policies:
+        t0 = time.perf_counter()
+        r = replay(jobs, ReplaySettings(nodes=nodes, start=start, weeks=weeks, policy=policy, seed=seed))
+        seconds = time.perf_counter() - t0
+        results[policy] = r.summary
+        cells = [f"{r.summary[c]:.3f}" if c in ("allocation", "utilisation", "fragmentation") else
+                 f"{r.summary[c]:,.1f}" for c in COLUMNS]
+        print(f"| {policy} | " + " | ".join(cells) + f" | {r.rightsized_jobs:,} | {r.quota_changes:,} | "
+              f"{seconds:,.0f} |", flush=True)
+    goals(results, allows)
+    return results
+
+
+def goals(r: dict[str, dict[str, float]], allows: float) -> None:
+    """The issue's goals, checked on this table."""
+    print()
+    if {"loop", "static-elastic"} <= set(r):
+        loop, elastic = r["loop"], r["static-elastic"]
+        gain = loop["goodput_gpu_h"] - elastic["goodput_gpu_h"]
+        less = 1 - loop["lost_gpu_h"] / elastic["lost_gpu_h"] if elastic["lost_gpu_h"] > 0 else math.nan
+        print(f"- loop vs static-elastic goodput: {gain:+,.0f} GPU-h ({'beats' if gain > 0 else 'does NOT beat'})")
+        print(f"- loop reclaim-lost GPU-h vs static-elastic: {less:+.0%} less (goal ≥ 30 %: "
+              f"{'met' if less >= 0.3 else 'NOT met'})")
+        worse = loop["wait_p95_min"] - elastic["wait_p95_min"]
+        print(f"- loop p95 wait {loop['wait_p95_min']:,.0f} min vs {elastic['wait_p95_min']:,.0f} "
+              f"({'no worse' if worse <= 0 else f'worse by {worse:,.0f} min'})")
+    if "rightsize+loop" in r:
+        rs = r["rightsize+loop"]
+        print(f"- rightsize+loop allocation {rs['allocation']:.1%} (goal ≥ 89 % where demand allows; it allows "
+              f"{allows:.1%}: {'met' if rs['allocation'] >= min(0.89, allows) else 'NOT met'}), fragmentation "
+              f"{rs['fragmentation']:.1%} "
+              f"(goal ≤ 5 %: {'met' if rs['fragmentation'] <= 0.05 else 'NOT met'})")
+    if "oracle" in r:
+        for policy in ("loop", "rightsize+loop"):
+            if policy in r:
+                o, p = r["oracle"], r[policy]
+                print(f"- gap {policy} → oracle: goodput {o['goodput_gpu_h'] - p['goodput_gpu_h']:+,.0f} GPU-h, "
+                      f"allocation {100 * (o['allocation'] - p['allocation']):+.1f} points, p95 wait "
+                      f"{o['wait_p95_min'] - p['wait_p95_min']:+,.0f} min, lost "
+                      f"{o['lost_gpu_h'] - p['lost_gpu_h']:+,.0f} GPU-h")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--weeks", type=float, default=4.0)
+    parser.add_argument("--load", type=float, default=0.95, help="Mean demand ÷ capacity the cluster is sized to.")
+    parser.add_argument("--datasets", default="philly,alibaba")
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    policies = [p for p in args.policies.split(",") if p]
+    loaders = {"philly": philly, "alibaba": alibaba}
+    for name in args.datasets.split(","):
+        jobs, start = loaders[name]()
+        run_trace(name, jobs, start, args.weeks, args.load, policies, args.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""What-if: the report window's jobs replayed under today's quotas and under the recommended ones.
+
+Both runs go through the same simulator (``predictor.replay.replay_quotas``: Volcano's capacity plugin with
+reclaim and preemption, hourly checkpoints, a 5-minute restart), so the two columns compare like with like:
+same jobs, same cluster, only the quotas differ. The history's own numbers are not mixed in (a replay of
+"as run" is not the real cluster, and a forecast is not a replay). Needs the job table the history came
+from (``jobs_out.parquet`` of ``predictor simulate``); without one the section is left out, with a note.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from predictor.errors import InputError
+from predictor.replay import ReplaySettings, replay_quotas
+from predictor.reports.model import WhatIfRow
+from predictor.sim import QueueSpec, normalise_jobs
+
+__all__ = ["jobs_from_attempts", "whatif_rows"]
+
+# (summary key, label, unit, direction: +1 higher is better, -1 lower is better, 0 neither)
+MEASURES = (
+    ("quota_utilisation", "quota utilisation (allocated / deserved)", "pct", 1),
+    ("allocation", "allocation (allocated / GPUs)", "pct", 1),
+    ("utilisation", "GPU utilisation (used / GPUs)", "pct", 1),
+    ("pending_gpu_h", "starvation: pending GPU-hours", "num", -1),
+    ("wait_p50_min", "wait p50, min", "num", -1),
+    ("wait_p95_min", "wait p95, min", "num", -1),
+    ("reclaims", "reclaims", "num", -1),
+    ("preemptions", "preemptions", "num", -1),
+    ("lost_gpu_h", "lost GPU-hours (since checkpoint + restart)", "num", -1),
+    ("goodput_gpu_h", "goodput GPU-hours", "num", 1),
+    ("fragmentation", "fragmentation (FGD stranded / GPUs)", "pct", -1),
+)
+
+
+def jobs_from_attempts(attempts: pd.DataFrame) -> pd.DataFrame:
+    """A job table (``predictor simulate --jobs`` schema) from the attempts of a run: one row per job, its
+    first submit, its request, and the run time of its last attempt (a finished attempt ran the whole job)."""
+    need = ("job_id", "queue", "num_gpus", "submit", "start", "end")
+    missing = [c for c in need if c not in attempts.columns]
+    if missing:
+        raise InputError(f"job attempts: missing column {missing[0]!r}")
+    a = attempts.sort_values(["job_id", "start"], kind="stable")
+    last = a.groupby("job_id", sort=False).tail(1).set_index("job_id")
+    first = a.groupby("job_id", sort=False)["submit"].min()
+    run_s = (pd.to_datetime(last["end"], utc=True) - pd.to_datetime(last["start"], utc=True)).dt.total_seconds()
+    frame = pd.DataFrame({"job_id": last.index.astype(str), "submit_time": pd.to_datetime(first[last.index], utc=True)
+                          .to_numpy(), "queue": last["queue"].astype(str).to_numpy(),
+                          "num_gpus": last["num_gpus"].to_numpy(), "duration_s": run_s.clip(lower=1).to_numpy()})
+    return normalise_jobs(frame, source="job attempts")
+
+
+def _specs(table: pd.DataFrame, queues: list[str]) -> list[QueueSpec]:
+    rows = {str(r["queue"]): r for r in table.to_dict("records")}
+    specs = []
+    for name in queues:
+        r = rows.get(name)
+        deserved = float(r["deserved"]) if r is not None else 0.0
+        capability = float(r["capability"]) if r is not None else math.inf
+        guarantee = min(float(r["guarantee"]) if r is not None else 0.0, deserved)
+        specs.append(QueueSpec(name, deserved=deserved, capability=max(capability, deserved), guarantee=guarantee))
+    return specs
+
+
+def whatif_rows(jobs: pd.DataFrame, quotas: pd.DataFrame, recommendations: pd.DataFrame, *, total_gpus: float,
+                as_of: pd.Timestamp, window_days: int, gpus_per_node: int = 8,
+                seed: int = 0) -> tuple[WhatIfRow, ...]:
+    """The window ``(as_of − window_days, as_of]`` replayed under ``quotas`` and under ``recommendations``."""
+    nodes = max(1, int(total_gpus // gpus_per_node))
+    start = (as_of - pd.Timedelta(days=window_days)).ceil("h")
+    queues = sorted(jobs["queue"].astype(str).unique())
+    settings = ReplaySettings(nodes=nodes, start=start, weeks=window_days / 7, policy="static-hard",
+                              gpus_per_node=gpus_per_node, seed=seed)
+    before = replay_quotas(jobs, _specs(quotas, queues), settings, as_of)
+    after = replay_quotas(jobs, _specs(recommendations, queues), settings, as_of)
+    rows = []
+    for key, label, unit, direction in MEASURES:
+        a, b = float(before[key]), float(after[key])
+        scale = 1e-3 if unit == "pct" else max(1e-6, 0.005 * max(abs(a), abs(b)))
+        verdict = "same" if abs(b - a) <= scale or direction == 0 else \
+            ("better" if (b - a) * direction > 0 else "worse")
+        rows.append(WhatIfRow(label, unit, round(a, 3) + 0.0, round(b, 3) + 0.0, verdict))
+    return tuple(rows)

@@ -1,0 +1,162 @@
+"""Each Volcano rule the simulator copies, on a hand-made cluster small enough to state the exact outcome.
+
+Rules are those of the capacity plugin + reclaim action and the priority plugin + preempt action (the
+project's INFRA_NOTES.md §1.2–1.3): deserved is borrowable and reclaimed, guarantee is never reclaimed and
+is kept out of other queues' real capability, reclaimable=false queues never give back, preemption is by
+priorityClass inside a queue, and a gang stops whole.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from predictor import sim
+from predictor.errors import InputError
+
+T0 = pd.Timestamp("2026-01-05", tz="UTC")
+ON = sim.VolcanoSettings(reclaim=True, preempt=True)
+
+
+def _jobs(rows, **extra):
+    frame = pd.DataFrame(rows, columns=["submit_s", "queue", "num_gpus", "duration_s"])
+    frame["submit_time"] = (T0 + pd.to_timedelta(frame.pop("submit_s"), unit="s")).astype(str)
+    for column, values in extra.items():
+        frame[column] = values
+    return sim.normalise_jobs(frame)
+
+
+def _sched(jobs, queues, *, nodes=2, volcano=ON):
+    return sim.Scheduler(jobs, sim.ClusterSpec.uniform(nodes), queues, start=T0, period_s=1, volcano=volcano)
+
+
+def _at(s, seconds):
+    s.run_until(T0 + pd.Timedelta(seconds=seconds))
+    return s.result().attempts
+
+
+def _two_queues(**a):
+    return [sim.QueueSpec("a", deserved=a.pop("deserved", 8), capability=16, **a),
+            sim.QueueSpec("b", deserved=8, capability=16)]
+
+
+BORROW = [(0, "a", 8, 10_000), (0, "a", 8, 10_000), (100, "b", 8, 1_000)]  # a borrows b's half, then b asks
+
+
+def test_reclaim_gives_a_queue_under_deserved_the_gpus_another_borrowed():
+    s = _sched(_jobs(BORROW), _two_queues())
+    a = _at(s, 101)
+    assert s.allocated == {"a": 8, "b": 8}
+    assert a["cause"].tolist().count("reclaim") == 1
+    b = a[a["queue"] == "b"].iloc[0]
+    assert b["start"] == T0 + pd.Timedelta(seconds=100) and b["wait_s"] == 0
+
+
+def test_without_the_reclaim_action_borrowed_gpus_stay_borrowed():
+    s = _sched(_jobs(BORROW), _two_queues(), volcano=sim.VolcanoSettings())  # Volcano's default actions
+    a = _at(s, 5_000)
+    assert s.allocated == {"a": 16, "b": 0} and not a["killed"].any()
+
+
+def test_a_queue_that_is_not_reclaimable_never_gives_back():
+    s = _sched(_jobs(BORROW), _two_queues(reclaimable=False))
+    _at(s, 5_000)
+    assert s.allocated == {"a": 16, "b": 0}
+
+
+def test_reclaim_never_takes_a_queue_below_its_guarantee():
+    jobs = _jobs([(0, "a", 8, 10_000), (0, "b", 8, 10_000), (100, "b", 2, 1_000)])
+    guarded = [sim.QueueSpec("a", deserved=6, capability=16, guarantee=6),
+               sim.QueueSpec("b", deserved=10, capability=16)]
+    s = _sched(jobs, guarded)
+    _at(s, 200)
+    assert s.allocated == {"a": 8, "b": 8} and s.pending["b"] == 2  # 8 − 8 = 0 < guarantee 6: no victim
+    unguarded = [sim.QueueSpec("a", deserved=6, capability=16), sim.QueueSpec("b", deserved=10, capability=16)]
+    s = _sched(jobs, unguarded)
+    _at(s, 200)
+    assert s.allocated == {"a": 0, "b": 10}  # a was over deserved: its gang is reclaimed whole
+
+
+def test_a_queue_at_its_deserved_cannot_reclaim():
+    jobs = _jobs([(0, "a", 8, 10_000), (0, "b", 8, 10_000), (100, "b", 8, 1_000)])
+    s = _sched(jobs, _two_queues())
+    _at(s, 200)
+    assert s.allocated == {"a": 8, "b": 8} and s.pending["b"] == 8  # b would go over its deserved 8
+
+
+def test_reclaim_evicts_nothing_when_it_cannot_make_room():
+    # b wants a 16-GPU gang; a holds only 4 above its deserved: no prefix of victims frees two whole nodes.
+    jobs = _jobs([(0, "a", 4, 10_000), (0, "a", 8, 10_000), (0, "b", 4, 10_000), (100, "b", 16, 100)])
+    queues = [sim.QueueSpec("a", deserved=8, capability=16), sim.QueueSpec("b", deserved=24, capability=24)]
+    s = _sched(jobs, queues)
+    a = _at(s, 200)
+    assert not a["killed"].any() and s.pending["b"] == 16
+
+
+def test_guarantee_is_kept_out_of_other_queues_real_capability():
+    # Volcano's realCapability = min(capability, total − Σ guarantee + own guarantee): b's idle guarantee of 8
+    # is not lent to a, even though a's capability is the whole cluster.
+    jobs = _jobs([(0, "a", 8, 1_000), (0, "a", 8, 1_000)])
+    queues = [sim.QueueSpec("a", deserved=8, capability=16), sim.QueueSpec("b", deserved=8, capability=16,
+                                                                           guarantee=8)]
+    s = _sched(jobs, queues, volcano=sim.VolcanoSettings())
+    _at(s, 10)
+    assert s.allocated == {"a": 8, "b": 0} and s.pending["a"] == 8
+
+
+def test_higher_priority_preempts_lower_inside_a_queue_only():
+    jobs = _jobs([(0, "a", 8, 10_000), (100, "a", 4, 1_000)], priority=[0, 10])
+    s = _sched(jobs, [sim.QueueSpec("a", deserved=8, capability=8)], nodes=1)
+    a = _at(s, 101)
+    assert a[a["job_id"] == "0"]["cause"].tolist() == ["preempt"]
+    assert s.allocated == {"a": 4}
+    same = _jobs([(0, "a", 8, 10_000), (100, "a", 4, 1_000)], priority=[10, 10])
+    s = _sched(same, [sim.QueueSpec("a", deserved=8, capability=8)], nodes=1)
+    assert not _at(s, 200)["killed"].any()  # equal priority waits
+    other = _jobs([(0, "a", 8, 10_000), (100, "b", 4, 1_000)], priority=[0, 10])
+    queues = [sim.QueueSpec("a", deserved=8, capability=8), sim.QueueSpec("b", deserved=0, capability=8)]
+    s = _sched(other, queues, nodes=1)
+    assert not _at(s, 200)["killed"].any()  # priority never reaches into another queue
+
+
+def test_priority_orders_pending_jobs_before_submit_time():
+    jobs = _jobs([(0, "a", 8, 100), (1, "a", 8, 100), (2, "a", 8, 100)], priority=[0, 0, 5])
+    s = _sched(jobs, [sim.QueueSpec("a", deserved=8, capability=8)], nodes=1, volcano=sim.VolcanoSettings())
+    a = _at(s, 1_000).set_index("job_id")
+    assert a.loc["2", "start"] < a.loc["1", "start"]
+
+
+def test_losing_one_node_of_a_gang_stops_the_whole_job():
+    jobs = _jobs([(0, "a", 16, 10_000)])
+    s = _sched(jobs, [sim.QueueSpec("a", deserved=16, capability=16)])
+    _at(s, 100)
+    s.set_node_ready(0, False)
+    a = s.result().attempts
+    assert a["cause"].tolist() == ["node"] and s.allocated == {"a": 0} and s.pending["a"] == 16
+
+
+def test_an_evicted_job_keeps_work_to_its_last_checkpoint_and_pays_the_restart():
+    jobs = _jobs([(0, "a", 8, 10_000), (8_000, "a", 8, 1_000)], priority=[0, 1], checkpoint_s=[3_600, 3_600],
+                 restart_s=[300, 300])
+    s = _sched(jobs, [sim.QueueSpec("a", deserved=8, capability=8)], nodes=1)
+    a = _at(s, 20_000)
+    first, second = a[a["job_id"] == "0"].iloc[0], a[a["job_id"] == "0"].iloc[1]
+    assert (first["cause"], first["kept_s"], first["lost_s"]) == ("preempt", 7_200, 800)
+    assert second["start"] == T0 + pd.Timedelta(seconds=9_000)  # after the preemptor's 1,000 s
+    assert (second["end"] - second["start"]).total_seconds() == 300 + 10_000 - 7_200
+    assert (second["overhead_s"], second["kept_s"], second["lost_s"]) == (300, 2_800, 0)
+
+
+def test_without_checkpoints_an_evicted_job_starts_over():
+    jobs = _jobs([(0, "a", 8, 10_000), (8_000, "a", 8, 1_000)], priority=[0, 1])
+    s = _sched(jobs, [sim.QueueSpec("a", deserved=8, capability=8)], nodes=1)
+    a = _at(s, 30_000)
+    first, second = a[a["job_id"] == "0"].iloc[0], a[a["job_id"] == "0"].iloc[1]
+    assert first["lost_s"] == 8_000 and first["kept_s"] == 0 and math.isclose(second["kept_s"], 10_000)
+
+
+def test_bad_job_columns_are_named():
+    with pytest.raises(InputError, match="checkpoint_s"):
+        _jobs([(0, "a", 8, 10)], checkpoint_s=[-1])
