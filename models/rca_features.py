@@ -79,26 +79,40 @@ def _mark_absent(rows: pd.DataFrame, data: WindowData, W: slice, P: slice) -> pd
         failed = quiet(np.nanmin, up.values[W], axis=0) < 1
         not_ready |= np.isin(nodes, list(set(node_of(up.labels)[failed])))
     out = rows.copy()
-    for family, names in _FAMILY_FEATURES.items():
+    has = {}  # family → which node rows have a sample of it in the window
+    for family in _NODE_FAMILIES:
         t = data.tables.get(family)
-        if t is None or not names:
+        if t is None:
             continue
         owner = node_of(t.labels)
         seen_w = set(owner[np.isfinite(t.values[W]).any(axis=0)])
-        if not seen_w:
+        has[family] = is_node & np.isin(nodes, list(seen_w))
+        names = _FAMILY_FEATURES.get(family, ())
+        if not seen_w or not names:
             continue  # nobody reports it in this window: unknown, not a sign of one node
         seen_p = set(owner[np.isfinite(t.values[P]).any(axis=0)])
-        dark = is_node & ~np.isin(nodes, list(seen_w)) & (np.isin(nodes, list(seen_p)) | not_ready)
+        dark = is_node & ~has[family] & (np.isin(nodes, list(seen_p)) | not_ready)
         if dark.any():
             block = out.loc[dark, list(names)]
             out.loc[dark, list(names)] = block.where(block.notna(), ABSENT)
+    # A feature still NaN although the node reports every family it reads does not apply here (no GPU was
+    # busy before, a job on one GPU has no spread, no traffic to divide by): a value, not "unmeasured".
+    # Left NaN, the tree would average over both branches and a quiet node could land in a fault's leaf.
+    for spec in SPECS:
+        if spec.name in QUEUE_FEATURES or not spec.families or any(f not in has for f in spec.families):
+            continue
+        applies = np.logical_and.reduce([has[f] for f in spec.families])
+        col_ = out[spec.name].to_numpy()
+        out.loc[applies & np.isnan(col_), spec.name] = NOT_APPLICABLE
     return out
 
 
-# Only families the node's own exporters serve (DCGM, node_exporter): kube-state-metrics and ALERTS series
-# come from elsewhere, and an alert that stopped firing is not a node gone dark.
+_NODE_FAMILIES = sorted({f for s in SPECS if s.name not in QUEUE_FEATURES for f in s.families})
+# Only families the node's own exporters serve (DCGM, node_exporter) can go dark with the node:
+# kube-state-metrics and ALERTS series come from elsewhere, and an alert that stopped firing is not a
+# node gone dark.
 _FAMILY_FEATURES = {f: tuple(s.name for s in SPECS if f in s.families and s.name not in QUEUE_FEATURES)
-                    for f in sorted({f for s in SPECS for f in s.families}) if f.startswith((_GPU, "node_"))}
+                    for f in _NODE_FAMILIES if f.startswith((_GPU, "node_"))}
 
 
 def mark_not_applicable(rows: pd.DataFrame) -> pd.DataFrame:
