@@ -60,6 +60,7 @@ def main() -> None:
 
     held = [f for f in args.families.split(",") if f] or list(CONFIG_FAMILIES)
     lines, missing_lines, preds = [], [], []
+    losses: dict[str, str] = {}
     for name in held:
         train = pd.concat([d for n, d in data.items() if n != name], ignore_index=True)
         # Fewer pruning candidates and folds than the default model's (8 fits per family, not 1): same tree
@@ -67,7 +68,11 @@ def main() -> None:
         model = fit_rca(train, min_strength=MIN_TRAIN_STRENGTH, missing_groups=missing_groups(),
                         missing_share=MISSING_SHARE, model=RootCauseTree(cv=3, n_alphas=6))
         test = data[name]
-        lines.append(_line(name, evaluate(model, test)))
+        report = evaluate(model, test)
+        lines.append(_line(name, report))
+        off = report.confusion.stack()
+        off = off[[t != p and n > 0 for (t, p), n in off.items()]].sort_values(ascending=False).head(4)
+        losses[name] = ", ".join(f"{t} → {p}: {n}" for (t, p), n in off.items()) or "none"
         preds.append(test.assign(pred=model.predict(test[list(model.feature_names_in_)])))
         for group in DROPPABLE:
             cols = sorted({f for fam in group for f in features_of_family(fam)})
@@ -78,6 +83,9 @@ def main() -> None:
     table = pd.DataFrame(lines).sort_values("macro_f1")
     print(f"\n## Held out by configuration family, worst first (fit + score {t2 - t1:.1f} s)")
     print(table.round(3).to_string(index=False))
+    print("\nWhere each held-out family loses (largest confusions, true → predicted: rows)")
+    for name in table["held out"]:
+        print(f"  {name:17s} {losses[name]}")
     missing = pd.DataFrame(missing_lines).sort_values("macro_f1")
     print("\n## Same, with one metric family missing from the held-out windows (worst 12)")
     print(missing.head(12).round(3).to_string(index=False))

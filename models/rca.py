@@ -27,7 +27,7 @@ from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils.multiclass import unique_labels
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from models.rca_specs import NOT_APPLICABLE, SPECS
+from models.rca_specs import ABSENT, NOT_APPLICABLE, SPECS
 
 __all__ = ["CAUSES", "CLASSES", "FORMAT", "HEALTHY", "RootCauseTree", "top_k_accuracy"]
 
@@ -39,12 +39,15 @@ CAUSES = (
 CLASSES = (*CAUSES, HEALTHY)
 _UNITS = {s.name: s.unit for s in SPECS}
 FORMAT = "gpu-rca-tree/1"
+_ABSENT_SPLIT = (ABSENT + 3 * NOT_APPLICABLE) / 4  # a threshold below this separates ABSENT from the rest
 
 
 def _fmt(name: str, value: float) -> str:
     unit = _UNITS.get(name, "")
     if not np.isfinite(value):
         return "missing"
+    if value == ABSENT:
+        return "not scraped on this node"
     if unit == "ratio":
         return f"{value * 100:.0f} %"
     if unit in ("°C", "%", "GPUs", "/s"):
@@ -194,6 +197,12 @@ class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
                     if (f, upper) not in bounds:
                         continue
                     thr = bounds[(f, upper)]
+                    if thr < NOT_APPLICABLE / 4 and value == ABSENT:
+                        parts.append(f"{names[f]} not scraped on this node (its exporter went dark)")
+                        continue
+                    if thr < _ABSENT_SPLIT and value != NOT_APPLICABLE:
+                        parts.append(f"{names[f]} scraped on this node")
+                        continue
                     if value == NOT_APPLICABLE or thr < NOT_APPLICABLE / 4:
                         continue  # a split on the candidate's kind (node or queue), not a symptom
                     if not np.isfinite(thr):  # a split on "measured or not" (scikit-learn uses +inf)

@@ -17,10 +17,18 @@ import numpy as np
 import pandas as pd
 
 from models.rca_context import host_features, kube_features, queue_rows
-from models.rca_specs import FEATURE_NAMES, NOT_APPLICABLE, QUEUE_FEATURES, SPECS, FeatureSpec, feature_table_markdown
+from models.rca_specs import (
+    ABSENT,
+    FEATURE_NAMES,
+    NOT_APPLICABLE,
+    QUEUE_FEATURES,
+    SPECS,
+    FeatureSpec,
+    feature_table_markdown,
+)
 from models.rca_window import GPU_PREFIX, WindowData, col, increase, node_of, quiet, rate, ratio, sratio
 
-__all__ = ["FEATURE_NAMES", "NOT_APPLICABLE", "SCOPE_COLUMNS", "SPECS", "FeatureSpec", "WindowData",
+__all__ = ["ABSENT", "FEATURE_NAMES", "NOT_APPLICABLE", "SCOPE_COLUMNS", "SPECS", "FeatureSpec", "WindowData",
            "feature_table_markdown", "mark_not_applicable", "node_of", "window_features"]
 
 
@@ -49,7 +57,62 @@ def window_features(data: WindowData, at: pd.Timestamp, window: pd.Timedelta) ->
             out[c] = ""
     out[list(FEATURE_NAMES)] = out[list(FEATURE_NAMES)].astype(np.float64)
     out[list(SCOPE_COLUMNS)] = out[list(SCOPE_COLUMNS)].fillna("").astype(str)
-    return mark_not_applicable(out[[*SCOPE_COLUMNS, *FEATURE_NAMES]])
+    return mark_not_applicable(_mark_absent(out[[*SCOPE_COLUMNS, *FEATURE_NAMES]], data, W, P))
+
+
+def _mark_absent(rows: pd.DataFrame, data: WindowData, W: slice, P: slice) -> pd.DataFrame:
+    """NaN features of a node whose own scrape of a family stopped → ``ABSENT`` (evidence, not unknown).
+
+    A family missing cluster-wide stays NaN (the tree averages over it). But a node that reported a family
+    in the preceding window, or that Kubernetes marks not Ready, or whose scrape target reads ``up == 0``,
+    and has no sample of it in this window
+    while the family is scraped elsewhere, is a node that went dark: the absence of its exporters is what
+    a down node looks like on a real cluster, and the tree must be able to read it as such.
+    """
+    is_node = rows["is_queue"].to_numpy() != 1
+    if not is_node.any():
+        return rows
+    nodes = rows["node"].to_numpy()
+    not_ready = rows["node_ready_min"].to_numpy() < 1
+    up = data.tables.get("up")  # Prometheus' own scrape health: 0 = target did not answer
+    if up is not None:
+        failed = quiet(np.nanmin, up.values[W], axis=0) < 1
+        not_ready |= np.isin(nodes, list(set(node_of(up.labels)[failed])))
+    out = rows.copy()
+    has = {}  # family → which node rows have a sample of it in the window
+    for family in _NODE_FAMILIES:
+        t = data.tables.get(family)
+        if t is None:
+            continue
+        owner = node_of(t.labels)
+        seen_w = set(owner[np.isfinite(t.values[W]).any(axis=0)])
+        has[family] = is_node & np.isin(nodes, list(seen_w))
+        names = _FAMILY_FEATURES.get(family, ())
+        if not seen_w or not names:
+            continue  # nobody reports it in this window: unknown, not a sign of one node
+        seen_p = set(owner[np.isfinite(t.values[P]).any(axis=0)])
+        dark = is_node & ~has[family] & (np.isin(nodes, list(seen_p)) | not_ready)
+        if dark.any():
+            block = out.loc[dark, list(names)]
+            out.loc[dark, list(names)] = block.where(block.notna(), ABSENT)
+    # A feature still NaN although the node reports every family it reads does not apply here (no GPU was
+    # busy before, a job on one GPU has no spread, no traffic to divide by): a value, not "unmeasured".
+    # Left NaN, the tree would average over both branches and a quiet node could land in a fault's leaf.
+    for spec in SPECS:
+        if spec.name in QUEUE_FEATURES or not spec.families or any(f not in has for f in spec.families):
+            continue
+        applies = np.logical_and.reduce([has[f] for f in spec.families])
+        col_ = out[spec.name].to_numpy()
+        out.loc[applies & np.isnan(col_), spec.name] = NOT_APPLICABLE
+    return out
+
+
+_NODE_FAMILIES = sorted({f for s in SPECS if s.name not in QUEUE_FEATURES for f in s.families})
+# Only families the node's own exporters serve (DCGM, node_exporter) can go dark with the node:
+# kube-state-metrics and ALERTS series come from elsewhere, and an alert that stopped firing is not a
+# node gone dark.
+_FAMILY_FEATURES = {f: tuple(s.name for s in SPECS if f in s.families and s.name not in QUEUE_FEATURES)
+                    for f in _NODE_FAMILIES if f.startswith((_GPU, "node_"))}
 
 
 def mark_not_applicable(rows: pd.DataFrame) -> pd.DataFrame:

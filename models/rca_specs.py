@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FEATURE_NAMES", "NOT_APPLICABLE", "QUEUE_FEATURES", "SPECS", "FeatureSpec", "feature_table_markdown",
-           "features_of_family"]
+__all__ = ["ABSENT", "FEATURE_NAMES", "NOT_APPLICABLE", "QUEUE_FEATURES", "SPECS", "FeatureSpec",
+           "feature_table_markdown", "features_of_family"]
 
 _T, _U, _C, _P = "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_POWER_USAGE"
 _THR = "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"
@@ -160,6 +160,10 @@ QUEUE_FEATURES = frozenset(n for n in FEATURE_NAMES if n.startswith("queue_"))
 # The value of a feature that does not exist for a candidate (a queue's GPU temperature): below any real
 # value, so the tree routes it like a value; NaN is reserved for "exists but not measured".
 NOT_APPLICABLE = -1e6
+# The value of a node feature whose series the node itself stopped reporting while others still report
+# the family (a node gone dark: not Ready, exporters unreachable). Below NOT_APPLICABLE, so a split
+# between the two reads "not scraped on this node" and is told apart from a split on the candidate kind.
+ABSENT = -2e6
 
 
 def features_of_family(family: str) -> tuple[str, ...]:

@@ -30,8 +30,10 @@ _HEADER = """# Root-cause symptom features
 Generated from `models/rca_specs.py` (`SPECS`) by `python -m pipelines.rca_default`; do not edit.
 One row per candidate (node or Volcano queue) and window `(at - w, at]`; "preceding window" is
 `(at - 2w, at - w]`. A missing series gives NaN: the tree averages over both branches of a split on it
-(unknown, not evidence). Node labels are read from `Hostname`, `hostname`, `node`, `kubernetes_node` or
-`instance` (first present).
+(unknown, not evidence). A node that stops reporting a DCGM or node_exporter family that other nodes still
+report (it had the family in the preceding window, Kubernetes marks it not Ready, or its target reads
+`up == 0`) gets the value ABSENT instead: a node gone dark is evidence, a family missing cluster-wide is
+not. Node labels are read from `Hostname`, `hostname`, `node`, `kubernetes_node` or `instance` (first present).
 
 """
 
@@ -55,6 +57,9 @@ def design_section() -> str:
         "quotas, the same way. A metric family a cluster does not scrape makes exactly the features that read",
         "it unknown (NaN); the tree then averages over both branches of every split on them, the finding",
         "names them and loses probability, and with too little measured the answer is `insufficient_data`.",
+        "A node's own exporters going dark is different: a DCGM or node_exporter family that other nodes still",
+        "report, missing on a node that had it in the preceding window, is not Ready, or reads `up == 0`, gives",
+        "the value ABSENT (a down node is not scraped; that absence is the evidence a real cluster has).",
         "",
         feature_table_markdown().rstrip("\n"),
         "",

@@ -50,7 +50,7 @@ NEEDED_METRICS = (
     "volcano_queue_deserved_scalar_resources", "volcano_queue_capacity_scalar_resources",
     "volcano_queue_pod_group_pending_count", "kube_node_status_capacity", "kube_node_status_allocatable",
     "kube_node_status_condition", "kube_pod_labels", "kube_pod_container_status_restarts_total",
-    "kube_pod_container_status_last_terminated_reason", "ALERTS",
+    "kube_pod_container_status_last_terminated_reason", "ALERTS", "up",
 )
 
 # Which GPU a finding names, by cause: the argmax of the symptom that points at one GPU.

@@ -138,8 +138,18 @@ def plan_scheduler_faults(
         else:
             plan.queue = str(rng.choice(np.array(queues)))
             plan.detail = "queue capability cut to 0"
-        plans.append(plan)
+        # Two overlapping faults on one queue (or node) restore in the wrong order: the second saves the
+        # cut quota (0) and puts it back after both ended, so windows labelled healthy had capability 0.
+        # The overlapping one is dropped after its draws, so every other fault stays where it was.
+        if not any(_overlap(plan, p) for p in plans):
+            plan.fault_id = len(plans)
+            plans.append(plan)
     return plans, rest + extra
+
+
+def _overlap(a: FaultPlan, b: FaultPlan) -> bool:
+    """Same cause on the same queue or node, with intersecting spans."""
+    return a.cause == b.cause and (a.queue, a.node) == (b.queue, b.node) and a.start_s < b.end_s and b.start_s < a.end_s
 
 
 def plan_job_faults(
