@@ -109,6 +109,21 @@ def test_idle_quota_is_the_least_idle_over_the_window() -> None:
     assert idle_quota(deserved, over, window_h=6) == {"a": 0.0}
 
 
+def test_idle_quota_leaves_out_nan_and_infinite_gauges() -> None:
+    """Prometheus returns NaN and ±Inf samples as such (and a Parquet directory is not value-checked): such a
+    step is no number of idle GPUs, so it is left out like a gap, and a queue with only such steps gets no
+    growth advice instead of a crash in the advice's arithmetic."""
+    times = pd.date_range("2026-03-02", periods=6, freq="1h", tz="UTC")
+    deserved = pd.DataFrame({"queue_name": "q", "timestamp": times, "value": [10.0, np.nan, 10.0, np.inf, 10.0, 10.0]})
+    allocated = pd.DataFrame({"queue_name": "q", "timestamp": times, "value": [4.0, 9.0, 4.0, 9.0, 4.0, np.nan]})
+    assert idle_quota(deserved, allocated, window_h=12) == {"q": 6.0}
+    assert idle_quota(deserved.assign(value=np.inf), allocated, window_h=12) == {}
+    unknown = idle_quota(deserved.assign(value=np.nan), allocated, window_h=12)
+    assert unknown == {}
+    kept = recommend(_lagging("slow", util=90.0, last_runtime_h=4.0), RightsizeSettings(risk=0.1), unknown).iloc[0]
+    assert kept["recommended_workers"] == 4
+
+
 def test_volcano_queue_gauges_feed_growth_advice(demand_out: Path) -> None:
     """Volcano's per-queue gauges (milli-GPUs, one series per resource) are read next to DCGM and
     kube-state-metrics as GPUs per queue; without them right-sizing says growth advice is off."""
