@@ -119,6 +119,14 @@ def write(name: str, text: str) -> Callable[[Files], None]:
     return lambda f: f[name].write_text(text)
 
 
+def _mixed_types_csv(f: Files) -> None:
+    """A CSV large enough for pandas to read in chunks, with a column that is numeric in the first chunk and
+    text in a later one (what pandas reports as a DtypeWarning when it reads in chunks)."""
+    row = ",".join(["0"] * 20) + "\n"
+    text = ",".join(f"c{i}" for i in range(20)) + "\n" + row * 40000 + row.replace("0", "x", 2) * 40000
+    f["history.csv"].write_text(text)
+
+
 def out_is_a(kind: str, name: str = "") -> Callable[[Files], None]:
     def make(f: Files) -> None:
         target = f["out"] / name if name else f["out"]
@@ -224,6 +232,8 @@ CASES: list[tuple[str, Callable[[Files], list[str]], Callable[[Files], None] | N
     ("rightsize-history-negative", lambda f: ["rightsize", "--history", str(f["history.csv"]), "--out",
                                               str(f["out"] / "rs.csv")],
      write("history.csv", _history([-2.0] * 48)), "negative"),
+    ("rightsize-history-mixed-types", lambda f: ["rightsize", "--history", str(f["history.csv"]), "--out",
+                                                 str(f["out"] / "rs.csv")], _mixed_types_csv, "missing column"),
     ("rightsize-missing-history", lambda f: ["rightsize", "--history", str(f["out"] / "none.csv"), "--out",
                                              str(f["out"] / "rs.csv")], None, "none.csv"),
     ("diagnose-bad-at", lambda f: ["diagnose", "--history", str(f["history.csv"]), "--at", "whenever", "--out",
