@@ -140,3 +140,21 @@ def test_volcano_queue_gauges_feed_growth_advice(demand_out: Path) -> None:
     assert idle_quota(with_quota.deserved, with_quota.allocated, 6.0) == {queue: 3.0}
     assert not any("growth advice" in n for n in with_quota.notes)
     assert any("no growth advice" in n for n in from_frame(frame, "test").notes)
+
+
+def test_nan_volcano_gauges_are_no_quota_not_zero(demand_out: Path) -> None:
+    """A gauge whose samples are all NaN is no data (it once crashed with KeyError 'value', the all-NaN column
+    being dropped), and a NaN step is unknown, not 0 GPUs of deserved quota (a NaN sum was 0: idle 0)."""
+    frame = read_metrics(demand_out / "metrics", FAMILIES.split(","))
+    times = pd.date_range(START, periods=4, freq="1h")
+
+    def gauge(field: str, values: list[float]) -> pd.DataFrame:
+        return pd.DataFrame({"__name__": f"volcano_queue_{field}_scalar_resources", "queue_name": "q",
+                             "resource": "nvidia.com/gpu", "timestamp": times, "value": values})
+
+    nan = np.nan
+    no_data = from_frame(pd.concat([frame, gauge("deserved", [nan] * 4), gauge("allocated", [1000.0] * 4)]), "t")
+    assert no_data.deserved.empty and any("no growth advice" in n for n in no_data.notes)
+    gappy = from_frame(pd.concat([frame, gauge("deserved", [8000.0, nan, 8000.0, 8000.0]),
+                                  gauge("allocated", [1000.0] * 4)]), "t")
+    assert idle_quota(gappy.deserved, gappy.allocated, 12.0) == {"q": 7.0}
