@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from predictor.rightsize import RightsizeSettings, from_frame, recommend
+from predictor.rightsize import RightsizeSettings, from_frame, recommend, rightsize
 from predictor.rightsize.elastic import idle_quota
 from predictor.sources import read_metrics
 from tests.rightsize.simdata import FAMILIES, START
@@ -158,3 +158,15 @@ def test_nan_volcano_gauges_are_no_quota_not_zero(demand_out: Path) -> None:
     gappy = from_frame(pd.concat([frame, gauge("deserved", [8000.0, nan, 8000.0, 8000.0]),
                                   gauge("allocated", [1000.0] * 4)]), "t")
     assert idle_quota(gappy.deserved, gappy.allocated, 12.0) == {"q": 7.0}
+
+
+def test_negative_power_readings_are_no_energy(demand_out: Path) -> None:
+    """DCGM power read from a Parquet directory is not value-checked: a negative reading is unknown, so no
+    run (and no queue in the report's energy section) gets negative energy, while good readings count."""
+    frame = read_metrics(demand_out / "metrics", FAMILIES.split(","))
+    util = frame[frame["__name__"] == "DCGM_FI_DEV_GPU_UTIL"]
+    power = util.assign(__name__="DCGM_FI_DEV_POWER_USAGE", value=np.where(np.arange(len(util)) % 2, -300.0, 300.0))
+    _, runs = rightsize(from_frame(pd.concat([frame, power], ignore_index=True), "t"), RightsizeSettings())
+    energy = runs["energy_kwh"].dropna()
+    assert len(energy) > 0 and (energy > 0).all()
+    assert (runs["power_mean_w"].dropna() == 300.0).all()
