@@ -41,8 +41,9 @@ def _latest(frames: Mapping[str, pd.DataFrame], name: str, *labels: str) -> pd.D
 
 
 def _gpus(value: object, what: str) -> int:
-    """A sample as whole GPUs. NaN, ±Inf or above ``MAX_GPUS`` is no GPU count: an error, which the loop and the
-    report take as *workload unknown* (no floor) rather than a capability floor of 1e300 or a crash."""
+    """A sample as whole GPUs. NaN, ±Inf or above ``MAX_GPUS`` is no GPU count: an error, which the loop takes
+    as *workload unknown* (no floor) and ``predictor report`` prints as its one error line, rather than a
+    capability floor of 1e300 or a ValueError traceback."""
     number = float(value)  # type: ignore[arg-type]
     if not math.isfinite(number) or not 0 <= number <= MAX_GPUS:
         raise InputError(f"kube-state-metrics: {what} has {number!r} GPUs, not a count within 0 … {MAX_GPUS:g}")

@@ -68,7 +68,7 @@ def test_gangs_pools_and_nodes_from_kube_state_metrics() -> None:
 
 def test_nan_infinite_or_absurd_gpu_samples_make_the_workload_unknown() -> None:
     """Prometheus returns NaN and ±Inf samples as such: a GPU count that is not one is an InputError (the loop
-    and the report then plan without job data) instead of a ValueError crash, or 1e300 GPUs becoming a
+    then plans without job data) instead of a ValueError crash, or 1e300 GPUs becoming a
     capability floor; a finished pod's sample is not read at all."""
     for bad in (float("nan"), float("inf"), 1e300):
         pods = family(*({"namespace": "ml", "pod": p, "node": "n1", "value": v} for p, v in (("w-0", bad),
