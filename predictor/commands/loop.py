@@ -91,7 +91,8 @@ def plan_command(
         from predictor.planner.workload import workload_from_objects
 
         node_doc = read_structured(nodes, "--nodes", InputError) if nodes else {"items": []}
-        workload = workload_from_objects(read_structured(pods, "--pods", InputError), node_doc, source=str(pods))
+        workload = workload_from_objects(read_structured(pods, "--pods", InputError), node_doc, source=str(pods),
+                                         node_source=str(nodes))
     # The loop's own cycle (stale hold, targets, policy, invariant gate): the same plan from the same inputs.
     plan = plan_cycle(live, frame, p, now=at, allocatable=allocatable, demand=demand_frame, workload=workload).plan
     items = doc.get("items") if isinstance(doc, dict) else doc

@@ -158,6 +158,8 @@ def hard_bounds(values: dict[str, dict[str, float]], resource: str, target: Targ
             lowest = allocated if field != "guarantee" else 0.0
             if value is not None and value > max(target.ceiling, lowest):
                 values[field][resource] = max(target.ceiling, lowest)
+                # Say the value written: where allocated is above the pool the field stops there, not at it.
+                kept = "" if target.ceiling >= lowest else f"; kept at the {lowest:g} GPUs allocated"
                 moved.append((field, "pool", f"lowered to the {target.ceiling:g} GPUs of the nodes this queue's "
-                              "jobs can use (taints, node selectors)"))
+                              f"jobs can use (taints, node selectors){kept}"))
     return moved

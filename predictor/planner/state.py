@@ -146,8 +146,9 @@ def allocatable_from_nodes(doc: Any, resources: Sequence[str], *, source: str = 
         raise InputError(f"{source}: expected a List with items (kubectl get nodes -o json)")
     total = dict.fromkeys(resources, 0.0)
     for item in items:
-        if not isinstance(item, Mapping):
-            raise InputError(f"{source}: every item must be a Node object")
+        if not isinstance(item, Mapping) or not all(isinstance(item.get(k) or {}, Mapping)
+                                                    for k in ("metadata", "spec", "status")):
+            raise InputError(f"{source}: every item must be a Node object (metadata, spec, status objects)")
         name = (item.get("metadata") or {}).get("name", "?")
         if (item.get("spec") or {}).get("unschedulable"):
             continue
@@ -156,6 +157,8 @@ def allocatable_from_nodes(doc: Any, resources: Sequence[str], *, source: str = 
         if ready and ready[0].get("status") != "True":
             continue
         allocatable = (item.get("status") or {}).get("allocatable") or {}
+        if not isinstance(allocatable, Mapping):
+            raise InputError(f"{source}: node {name!r} status.allocatable must be an object")
         for resource in resources:
             if resource in allocatable:
                 total[resource] += parse_quantity(allocatable[resource], what=f"{source}: node {name!r} {resource}")

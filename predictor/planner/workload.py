@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from predictor.errors import InputError
-from predictor.planner.quantity import parse_quantity
+from predictor.planner.quantity import MAX_GPUS, parse_quantity
 
 __all__ = [
     "GPU_RESOURCE",
@@ -35,6 +35,8 @@ GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 # Set by whoever launches a job on a schedule (a CronJob template, a pipeline): the job comes back each period.
 RECURRING_ANNOTATION = "gpu-capacity-predictor/recurring"
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")  # PreferNoSchedule does not keep a pod off a node
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")  # what the API server accepts
+OPERATORS = ("Equal", "Exists")
 
 
 @dataclass(frozen=True)
@@ -127,67 +129,126 @@ def _items(doc: Any, source: str) -> list[Mapping[str, Any]]:
     return list(items)
 
 
-def _pod_gpus(pod: Mapping[str, Any], source: str) -> int:
-    name = (pod.get("metadata") or {}).get("name", "?")
-    total = 0.0
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        requests = ((container or {}).get("resources") or {}).get("requests") or {}
+# A hand-edited or truncated file can hold a string where the API returns an object or a list: each read
+# below checks the shape, so the user gets one line naming the object and field instead of a traceback.
+def _obj(parent: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    """``parent[key]`` as an object (absent or null: empty)."""
+    value = parent.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(f"{where}: {key} must be an object, not {type(value).__name__}")
+    return value
+
+
+def _objects(parent: Mapping[str, Any], key: str, where: str) -> list[Mapping[str, Any]]:
+    """``parent[key]`` as a list of objects (absent or null: empty)."""
+    value = parent.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+        raise InputError(f"{where}: {key} must be a list of objects")
+    return value
+
+
+def _gpus(value: object, what: str) -> int:
+    """A GPU quantity as whole GPUs; above ``MAX_GPUS`` is a unit mistake, not a cluster (it would become a
+    capability floor of that many GPUs)."""
+    gpus = parse_quantity(value, what=what)
+    if gpus > MAX_GPUS:
+        raise InputError(f"{what}: {value!r} is above {MAX_GPUS:g} GPUs")
+    return round(gpus)
+
+
+def _pod_gpus(pod: Mapping[str, Any], where: str) -> int:
+    total = 0
+    for container in _objects(_obj(pod, "spec", where), "containers", f"{where} spec"):
+        requests = _obj(_obj(container, "resources", f"{where} container"), "requests", f"{where} container")
         if GPU_RESOURCE in requests:
-            total += parse_quantity(requests[GPU_RESOURCE], what=f"{source}: pod {name!r} {GPU_RESOURCE}")
-    return round(total)
+            total += _gpus(requests[GPU_RESOURCE], f"{where} {GPU_RESOURCE}")
+    return total
 
 
-def _node(item: Mapping[str, Any], used: Mapping[str, int], source: str) -> NodeSummary | None:
-    meta, spec, status = item.get("metadata") or {}, item.get("spec") or {}, item.get("status") or {}
+def _node(item: Mapping[str, Any], used: Mapping[str, int], source: str, index: int) -> NodeSummary | None:
+    meta = _obj(item, "metadata", f"{source}: item {index}")
     name = str(meta.get("name", "?"))
-    allocatable = (status.get("allocatable") or {}).get(GPU_RESOURCE)
+    where = f"{source}: node {name!r}"
+    spec, status = _obj(item, "spec", where), _obj(item, "status", where)
+    allocatable = _obj(status, "allocatable", f"{where} status").get(GPU_RESOURCE)
     if allocatable is None:
         return None  # not a GPU node
-    gpus = round(parse_quantity(allocatable, what=f"{source}: node {name!r} {GPU_RESOURCE}"))
+    gpus = _gpus(allocatable, f"{where} {GPU_RESOURCE}")
     ready = [c for c in status.get("conditions") or [] if isinstance(c, Mapping) and c.get("type") == "Ready"]
     if spec.get("unschedulable") or (ready and ready[0].get("status") != "True"):
         gpus = 0  # cordoned or NotReady: nothing new lands there
-    taints = tuple(Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "")))
-                   for t in spec.get("taints") or [] if isinstance(t, Mapping))
-    labels = tuple(sorted((str(k), str(v)) for k, v in (meta.get("labels") or {}).items()))
+    taints = tuple(_taint(t, where) for t in _objects(spec, "taints", f"{where} spec"))
+    labels = tuple(sorted((str(k), str(v)) for k, v in _obj(meta, "labels", f"{where} metadata").items()))
     return NodeSummary(name, gpus, min(used.get(name, 0), gpus) if gpus else 0, labels, taints)
 
 
-def workload_from_objects(pods: Any, nodes: Any, *, gpus_per_node: int = 8, source: str = "live") -> Workload:
+def _taint(t: Mapping[str, Any], where: str) -> Taint:
+    """A node taint; the API server requires a key and one of the three effects, and so do we (a taint we
+    misread would put a node in or out of a queue's pool)."""
+    key, effect = str(t.get("key") or ""), str(t.get("effect") or "")
+    if not key or effect not in TAINT_EFFECTS:
+        raise InputError(f"{where}: taint {dict(t)!r} needs a key and an effect of {', '.join(TAINT_EFFECTS)}")
+    return Taint(key, str(t.get("value") or ""), effect)
+
+
+def _toleration(t: Mapping[str, Any], where: str) -> Toleration:
+    """A pod toleration, checked as the API server checks it (operator Equal|Exists, a known effect)."""
+    operator, effect = str(t.get("operator") or "Equal"), str(t.get("effect") or "")
+    if operator not in OPERATORS or (effect and effect not in TAINT_EFFECTS):
+        raise InputError(f"{where}: toleration {dict(t)!r} needs operator Equal or Exists and an effect of "
+                         f"{', '.join(TAINT_EFFECTS)} (or none)")
+    return Toleration(str(t.get("key") or ""), operator, str(t.get("value") or ""), effect)
+
+
+def workload_from_objects(pods: Any, nodes: Any, *, gpus_per_node: int = 8, source: str = "live",
+                          node_source: str | None = None) -> Workload:
     """Gangs from a Pod list (grouped by PodGroup annotation, else Volcano job name) and GPU nodes from a
-    Node list. Pods without a queue label or without GPUs are left out; finished pods too."""
+    Node list. Pods without a queue label or without GPUs are left out; finished pods too. Errors name
+    ``source`` (``node_source`` for the Node list, when it came from another file)."""
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     used: dict[str, int] = {}
-    for pod in _items(pods, f"{source} pods"):
-        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        phase = str((pod.get("status") or {}).get("phase", "Pending"))
-        queue = (meta.get("labels") or {}).get(QUEUE_LABEL)
-        gpus = _pod_gpus(pod, f"{source} pods")
+    for i, pod in enumerate(_items(pods, f"{source} pods")):
+        meta = _obj(pod, "metadata", f"{source} pods: item {i}")
+        where = f"{source} pods: pod {meta.get('name', '?')!r}"
+        spec, labels = _obj(pod, "spec", where), _obj(meta, "labels", f"{where} metadata")
+        phase = str(_obj(pod, "status", where).get("phase", "Pending"))
+        queue = labels.get(QUEUE_LABEL)
+        gpus = _pod_gpus(pod, where)
         if phase not in ("Pending", "Running") or gpus <= 0:
             continue
         if phase == "Running" and spec.get("nodeName"):
             used[str(spec["nodeName"])] = used.get(str(spec["nodeName"]), 0) + gpus
         if queue is None:
             continue
-        group = (meta.get("annotations") or {}).get(GROUP_ANNOTATION) or \
-            (meta.get("labels") or {}).get("volcano.sh/job-name") or meta.get("name", "?")
+        group = _obj(meta, "annotations", f"{where} metadata").get(GROUP_ANNOTATION) or \
+            labels.get("volcano.sh/job-name") or meta.get("name", "?")
         groups.setdefault((str(meta.get("namespace", "")), str(group)), []).append(pod)
     jobs = [_job(f"{ns}/{group}", members, f"{source} pods") for (ns, group), members in sorted(groups.items())]
-    node_list = [n for n in (_node(i, used, f"{source} nodes") for i in _items(nodes, f"{source} nodes")) if n]
+    node_list = [n for n in (_node(item, used, node_source or f"{source} nodes", i)
+                             for i, item in enumerate(_items(nodes, node_source or f"{source} nodes"))) if n]
     return Workload(tuple(jobs), tuple(node_list), gpus_per_node)
 
 
 def _job(name: str, pods: list[Mapping[str, Any]], source: str) -> JobSummary:
     first = pods[0]
-    meta, spec = first.get("metadata") or {}, first.get("spec") or {}
-    tolerations = tuple(Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"),
-                                   str(t.get("value") or ""), str(t.get("effect") or ""))
-                        for t in spec.get("tolerations") or [] if isinstance(t, Mapping))
-    selector = tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items()))
+    meta, spec = first["metadata"], first.get("spec") or {}  # both checked by workload_from_objects
+    where = f"{source}: pod {meta.get('name', '?')!r}"
+    tolerations = tuple(_toleration(t, where) for t in _objects(spec, "tolerations", f"{where} spec"))
+    selector = tuple(sorted((str(k), str(v)) for k, v in _obj(spec, "nodeSelector", f"{where} spec").items()))
+    priority = spec.get("priority") or 0
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise InputError(f"{where}: spec.priority {priority!r} is not an integer")
     running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
     recurring = str((meta.get("annotations") or {}).get(RECURRING_ANNOTATION, "")).lower() == "true"
+    gpus_per_pod = max(_pod_gpus(p, where) for p in pods)
+    if len(pods) * gpus_per_pod > MAX_GPUS:
+        raise InputError(f"{source}: gang {name!r} asks for {len(pods) * gpus_per_pod} GPUs, above {MAX_GPUS:g}")
     return JobSummary(
-        queue=str(meta["labels"][QUEUE_LABEL]), name=name, pods=len(pods),
-        gpus_per_pod=max(_pod_gpus(p, source) for p in pods), phase="running" if running else "pending",
-        recurring=recurring, priority=int(spec.get("priority") or 0), tolerations=tolerations,
-        node_selector=selector, nodes=tuple(str((p.get("spec") or {}).get("nodeName")) for p in running))
+        queue=str(meta["labels"][QUEUE_LABEL]), name=name, pods=len(pods), gpus_per_pod=gpus_per_pod,
+        phase="running" if running else "pending", recurring=recurring, priority=priority,
+        tolerations=tolerations, node_selector=selector,
+        nodes=tuple(str((p.get("spec") or {}).get("nodeName")) for p in running))

@@ -12,12 +12,14 @@ sanitised form. The ``value`` label of tolerations and taints arrives renamed (`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import pandas as pd
 
 from models.frames import ID, TIME, VALUE
 from predictor.errors import InputError
+from predictor.planner.quantity import MAX_GPUS
 from predictor.planner.workload import JobSummary, NodeSummary, Taint, Toleration, Workload
 
 __all__ = ["workload_from_ksm"]
@@ -33,7 +35,19 @@ def _latest(frames: Mapping[str, pd.DataFrame], name: str, *labels: str) -> pd.D
     missing = [c for c in labels if c not in frame.columns]
     if missing:
         raise InputError(f"kube-state-metrics {name}: series without label {missing[0]!r}")
-    return frame.sort_values(TIME).groupby(ID, sort=False).tail(1).fillna("")
+    newest = frame.sort_values(TIME).groupby(ID, sort=False).tail(1)
+    # Missing labels are "", the sample stays a number (a NaN sample filled with "" was a string downstream).
+    return newest.fillna({c: "" for c in newest.columns if c != VALUE})
+
+
+def _gpus(value: object, what: str) -> int:
+    """A sample as whole GPUs. NaN, ±Inf or above ``MAX_GPUS`` is no GPU count: an error, which the loop takes
+    as *workload unknown* (no floor) and ``predictor report`` prints as its one error line, rather than a
+    capability floor of 1e300 or a ValueError traceback."""
+    number = float(value)  # type: ignore[arg-type]
+    if not math.isfinite(number) or not 0 <= number <= MAX_GPUS:
+        raise InputError(f"kube-state-metrics: {what} has {number!r} GPUs, not a count within 0 … {MAX_GPUS:g}")
+    return round(number)
 
 
 def _by_pod(frame: pd.DataFrame, prefix: str) -> dict[Pod, dict[str, str]]:
@@ -65,9 +79,11 @@ def workload_from_ksm(frames: Mapping[str, pd.DataFrame], *, gpus_per_node: int 
     groups: dict[tuple[str, str], list[tuple[Pod, int, str]]] = {}
     for r in gpus.to_dict("records"):
         pod = (str(r["namespace"]), str(r["pod"]))
-        count, node = round(float(r[VALUE])), str(r.get("node", ""))
-        if pod not in phase or count <= 0:
-            continue  # finished, or no GPUs
+        if pod not in phase:
+            continue  # finished
+        count, node = _gpus(r[VALUE], f"pod {pod[0]}/{pod[1]}"), str(r.get("node", ""))
+        if count <= 0:
+            continue  # no GPUs
         if phase[pod] == "Running" and node:
             used[node] = used.get(node, 0) + count
         queue = labels.get(pod, {}).get("volcano_sh_queue_name")
@@ -103,7 +119,7 @@ def _nodes(frames: Mapping[str, pd.DataFrame], used: Mapping[str, int]) -> tuple
     out = []
     for r in _latest(frames, "node_gpus", "node").sort_values("node").to_dict("records"):
         name = str(r["node"])
-        gpus = 0 if name in off else round(float(r[VALUE]))
+        gpus = 0 if name in off else _gpus(r[VALUE], f"node {name}")
         out.append(NodeSummary(name, gpus, min(used.get(name, 0), gpus), node_labels.get(name, ()),
                                tuple(taints.get(name, []))))
     return tuple(out)

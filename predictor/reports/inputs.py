@@ -129,7 +129,10 @@ def inputs_from_directory(directory: Path) -> ReportInputs:
     fragmentation = None
     summary = directory / "summary.parquet"
     if summary.is_file():
-        table = pq.read_table(summary, columns=[TIME, "fragmentation_rate"]).to_pandas()
+        try:
+            table = pq.read_table(summary, columns=[TIME, "fragmentation_rate"]).to_pandas()
+        except (OSError, ValueError, KeyError) as exc:  # not Parquet, or without those columns
+            raise InputError(f"{summary}: cannot read {TIME} and fragmentation_rate: {exc}".splitlines()[0]) from exc
         recent = table[pd.to_datetime(table[TIME], utc=True) > newest - pd.Timedelta(days=7)]
         fragmentation = float(recent["fragmentation_rate"].mean()) if len(recent) else None
     allocated = _hourly(volcano["allocated"], "queue_name", 1 / 1000)

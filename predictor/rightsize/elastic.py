@@ -65,6 +65,9 @@ def idle_quota(deserved: pd.DataFrame, allocated: pd.DataFrame, window_h: float)
     Frames are Volcano's per-queue gauges in GPUs, long shape with a ``queue_name`` column; a queue or a
     time missing from either frame is not counted (no guess at idle quota).
     """
+    # A NaN or infinite gauge (Prometheus returns them as such) is no number of idle GPUs: left out like a gap.
+    deserved, allocated = (f[np.isfinite(pd.to_numeric(f[VALUE], errors="coerce"))] if not f.empty else f
+                           for f in (deserved, allocated))
     if deserved.empty or allocated.empty:
         return {}
     keys = ["queue_name", TIME]

@@ -153,6 +153,10 @@ def _dcgm_samples(util: pd.DataFrame, fb: pd.DataFrame, power: pd.DataFrame | No
             else keyed[key_cols[0]].astype(str)
         )[["namespace", "pod", "gpu_key", TIME, VALUE]].rename(columns={VALUE: column})
         samples = samples.merge(keyed, on=["namespace", "pod", "gpu_key", TIME], how="left")
+        # A negative or infinite reading is no reading (a Parquet directory is not value-checked): unknown,
+        # so it cannot turn a queue's energy negative in the report.
+        values = pd.to_numeric(samples[column], errors="coerce")
+        samples[column] = values.where(np.isfinite(values) & (values >= 0))
     for column in ("namespace", "pod"):
         samples[column] = samples[column].astype(str)
     return samples

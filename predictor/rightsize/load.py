@@ -140,10 +140,12 @@ def from_frame(frame: pd.DataFrame, where: str) -> RightsizeInput:
 
 def _queue_gpus(frame: pd.DataFrame) -> pd.DataFrame:
     """Volcano's raw per-queue gauge (milli-units, one series per resource) as GPUs per queue."""
-    if frame.empty or "queue_name" not in frame.columns or "resource" not in frame.columns:
+    # No value column: every sample was NaN (``from_frame`` drops all-empty columns), i.e. no data.
+    if frame.empty or any(c not in frame.columns for c in ("queue_name", "resource", VALUE)):
         return empty_history()
     gpus = frame[frame["resource"].astype(str) == GPU_RESOURCE]
-    summed = gpus.groupby(["queue_name", TIME])[VALUE].sum() / 1000
+    # min_count=1: a step whose samples are all NaN stays NaN (unknown; idle_quota leaves it out), not 0 GPUs
+    summed = gpus.groupby(["queue_name", TIME])[VALUE].sum(min_count=1) / 1000
     return summed.reset_index()
 
 

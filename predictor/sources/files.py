@@ -34,7 +34,9 @@ def read_frame(path: Path) -> pd.DataFrame:
         raise InputError(f"{path}: no such file")
     try:
         if suffix == ".csv":
-            return pd.read_csv(path)
+            # low_memory=False: in chunks, pandas warns about a column whose type changes between chunks
+            # (two lines on stderr before our one error line, or on a good run); whole, it just reads it.
+            return pd.read_csv(path, low_memory=False)
         return pd.read_parquet(path)
     except pd.errors.EmptyDataError as exc:
         raise InputError(f"{path}: the file is empty") from exc

@@ -13,9 +13,21 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
+from models.frames import VALUE
 from predictor.errors import InputError
 
 __all__ = ["read_metrics"]
+
+
+def _read(path: Path) -> pd.DataFrame:
+    """One metric file; a file that is not Parquet, or whose values are not numbers, is one error naming it."""
+    try:
+        frame: pd.DataFrame = pq.read_table(path).to_pandas()
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise InputError(f"{path}: cannot read as parquet: {exc}".splitlines()[0]) from exc
+    if VALUE in frame.columns and not pd.api.types.is_numeric_dtype(frame[VALUE]):
+        raise InputError(f"{path}: column {VALUE!r} is not numeric ({frame[VALUE].dtype})")
+    return frame
 
 
 def read_metrics(directory: Path, names: Sequence[str] | None = None) -> pd.DataFrame:
@@ -26,7 +38,7 @@ def read_metrics(directory: Path, names: Sequence[str] | None = None) -> pd.Data
         raise InputError(f"{directory}: no metric file(s) {', '.join(missing)}")
     if not files:
         raise InputError(f"{directory}: no metric files")
-    frames: list[pd.DataFrame] = [pq.read_table(f).to_pandas() for f in files]
+    frames: list[pd.DataFrame] = [_read(f) for f in files]
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     for column in frame.columns:
         if isinstance(frame[column].dtype, pd.CategoricalDtype):

@@ -123,6 +123,17 @@ def test_the_gang_floor_and_pool_ceiling_are_hard_in_the_plan() -> None:
     assert not [h for h in plan.held if h.code in ("gang_floor", "pool")]
 
 
+def test_a_pool_below_allocated_says_the_value_it_keeps() -> None:
+    """A queue whose jobs fit no node (pool 0) still runs 2 GPUs: capability stops at allocated, and the reason
+    says so instead of claiming it was lowered to 0 while the plan writes 2."""
+    workload = Workload((job("lost", 1, 2, node_selector=(("gpu", "none"),)),), NODES)
+    targets = shape_targets(targets_from_mapping({("lost", GPU): (8.0, 8.0, 0.0)}), workload, SETTINGS)
+    plan = plan_queues([queue("lost", 8.0, 4.0, allocated=2.0)], targets, SETTINGS, now=NOW)
+    change = {c.field: c for c in plan.changes}["capability"]
+    assert (change.after, change.code) == (2.0, "pool")
+    assert "0 GPUs of the nodes" in change.reason and "kept at the 2 GPUs allocated" in change.reason
+
+
 def test_a_field_already_at_its_shaped_target_is_neither_changed_nor_held() -> None:
     workload = Workload((job("q", 3, 8),), NODES)
     targets = shape_targets(targets_from_mapping({("q", GPU): (8.0, 8.0, 0.0)}), workload, SETTINGS)

@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 
 from models.frames import ID, TIME, VALUE
 from predictor.config import PrometheusSettings
+from predictor.errors import InputError
 from predictor.loop import SourceWorkload
 from predictor.planner.gangs import pool_gpus
 from predictor.planner.workload import Taint, Toleration
@@ -62,6 +64,23 @@ def test_gangs_pools_and_nodes_from_kube_state_metrics() -> None:
                                                                    ("n4", 8, 0)]
     assert workload.nodes[2].taints == (Taint("dedicated", "train", "NoSchedule"),)
     assert pool_gpus([big], workload) == 8.0  # only n3: a100 and the tolerated taint
+
+
+def test_nan_infinite_or_absurd_gpu_samples_make_the_workload_unknown() -> None:
+    """Prometheus returns NaN and ±Inf samples as such: a GPU count that is not one is an InputError (the loop
+    then plans without job data) instead of a ValueError crash, or 1e300 GPUs becoming a
+    capability floor; a finished pod's sample is not read at all."""
+    for bad in (float("nan"), float("inf"), 1e300):
+        pods = family(*({"namespace": "ml", "pod": p, "node": "n1", "value": v} for p, v in (("w-0", bad),
+                                                                                            ("w-1", 4))))
+        with pytest.raises(InputError, match=r"pod ml/w-0 has .* GPUs"):
+            workload_from_ksm({**FRAMES, "pod_gpus": pods})
+        with pytest.raises(InputError, match=r"node n1 has .* GPUs"):
+            workload_from_ksm({**FRAMES, "node_gpus": family({"node": "n1", "value": bad})})
+    finished = family({"namespace": "ml", "pod": "gone", "node": "n1", "value": float("nan")},
+                      {"namespace": "ml", "pod": "w-0", "node": "n1", "value": 4})
+    workload = workload_from_ksm({**FRAMES, "pod_gpus": finished})
+    assert workload is not None and [j.name for j in workload.jobs] == ["ml/w"]
 
 
 class Recording:

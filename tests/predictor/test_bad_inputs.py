@@ -46,6 +46,16 @@ def _nodes(*objects: dict[str, Any]) -> str:
     return json.dumps({"kind": "List", "items": list(objects or [node_object(f"n{i}") for i in range(2)])})
 
 
+def _pods(**spec: Any) -> str:
+    """A two-pod 8-GPU gang of team-a (``kubectl get pods -A -o json``); ``spec`` overrides pod spec fields."""
+    def pod(name: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "ns", "labels": {"volcano.sh/queue-name": "team-a",
+                                                                         "volcano.sh/job-name": "j"}},
+                "spec": {"containers": [{"resources": {"requests": {"nvidia.com/gpu": "8"}}}], **spec},
+                "status": {"phase": "Pending"}}
+    return json.dumps({"kind": "List", "items": [pod("p0"), pod("p1")]})
+
+
 def _quota(field: str, value: Any) -> dict[str, Any]:
     obj = queue_object("team-a", deserved=4, capability=8, guarantee=2, allocated=2)
     if field == "weight":
@@ -62,7 +72,8 @@ def files(tmp_path: Path) -> Files:
     """Good inputs; a case overwrites one of them with its bad version."""
     texts = {"history.csv": _history(), "forecast.csv": _forecast(), "queues.json": _queues(),
              "nodes.json": _nodes(), "demand.csv": "queue,peak\nteam-a,5\n", "jobs.csv": "job,gpus\nj1,1\n",
-             "profile.yaml": "name: p\nweights: {}\n", "settings.yaml": "loop: {interval_s: 3600}\n"}
+             "pods.json": _pods(), "profile.yaml": "name: p\nweights: {}\n",
+             "settings.yaml": "loop: {interval_s: 3600}\n"}
     paths = {name: tmp_path / name for name in texts}
     for name, text in texts.items():
         paths[name].write_text(text)
@@ -75,6 +86,18 @@ def files(tmp_path: Path) -> Files:
 def plan(f: Files) -> list[str]:
     return ["plan", "--queues", str(f["queues.json"]), "--forecast", str(f["forecast.csv"]), "--out", str(f["out"]),
             "--nodes", str(f["nodes.json"]), "--now", NOW.isoformat()]
+
+
+def plan_pods(f: Files) -> list[str]:
+    return [*plan(f), "--pods", str(f["pods.json"])]
+
+
+def _node_with(**fields: Any) -> dict[str, Any]:
+    obj = node_object("n0")
+    for path, value in fields.items():
+        part, key = path.split("__")
+        obj.setdefault(part, {})[key] = value
+    return obj
 
 
 def loop(f: Files) -> list[str]:
@@ -94,6 +117,14 @@ def backtest(f: Files) -> list[str]:
 
 def write(name: str, text: str) -> Callable[[Files], None]:
     return lambda f: f[name].write_text(text)
+
+
+def _mixed_types_csv(f: Files) -> None:
+    """A CSV large enough for pandas to read in chunks, with a column that is numeric in the first chunk and
+    text in a later one (what pandas reports as a DtypeWarning when it reads in chunks)."""
+    row = ",".join(["0"] * 20) + "\n"
+    text = ",".join(f"c{i}" for i in range(20)) + "\n" + row * 40000 + row.replace("0", "x", 2) * 40000
+    f["history.csv"].write_text(text)
 
 
 def out_is_a(kind: str, name: str = "") -> Callable[[Files], None]:
@@ -141,6 +172,41 @@ CASES: list[tuple[str, Callable[[Files], list[str]], Callable[[Files], None] | N
     ("plan-bad-now", lambda f: [*plan(f)[:-1], "tomorrowish"], None, "--now"),
     ("plan-out-is-a-file", plan, out_is_a("file"), "not a directory"),
     ("plan-plan-json-is-a-dir", plan, out_is_a("dir", "plan.json"), "is a directory"),
+    # plan --pods: the pod list (and, with it, node taints and labels)
+    ("plan-pods-empty-file", plan_pods, write("pods.json", ""), "pods.json"),
+    ("plan-pods-is-a-dir", plan_pods, lambda f: (f["pods.json"].unlink(), f["pods.json"].mkdir()), "directory"),
+    ("plan-pods-no-items", plan_pods, write("pods.json", "{}"), "expected a List"),
+    ("plan-pods-gpus-negative", plan_pods, write("pods.json", _pods().replace('"8"', '"-8"')), "negative"),
+    ("plan-pods-gpus-nan", plan_pods, write("pods.json", _pods().replace('"8"', '"NaN"')), "quantity"),
+    ("plan-pods-gpus-1e300", plan_pods, write("pods.json", _pods().replace('"8"', '"1e300"')), "above"),
+    ("plan-pods-spec-a-list", plan_pods, write("pods.json", json.dumps({"items": [{"metadata": {"name": "p"},
+                                                                                  "spec": [1]}]})), "spec"),
+    ("plan-pods-metadata-a-string", plan_pods, write("pods.json", json.dumps({"items": [{"metadata": "p"}]})),
+     "item 0: metadata"),
+    ("plan-pods-labels-a-list", plan_pods, write("pods.json", json.dumps({"items": [
+        {"metadata": {"name": "p", "labels": ["volcano.sh/queue-name"]}}]})), "labels"),
+    ("plan-pods-containers-a-string", plan_pods, write("pods.json", _pods(containers="gpu")), "containers"),
+    ("plan-pods-priority-a-word", plan_pods, write("pods.json", _pods(priority="high")), "spec.priority"),
+    ("plan-pods-node-selector-a-string", plan_pods, write("pods.json", _pods(nodeSelector="gpu=a100")),
+     "nodeSelector"),
+    ("plan-pods-tolerations-a-string", plan_pods, write("pods.json", _pods(tolerations="gpu")), "tolerations"),
+    ("plan-pods-toleration-bad-operator", plan_pods,
+     write("pods.json", _pods(tolerations=[{"key": "gpu", "operator": "Maybe"}])), "toleration"),
+    ("plan-pods-toleration-bad-effect", plan_pods,
+     write("pods.json", _pods(tolerations=[{"key": "gpu", "operator": "Exists", "effect": "Never"}])),
+     "toleration"),
+    ("plan-pods-taint-without-effect", plan_pods, write("nodes.json", _nodes(_node_with(spec__taints=[
+        {"key": "gpu"}]))), "nodes.json: node 'n0': taint"),
+    ("plan-pods-taints-a-string", plan_pods, write("nodes.json", _nodes(_node_with(spec__taints="gpu:NoSchedule"))),
+     "taints"),
+    ("plan-pods-node-labels-a-list", plan_pods, write("nodes.json", _nodes(_node_with(metadata__labels=["a"]))),
+     "labels"),
+    ("plan-pods-node-allocatable-1e300", plan_pods, write("nodes.json", _nodes(_node_with(
+        status__allocatable={"nvidia.com/gpu": "1e300"}))), "above"),
+    ("plan-nodes-metadata-a-string", plan, write("nodes.json", json.dumps({"items": [{"metadata": "n0"}]})),
+     "Node object"),
+    ("plan-nodes-allocatable-a-string", plan, write("nodes.json", _nodes(_node_with(status__allocatable="8"))),
+     "allocatable"),
     # loop --once on files
     ("loop-history-negative", loop, write("history.csv", _history([-3.0] * 48)), "negative"),
     ("loop-history-nan", loop, write("history.csv", _history([*[4.0] * 47, "nan"])), "NaN"),
@@ -166,6 +232,8 @@ CASES: list[tuple[str, Callable[[Files], list[str]], Callable[[Files], None] | N
     ("rightsize-history-negative", lambda f: ["rightsize", "--history", str(f["history.csv"]), "--out",
                                               str(f["out"] / "rs.csv")],
      write("history.csv", _history([-2.0] * 48)), "negative"),
+    ("rightsize-history-mixed-types", lambda f: ["rightsize", "--history", str(f["history.csv"]), "--out",
+                                                 str(f["out"] / "rs.csv")], _mixed_types_csv, "missing column"),
     ("rightsize-missing-history", lambda f: ["rightsize", "--history", str(f["out"] / "none.csv"), "--out",
                                              str(f["out"] / "rs.csv")], None, "none.csv"),
     ("diagnose-bad-at", lambda f: ["diagnose", "--history", str(f["history.csv"]), "--at", "whenever", "--out",

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from predictor.rightsize import RightsizeSettings, from_frame, recommend
+from predictor.rightsize import RightsizeSettings, from_frame, recommend, rightsize
 from predictor.rightsize.elastic import idle_quota
 from predictor.sources import read_metrics
 from tests.rightsize.simdata import FAMILIES, START
@@ -109,6 +109,21 @@ def test_idle_quota_is_the_least_idle_over_the_window() -> None:
     assert idle_quota(deserved, over, window_h=6) == {"a": 0.0}
 
 
+def test_idle_quota_leaves_out_nan_and_infinite_gauges() -> None:
+    """Prometheus returns NaN and ±Inf samples as such (and a Parquet directory is not value-checked): such a
+    step is no number of idle GPUs, so it is left out like a gap, and a queue with only such steps gets no
+    growth advice instead of a crash in the advice's arithmetic."""
+    times = pd.date_range("2026-03-02", periods=6, freq="1h", tz="UTC")
+    deserved = pd.DataFrame({"queue_name": "q", "timestamp": times, "value": [10.0, np.nan, 10.0, np.inf, 10.0, 10.0]})
+    allocated = pd.DataFrame({"queue_name": "q", "timestamp": times, "value": [4.0, 9.0, 4.0, 9.0, 4.0, np.nan]})
+    assert idle_quota(deserved, allocated, window_h=12) == {"q": 6.0}
+    assert idle_quota(deserved.assign(value=np.inf), allocated, window_h=12) == {}
+    unknown = idle_quota(deserved.assign(value=np.nan), allocated, window_h=12)
+    assert unknown == {}
+    kept = recommend(_lagging("slow", util=90.0, last_runtime_h=4.0), RightsizeSettings(risk=0.1), unknown).iloc[0]
+    assert kept["recommended_workers"] == 4
+
+
 def test_volcano_queue_gauges_feed_growth_advice(demand_out: Path) -> None:
     """Volcano's per-queue gauges (milli-GPUs, one series per resource) are read next to DCGM and
     kube-state-metrics as GPUs per queue; without them right-sizing says growth advice is off."""
@@ -125,3 +140,33 @@ def test_volcano_queue_gauges_feed_growth_advice(demand_out: Path) -> None:
     assert idle_quota(with_quota.deserved, with_quota.allocated, 6.0) == {queue: 3.0}
     assert not any("growth advice" in n for n in with_quota.notes)
     assert any("no growth advice" in n for n in from_frame(frame, "test").notes)
+
+
+def test_nan_volcano_gauges_are_no_quota_not_zero(demand_out: Path) -> None:
+    """A gauge whose samples are all NaN is no data (it once crashed with KeyError 'value', the all-NaN column
+    being dropped), and a NaN step is unknown, not 0 GPUs of deserved quota (a NaN sum was 0: idle 0)."""
+    frame = read_metrics(demand_out / "metrics", FAMILIES.split(","))
+    times = pd.date_range(START, periods=4, freq="1h")
+
+    def gauge(field: str, values: list[float]) -> pd.DataFrame:
+        return pd.DataFrame({"__name__": f"volcano_queue_{field}_scalar_resources", "queue_name": "q",
+                             "resource": "nvidia.com/gpu", "timestamp": times, "value": values})
+
+    nan = np.nan
+    no_data = from_frame(pd.concat([frame, gauge("deserved", [nan] * 4), gauge("allocated", [1000.0] * 4)]), "t")
+    assert no_data.deserved.empty and any("no growth advice" in n for n in no_data.notes)
+    gappy = from_frame(pd.concat([frame, gauge("deserved", [8000.0, nan, 8000.0, 8000.0]),
+                                  gauge("allocated", [1000.0] * 4)]), "t")
+    assert idle_quota(gappy.deserved, gappy.allocated, 12.0) == {"q": 7.0}
+
+
+def test_negative_power_readings_are_no_energy(demand_out: Path) -> None:
+    """DCGM power read from a Parquet directory is not value-checked: a negative reading is unknown, so no
+    run (and no queue in the report's energy section) gets negative energy, while good readings count."""
+    frame = read_metrics(demand_out / "metrics", FAMILIES.split(","))
+    util = frame[frame["__name__"] == "DCGM_FI_DEV_GPU_UTIL"]
+    power = util.assign(__name__="DCGM_FI_DEV_POWER_USAGE", value=np.where(np.arange(len(util)) % 2, -300.0, 300.0))
+    _, runs = rightsize(from_frame(pd.concat([frame, power], ignore_index=True), "t"), RightsizeSettings())
+    energy = runs["energy_kwh"].dropna()
+    assert len(energy) > 0 and (energy > 0).all()
+    assert (runs["power_mean_w"].dropna() == 300.0).all()
