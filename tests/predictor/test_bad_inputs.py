@@ -108,6 +108,11 @@ def write(name: str, text: str) -> Callable[[Files], None]:
     return lambda f: f[name].write_text(text)
 
 
+def add(name: str, text: str) -> Callable[[Files], None]:
+    """Append to a good file (the settings keep their output paths under the test's directory)."""
+    return lambda f: f[name].write_text(f[name].read_text() + text)
+
+
 def out_is_a(kind: str, name: str = "") -> Callable[[Files], None]:
     def make(f: Files) -> None:
         target = f["out"] / name if name else f["out"]
@@ -166,6 +171,11 @@ CASES: list[tuple[str, Callable[[Files], list[str]], Callable[[Files], None] | N
     ("loop-queues-escaping", loop, write("queues.json", _queues(queue_object("../x", deserved=1, capability=1))),
      "not a valid queue name"),
     ("loop-quota-1e400", loop, write("queues.json", _queues(_quota("deserved", "1e400"))), "too large"),
+    ("loop-xdp-without-targets", loop, add("settings.yaml", "loop: {xdp: {enabled: true}}\n"), "loop.xdp.targets"),
+    ("loop-xdp-capacity-negative", loop, add("settings.yaml", "loop: {xdp: {enabled: true, targets: [eth1], "
+                                                              "capacity_bps: -5}}\n"), "loop.xdp.capacity_bps"),
+    ("loop-xdp-capacity-inf", loop, add("settings.yaml", "loop: {xdp: {enabled: true, targets: [eth1], "
+                                                         "capacity_bps: .inf}}\n"), "loop.xdp.capacity_bps"),
     ("loop-bad-interval", lambda f: [*loop(f), "--interval", "often"], None, "--interval"),
     ("loop-missing-history", loop, lambda f: f["history.csv"].unlink(), "no such file"),
     ("loop-unknown-model", lambda f: [*loop(f), "--model", "nosuch"], None, "unknown forecaster"),
@@ -175,7 +185,7 @@ CASES: list[tuple[str, Callable[[Files], list[str]], Callable[[Files], None] | N
     ("demand-pending-nan", demand, write("pending.csv", _history([*[1.0] * 47, "nan"])), "pending.csv"),
     ("demand-pending-negative", demand, write("pending.csv", _history([-2.0] * 48)), "negative"),
     ("demand-pending-is-a-dir", demand, lambda f: (f["pending.csv"].unlink(), f["pending.csv"].mkdir()),
-     "pending.csv"),
+     "pending.csv: is a directory"),
     ("demand-no-such-registry", demand, None, "no such database file"),
     # forecast and backtest
     ("forecast-history-negative", forecast, write("history.csv", _history([-1.0] * 48)), "negative"),
