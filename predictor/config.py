@@ -123,7 +123,8 @@ class XdpLoopSettings(BaseModel):
     targets: list[str] = Field(
         default_factory=list, description="Steering target interfaces, the same on every node (what "
         "`predictor xdp load --targets` loaded).")
-    capacity_bps: float = Field(25e9, gt=0, description="Link capacity of each target, bits per second.")
+    capacity_bps: float = Field(25e9, gt=0, allow_inf_nan=False,
+                                description="Link capacity of each target, bits per second.")
     node_label: str = Field("node", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$",
                             description="Label naming the node on node_exporter series.")
     exclude_devices: str = Field(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from predictor.commands._common import console, settings_from
+from predictor.errors import InputError
 from predictor.timeparse import parse_time
 
 if TYPE_CHECKING:
@@ -54,13 +55,13 @@ def demand_command(
     """Predict each queue's GPU peak over the next hours with the gpu-demand champion (as registered).
 
     One row per queue with a prediction; a queue without job data or a week of history gets no row, and
-    the reason is printed (its demand is unknown, not zero).
+    the reason is printed (its demand is unknown, not zero). No champion, or one that cannot be loaded, is
+    an error and nothing is written (an empty file would read as "every queue unknown" to `plan --demand`).
     """
     import pandas as pd
 
-    from predictor.errors import InputError
     from predictor.loop.demand import RegistryDemand
-    from predictor.registry import ModelRegistry
+    from predictor.registry import DEMAND_FAMILY, ModelRegistry
     from predictor.sources.files import write_frame
 
     settings = settings_from(ctx, config=config)
@@ -69,14 +70,29 @@ def demand_command(
     if jobs is None:
         raise InputError("--history is a file: give the pending jobs with --pending too (or read both from "
                          "Prometheus), since demand without job data is unknown")
+    if pending is not None:
+        jobs.pending(at)  # a bad --pending file is named even when no champion would have read it
+    _check_local_store(settings.mlflow.tracking_uri)
     frame = _history(settings, history).history(at)
     prediction = RegistryDemand(ModelRegistry(settings.mlflow), jobs, resource=settings.planner.resource).demand(
         frame, at)
+    if not prediction.versions:  # the loop would plan on the forecast alone; this command has nothing to write
+        why = next(iter(prediction.unknown.values()), f"no champion for {DEMAND_FAMILY} could be read")
+        raise InputError(f"no {DEMAND_FAMILY} model served ({settings.mlflow.tracking_uri}): {why}; nothing written")
     write_frame(prediction.frame, out)
     model = ", ".join(f"{k} v{v}" for k, v in prediction.versions.items()) or "no model"
     console.print(f"wrote {len(prediction.frame)} queues to {out} ({model})", markup=False, highlight=False)
     for queue, why in sorted(prediction.unknown.items()):
         console.print(f"demand unknown for {queue}: {why}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _check_local_store(uri: str) -> None:
+    """A sqlite tracking URI naming no file: MLflow would create an empty store there and find no champion."""
+    if uri.startswith("sqlite:///") and uri != "sqlite:///:memory:":
+        path = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+        if not path.is_file():
+            raise InputError(f"mlflow.tracking_uri {uri}: no such database file {path} (train a model first, or "
+                             "set PREDICTOR_MLFLOW__TRACKING_URI)")
 
 
 def _history(settings: Settings, history: Path | None) -> HistoryReader:

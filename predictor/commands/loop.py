@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from models.frames import TIME
+from models.frames import ID, TIME
 from predictor.commands._common import console, settings_from
 from predictor.errors import ConfigError, InputError
 from predictor.timeparse import parse_duration, parse_time
@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # annotations only: the loop, the actuator and their clients 
     from predictor.loop import ClusterReader, Forecaster, HistoryReader, Loop, WorkloadReader
     from predictor.loop.demand import DemandReader, JobsReader
     from predictor.loop.leader import LeaseLock
+    from predictor.planner import PlannerSettings, QueueState
 
 __all__ = ["register"]
 
@@ -83,7 +84,7 @@ def plan_command(
     frame[TIME] = parse_timestamps(frame[TIME], forecast, TIME)
     check_forecast_columns(frame, p, source=str(forecast))
     at = parse_time(now, name="--now") if now else frame[TIME].min()
-    demand_frame = read_frame(demand) if demand else None
+    demand_frame = _read_demand(demand, live, p) if demand else None
     allocatable = allocatable_from_nodes(read_structured(nodes, "--nodes", InputError), forecast_resources(frame, p),
                                          source=str(nodes)) if nodes else None
     workload = None
@@ -99,6 +100,36 @@ def plan_command(
     write_plan_dir(plan, list(items or []), out, models=_file_models(frame, demand_frame))
     console.print(_summary(f"plan at {at.isoformat()} → {out}", len(plan.changes),
                            Counter(h.code for h in plan.held)))
+
+
+def _read_demand(path: Path, live: list[QueueState], p: PlannerSettings) -> pd.DataFrame:
+    """The ``--demand`` file, checked here so that every error names it: numbers in range, one row per queue
+    and resource. Rows for queues not in ``--queues`` are left out with one note (like forecast series)."""
+    from predictor.planner.demand_rule import demand_peaks
+    from predictor.sources.files import read_frame
+
+    frame = read_frame(path)
+    try:
+        peaks = demand_peaks(frame, p)
+    except InputError as exc:
+        raise InputError(f"{path}: {str(exc).removeprefix('demand frame: ').removeprefix('demand frame ')}") from exc
+    if not frame.empty:
+        queues = frame["queue" if "queue" in frame.columns else ID].astype(str)
+        resources = frame["resource"].astype(str) if "resource" in frame.columns else p.resource
+        keys = list(zip(queues, [resources] * len(frame) if isinstance(resources, str) else resources, strict=True))
+        seen: set[tuple[str, str]] = set()
+        for queue, resource in keys:
+            if (queue, resource) in seen:
+                raise InputError(f"{path}: two rows for queue {queue!r} and resource {resource!r} (give one "
+                                 "peak per queue)")
+            seen.add((queue, resource))
+    known = {q.name for q in live}
+    stray = sorted({queue for queue, _ in peaks} - known)
+    if stray:
+        console.print(f"note: {path}: demand for {len(stray)} queue(s) not in --queues left out: "
+                      f"{', '.join(stray[:5])}{' …' if len(stray) > 5 else ''}", markup=False, highlight=False,
+                      soft_wrap=True)
+    return frame
 
 
 def _file_models(forecast: pd.DataFrame, demand: pd.DataFrame | None) -> dict[str, str] | None:

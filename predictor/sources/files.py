@@ -31,7 +31,7 @@ def read_frame(path: Path) -> pd.DataFrame:
     """Read a CSV or Parquet file as it is, with errors that name the file."""
     suffix = _check_suffix(path)
     if not path.is_file():
-        raise InputError(f"{path}: no such file")
+        raise InputError(f"{path}: {'is a directory, not a file' if path.is_dir() else 'no such file'}")
     try:
         if suffix == ".csv":
             # low_memory=False: in chunks, pandas warns about a column whose type changes between chunks

@@ -9,6 +9,7 @@ planned audit record and ``plan.json`` cite the model URIs served; ``predictor d
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -197,3 +198,32 @@ def test_predictor_loop_once_with_pending_serves_the_champion(
     assert main([*args, "--force"]) == 0
     assert json.loads((tmp_path / "plans" / "plan.json").read_text())["models"] == {
         "gpu-forecast": "seasonal_naive_24 (unregistered)"}
+
+
+def test_predictor_demand_with_a_champion_that_cannot_load_writes_nothing_and_says_why(
+        champion: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The champion's artifacts were deleted: one error line naming the registry, exit 1, no demand file
+    (an empty one would read as "every queue unknown" to `plan --demand`)."""
+    uri, version = champion
+    shutil.rmtree(tmp_path / "mlruns")
+    _history().to_csv(tmp_path / "history.csv", index=False)
+    _pending().to_csv(tmp_path / "pending.csv", index=False)
+    out = tmp_path / "demand.csv"
+    code = main(["demand", "--history", str(tmp_path / "history.csv"), "--pending", str(tmp_path / "pending.csv"),
+                 "--now", NOW.isoformat(), "--out", str(out)])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert code == 1 and not out.exists()
+    assert len(errors) == 1 and uri in errors[0] and "gpu-demand" in errors[0] and f"v{version}" in errors[0]
+
+
+def test_plan_demand_rows_for_queues_not_in_the_queue_list_are_left_out_with_a_note(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inputs = write_plan_inputs(tmp_path, NOW)
+    FromBase().forecast(pd.DataFrame(), horizon=25)[0].to_csv(tmp_path / "forecast.csv", index=False)
+    (tmp_path / "demand.csv").write_text("queue,peak\nteam-a,12\nteam-typo,40\n")
+    assert main(["plan", "--queues", str(inputs["queues"]), "--forecast", str(tmp_path / "forecast.csv"),
+                 "--demand", str(tmp_path / "demand.csv"), "--out", str(tmp_path / "out"),
+                 "--now", NOW.isoformat()]) == 0
+    assert "demand for 1 queue(s) not in --queues left out: team-typo" in capsys.readouterr().out
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert "team-typo" not in {c["queue"] for c in plan["changes"]} | {h["queue"] for h in plan["held"]}

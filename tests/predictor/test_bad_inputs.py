@@ -71,13 +71,16 @@ def _quota(field: str, value: Any) -> dict[str, Any]:
 def files(tmp_path: Path) -> Files:
     """Good inputs; a case overwrites one of them with its bad version."""
     texts = {"history.csv": _history(), "forecast.csv": _forecast(), "queues.json": _queues(),
-             "nodes.json": _nodes(), "demand.csv": "queue,peak\nteam-a,5\n", "jobs.csv": "job,gpus\nj1,1\n",
+             "nodes.json": _nodes(), "demand.csv": "queue,peak\nteam-a,5\n",
+             "pending.csv": _history([2.0] * 48), "jobs.csv": "job,gpus\nj1,1\n",
              "pods.json": _pods(), "profile.yaml": "name: p\nweights: {}\n",
              "settings.yaml": "loop: {interval_s: 3600}\n"}
     paths = {name: tmp_path / name for name in texts}
     for name, text in texts.items():
         paths[name].write_text(text)
     paths["out"] = tmp_path / "out"
+    paths["mlflow.yaml"] = tmp_path / "mlflow.yaml"  # a registry that does not exist: must not be created
+    paths["mlflow.yaml"].write_text(f"mlflow: {{tracking_uri: 'sqlite:///{tmp_path / 'none.db'}'}}\n")
     paths["settings.yaml"].write_text(f"actuators: {{audit_log: {tmp_path / 'out' / 'audit.jsonl'}, "
                                       f"plan_dir: {tmp_path / 'out' / 'plans'}}}\n")
     return paths
@@ -105,6 +108,15 @@ def loop(f: Files) -> list[str]:
             "--queues", str(f["queues.json"]), "--model", "naive"]
 
 
+def demand(f: Files) -> list[str]:
+    return ["demand", "--config", str(f["mlflow.yaml"]), "--history", str(f["history.csv"]), "--pending",
+            str(f["pending.csv"]), "--out", str(f["out"] / "demand.csv")]
+
+
+def plan_demand(f: Files) -> list[str]:
+    return [*plan(f), "--demand", str(f["demand.csv"])]
+
+
 def forecast(f: Files) -> list[str]:
     return ["forecast", "--history", str(f["history.csv"]), "--out", str(f["out"] / "fc.csv"), "--horizon", "2",
             "--model", "naive"]
@@ -125,6 +137,11 @@ def _mixed_types_csv(f: Files) -> None:
     row = ",".join(["0"] * 20) + "\n"
     text = ",".join(f"c{i}" for i in range(20)) + "\n" + row * 40000 + row.replace("0", "x", 2) * 40000
     f["history.csv"].write_text(text)
+
+
+def add(name: str, text: str) -> Callable[[Files], None]:
+    """Append to a good file (the settings keep their output paths under the test's directory)."""
+    return lambda f: f[name].write_text(f[name].read_text() + text)
 
 
 def out_is_a(kind: str, name: str = "") -> Callable[[Files], None]:
@@ -169,6 +186,11 @@ CASES: list[tuple[str, Callable[[Files], list[str]], Callable[[Files], None] | N
      write("demand.csv", "queue,peak\nteam-a,1e308\n"), "demand"),
     ("plan-demand-negative", lambda f: [*plan(f), "--demand", str(f["demand.csv"])],
      write("demand.csv", "queue,peak\nteam-a,-3\n"), "demand"),
+    ("plan-demand-no-peak", plan_demand, write("demand.csv", "queue,resource\nteam-a,nvidia.com/gpu\n"),
+     "demand.csv: needs a queue"),
+    ("plan-demand-text-peak", plan_demand, write("demand.csv", "queue,peak\nteam-a,lots\n"), "demand.csv: column"),
+    ("plan-demand-queue-twice", plan_demand, write("demand.csv", "queue,peak\nteam-a,5\nteam-a,3\n"),
+     "demand.csv: two rows for queue 'team-a'"),
     ("plan-bad-now", lambda f: [*plan(f)[:-1], "tomorrowish"], None, "--now"),
     ("plan-out-is-a-file", plan, out_is_a("file"), "not a directory"),
     ("plan-plan-json-is-a-dir", plan, out_is_a("dir", "plan.json"), "is a directory"),
@@ -215,9 +237,22 @@ CASES: list[tuple[str, Callable[[Files], list[str]], Callable[[Files], None] | N
     ("loop-queues-escaping", loop, write("queues.json", _queues(queue_object("../x", deserved=1, capability=1))),
      "not a valid queue name"),
     ("loop-quota-1e400", loop, write("queues.json", _queues(_quota("deserved", "1e400"))), "too large"),
+    ("loop-xdp-without-targets", loop, add("settings.yaml", "loop: {xdp: {enabled: true}}\n"), "loop.xdp.targets"),
+    ("loop-xdp-capacity-negative", loop, add("settings.yaml", "loop: {xdp: {enabled: true, targets: [eth1], "
+                                                              "capacity_bps: -5}}\n"), "loop.xdp.capacity_bps"),
+    ("loop-xdp-capacity-inf", loop, add("settings.yaml", "loop: {xdp: {enabled: true, targets: [eth1], "
+                                                         "capacity_bps: .inf}}\n"), "loop.xdp.capacity_bps"),
     ("loop-bad-interval", lambda f: [*loop(f), "--interval", "often"], None, "--interval"),
     ("loop-missing-history", loop, lambda f: f["history.csv"].unlink(), "no such file"),
     ("loop-unknown-model", lambda f: [*loop(f), "--model", "nosuch"], None, "unknown forecaster"),
+    # predictor demand: the pending-jobs file, the registry
+    ("demand-pending-missing-column", demand, write("pending.csv", "series_id,timestamp\nteam-a,2026-11-02\n"),
+     "pending.csv: missing column"),
+    ("demand-pending-nan", demand, write("pending.csv", _history([*[1.0] * 47, "nan"])), "pending.csv"),
+    ("demand-pending-negative", demand, write("pending.csv", _history([-2.0] * 48)), "negative"),
+    ("demand-pending-is-a-dir", demand, lambda f: (f["pending.csv"].unlink(), f["pending.csv"].mkdir()),
+     "pending.csv: is a directory"),
+    ("demand-no-such-registry", demand, None, "no such database file"),
     # forecast and backtest
     ("forecast-history-negative", forecast, write("history.csv", _history([-1.0] * 48)), "negative"),
     ("forecast-history-nan", forecast, write("history.csv", _history(["nan"] * 48)), "NaN"),
