@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -30,12 +30,16 @@ from models.forecast import (
     score_records,
     summarize,
 )
+from models.forecast.chunked import DEFAULT_CHUNK_SIZE
 from models.frames import ID, TIME
 from pipelines.forecast_plots import forecast_plots
 from predictor.config import Settings
 from predictor.errors import InputError, ModelError
 from predictor.registry import FORECAST_FAMILY, ModelRegistry, ModelVersionInfo, Verdict, git_revision, judge, settle
 from predictor.sources.queries import CLUSTER_DEMAND, QUEUE_DEMAND
+
+if TYPE_CHECKING:
+    from pipelines.forecast_fanout import FannedOut
 
 __all__ = [
     "DEFAULT_QUERIES",
@@ -65,6 +69,7 @@ class ForecastJob:
     levels: tuple[int, ...] = (80, 95)
     freq: str = "1h"
     model_params: Mapping[str, Any] = field(default_factory=dict)
+    chunk_size: int = DEFAULT_CHUNK_SIZE  # series per training task (pipelines.forecast_fanout)
 
     @property
     def origin_step(self) -> int:
@@ -240,23 +245,34 @@ def load_prometheus_history(
     return frame
 
 
+def _fanned(estimator: BaseForecaster, history: pd.DataFrame, job: ForecastJob, *, name: str | None = None,
+            fit: bool = True) -> FannedOut:
+    """Backtest (and fit) chunk by chunk on the command's executor (``pipelines.fanout``)."""
+    from pipelines.forecast_fanout import fit_and_backtest
+
+    return fit_and_backtest(
+        estimator, history, horizon=job.horizon, windows=job.windows, step=job.origin_step, levels=job.levels,
+        name=name or job.model, chunk_size=job.chunk_size, fit=fit,
+    )
+
+
 def _backtest(
     estimator: BaseForecaster, history: pd.DataFrame, job: ForecastJob, name: str | None = None
 ) -> tuple[pd.DataFrame, float]:
     """Per-window metrics over the job's rolling origins, and the promotion score they give."""
-    per_window = evaluate(
-        estimator, history, horizon=job.horizon, windows=job.windows, step=job.origin_step, name=name or job.model
-    )
+    per_window = _fanned(estimator, history, job, name=name, fit=False).per_window
     return per_window, _score(per_window)
 
 
-def _fit_final(estimator: BaseForecaster, history: pd.DataFrame, job: ForecastJob) -> pd.DataFrame:
+def _fit_final_model(
+    estimator: BaseForecaster, history: pd.DataFrame, horizon: int, levels: tuple[int, ...]
+) -> tuple[BaseForecaster, pd.DataFrame]:
     """Fit the version to register on all of the history; its forecast is what the fan chart shows."""
     try:
-        forecast: pd.DataFrame = estimator.fit(history).predict(job.horizon, level=job.levels)
+        forecast: pd.DataFrame = estimator.fit(history).predict(horizon, level=levels)
     except ValueError as exc:
         raise _model_error(exc) from exc
-    return forecast
+    return estimator, forecast
 
 
 def _compare_with_champion(
@@ -299,7 +315,7 @@ def _run_params(job: ForecastJob, history: pd.DataFrame, estimator: BaseForecast
         "data_end": history[TIME].max().isoformat(),
         "n_series": history[ID].nunique(),
         "n_points": len(history),
-        **{f"model.{k}": v for k, v in estimator.get_params().items() if not isinstance(v, dict)},
+        **{f"model.{k}": v for k, v in estimator.get_params().items() if not isinstance(v, dict | BaseForecaster)},
     }
 
 
@@ -351,10 +367,13 @@ def train_forecast(
 ) -> TrainOutcome:
     """Backtest, fit, compare with the champion, log and register one ``gpu-forecast`` version; promote if better."""
     registry = registry or ModelRegistry(settings.mlflow)
-    estimator = make_model(job.model, horizon=job.horizon, freq=job.freq, params=job.model_params)
-    per_window, score = _backtest(estimator, history, job)
+    template = make_model(job.model, horizon=job.horizon, freq=job.freq, params=job.model_params)
+    fanned = _fanned(template, history, job)  # chunks of series, on the executor the command chose
+    if fanned.model is None or fanned.forecast is None:  # fit=True always returns both
+        raise ModelError("training fitted no model")
+    estimator, per_window, forecast = fanned.model, fanned.per_window, fanned.forecast
+    score = _score(per_window)
     per_series = summarize(per_window)
-    forecast = _fit_final(estimator, history, job)
     verdict = _compare_with_champion(settings, registry, history, job, score)
     metrics = _run_metrics(per_window, score, verdict)
     info = _log_version(
