@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,14 +32,12 @@ from models.forecast import (
 )
 from models.forecast.chunked import DEFAULT_CHUNK_SIZE
 from models.frames import ID, TIME
+from pipelines.forecast_fanout import FannedOut, fit_and_backtest
 from pipelines.forecast_plots import forecast_plots
 from predictor.config import Settings
 from predictor.errors import InputError, ModelError
 from predictor.registry import FORECAST_FAMILY, ModelRegistry, ModelVersionInfo, Verdict, git_revision, judge, settle
 from predictor.sources.queries import CLUSTER_DEMAND, QUEUE_DEMAND
-
-if TYPE_CHECKING:
-    from pipelines.forecast_fanout import FannedOut
 
 __all__ = [
     "DEFAULT_QUERIES",
@@ -248,11 +246,9 @@ def load_prometheus_history(
 def _fanned(estimator: BaseForecaster, history: pd.DataFrame, job: ForecastJob, *, name: str | None = None,
             fit: bool = True) -> FannedOut:
     """Backtest (and fit) chunk by chunk on the command's executor (``pipelines.fanout``)."""
-    from pipelines.forecast_fanout import fit_and_backtest
-
     return fit_and_backtest(
         estimator, history, horizon=job.horizon, windows=job.windows, step=job.origin_step, levels=job.levels,
-        name=name or job.model, chunk_size=job.chunk_size, fit=fit,
+        name=name or job.model, chunk_size=job.chunk_size, fit=fit, backtest=evaluate, fit_final=_fit_final_model,
     )
 
 

@@ -10,6 +10,7 @@ data only; registering the result in MLflow stays with the caller, once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -23,10 +24,19 @@ from pipelines.fanout import Executor, current_executor
 __all__ = ["ChunkResult", "ChunkTask", "FannedOut", "fit_and_backtest", "run_chunk"]
 
 
+# What the forecast pipeline does to one chunk (``pipelines.forecast.evaluate`` and its final fit), passed in
+# rather than imported so this module stays below the pipeline that uses it; module-level functions pickle
+# by name, so a worker imports them from the installed package.
+Backtest = Callable[..., pd.DataFrame]
+FitFinal = Callable[[BaseForecaster, pd.DataFrame, int, tuple[int, ...]], tuple[BaseForecaster, pd.DataFrame]]
+
+
 @dataclass(frozen=True)
 class ChunkTask:
     """One chunk's work: what a worker receives (picklable: an unfitted template and a slice of history)."""
 
+    backtest: Backtest
+    fit_final: FitFinal
     template: BaseForecaster
     history: pd.DataFrame
     horizon: int
@@ -56,15 +66,12 @@ class FannedOut:
 
 def run_chunk(task: ChunkTask) -> ChunkResult:
     """Backtest and fit one chunk (runs in a worker: no MLflow, no files)."""
-    # imported here: pipelines.forecast imports this module inside train_forecast
-    from pipelines.forecast import _fit_final_model, evaluate
-
-    per_window = evaluate(
+    per_window = task.backtest(
         clone(task.template), task.history, horizon=task.horizon, windows=task.windows, step=task.step, name=task.name
     )
     if not task.fit:
         return ChunkResult(per_window, None, None)
-    model, forecast = _fit_final_model(clone(task.template), task.history, task.horizon, task.levels)
+    model, forecast = task.fit_final(clone(task.template), task.history, task.horizon, task.levels)
     return ChunkResult(per_window, model, forecast)
 
 
@@ -72,6 +79,8 @@ def fit_and_backtest(
     estimator: BaseForecaster,
     history: pd.DataFrame,
     *,
+    backtest: Backtest,
+    fit_final: FitFinal,
     horizon: int,
     windows: int,
     step: int,
@@ -91,7 +100,9 @@ def fit_and_backtest(
     chunks = chunk_series(history, size)
     ids = history[ID].astype(str)
     tasks = [
-        ChunkTask(template, history[ids.isin(chunk)], horizon, windows, step, tuple(levels), name, fit)
+        ChunkTask(
+            backtest, fit_final, template, history[ids.isin(chunk)], horizon, windows, step, tuple(levels), name, fit
+        )
         for chunk in chunks
     ]
     results = (executor or current_executor()).map(run_chunk, tasks)
