@@ -8,6 +8,7 @@ private temp dir, and every process it started is ended by pid on the way out, a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -73,10 +74,8 @@ def _pids_under(marker: str) -> list[int]:
 def _end(pids: list[int]) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in pids):
             time.sleep(0.2)
