@@ -83,7 +83,8 @@ class ProcessExecutor:
 
 
 class RayExecutor:
-    """Chunks as Ray tasks on the cluster at ``address`` (``auto``: the one this machine runs).
+    """Chunks as Ray tasks on the cluster at ``address`` (``auto``: the one this machine runs; ``local``: a new
+    single-machine cluster that ends with this process, for benches and trials).
 
     Connecting fails with one line naming the address when Ray is missing or the cluster cannot be reached.
     """
@@ -99,7 +100,8 @@ class RayExecutor:
         self.name = f"Ray at {address}"
         _check_reachable(address, connect_timeout_s)
         try:
-            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+            extra: dict[str, Any] = {"include_dashboard": False} if address == "local" else {}
+            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, **extra)
         except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError... all mean "not there"
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise InputError(f"--ray {address}: cannot connect to a Ray cluster: {first}") from exc
@@ -117,12 +119,12 @@ class RayExecutor:
 
 def _check_reachable(address: str, timeout_s: float) -> None:
     """Fail in seconds, naming the address, where Ray itself would retry an unreachable one for minutes."""
-    if address == "auto":
-        return  # Ray finds the local cluster from its own files and says at once when there is none
+    if address in ("auto", "local"):
+        return  # auto: Ray finds this machine's cluster from its own files; local: Ray starts a throwaway one
     hostport = address.removeprefix("ray://").rsplit("/", 1)[0]
     host, sep, port = hostport.rpartition(":")
     if not sep or not port.isdigit():
-        raise InputError(f"--ray {address}: not an address (host:port, ray://host:port or auto)")
+        raise InputError(f"--ray {address}: not an address (host:port, ray://host:port, auto or local)")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
     except OSError as exc:
@@ -143,7 +145,7 @@ def make_executor(ray: str | None = None, processes: int | None = None) -> Execu
         raise InputError("give --ray or --processes, not both")
     if ray is not None:
         if not ray.strip():
-            raise InputError("--ray needs an address (host:port, ray://host:port or auto)")
+            raise InputError("--ray needs an address (host:port, ray://host:port, auto or local)")
         return RayExecutor(ray.strip())
     if processes is not None:
         return ProcessExecutor(processes)
