@@ -194,7 +194,7 @@ def register(
         ray: Annotated[
             str | None,
             typer.Option("--ray", metavar="ADDRESS",
-                         help="Run fits and backtests as Ray tasks on this cluster (host:port, ray://..., auto, local)."),
+                         help="Run fits and backtests as Ray tasks there (host:port, ray://..., auto, local)."),
         ] = None,
         processes: Annotated[
             int | None, typer.Option("--processes", min=1, help="Run fits and backtests in N local processes.")

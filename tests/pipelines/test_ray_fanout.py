@@ -1,9 +1,10 @@
 """Training fan-out on Ray: a real local cluster (a head and one worker node on 127.0.0.1) trains the same model.
 
 A user relies on: ``retrain --ray ADDRESS`` registers the same model (state arrays) with the same backtest
-metrics as the serial run, registered once by the driver; a missing Ray or an unreachable address is one
-clear error line, not minutes of retries. The cluster is started with the ``ray`` CLI on free ports under a
-private temp dir, and every process it started is ended by pid on the way out, also when the test fails.
+metrics as the serial run, registered once by the driver, and builds the same root-cause training windows;
+a missing Ray or an unreachable address is one clear error line, not minutes of retries. The cluster is
+started with the ``ray`` CLI on free ports under a private temp dir, and every process it started is ended
+by pid on the way out, also when the test fails.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import pytest
 from models.state import to_state
 from pipelines.fanout import RayExecutor, make_executor, use_executor
 from pipelines.forecast import ForecastJob, train_forecast
+from pipelines.rca import QUICK_HELDOUT, QUICK_TRAIN
+from pipelines.rca_data import build_dataset
 from predictor import cli
 from predictor.config import MlflowSettings, Settings
 from predictor.errors import InputError
@@ -130,6 +133,12 @@ def test_ray_fanout_registers_the_same_model_and_metrics_as_the_serial_run(
     for name, array in arrays_a.items():
         np.testing.assert_array_equal(arrays_b[name], array, err_msg=name)
     assert "ChunkedForecaster" in str(meta_a["root"])[:200]  # five series in chunks of two: three fitted parts
+
+    # the root-cause family's slow part, its simulated scenarios, fans out the same way
+    scenarios = (*QUICK_TRAIN, *QUICK_HELDOUT)
+    with use_executor(make_executor(ray=ray_cluster)):
+        windows_on_ray = build_dataset(scenarios)
+    pd.testing.assert_frame_equal(windows_on_ray, build_dataset(scenarios))
 
 
 def test_an_unreachable_address_is_one_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
