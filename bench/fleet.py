@@ -203,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         ("serial", SerialExecutor), (f"{args.workers} local processes", lambda: ProcessExecutor(args.workers))
     ]
     if not args.no_ray:
+        # Ray's memory monitor kills tasks when the *machine* is above 95 % memory; on a shared bench machine that
+        # is other tenants' memory (a task here holds ~0.4 GB), and the killed tasks retry forever
+        os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
         runs.append((f"local Ray ({os.cpu_count()} CPUs)", lambda: make_executor(ray="local")))
     for name, factory in runs:
         t_start = time.perf_counter()
