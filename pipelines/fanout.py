@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import socket
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextvars import ContextVar
@@ -59,6 +61,22 @@ class SerialExecutor:
         return None
 
 
+def _one_thread_each() -> None:
+    """Runs first in each worker process: one math thread each, as Ray gives a task with ``num_cpus=1``.
+
+    Otherwise every worker starts a BLAS/OpenMP/torch pool as wide as the machine, and N workers on N cores
+    run N² threads and lose to the serial run (measured by ``bench/fleet.py``).
+    """
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = "1"  # for libraries loaded from now on
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1)  # and those a spawned worker's __main__ already loaded
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
 class ProcessExecutor:
     """Chunks in ``workers`` local processes (spawned: forking a process that loaded torch is not safe)."""
 
@@ -73,7 +91,9 @@ class ProcessExecutor:
         if len(items) <= 1:
             return [fn(item) for item in items]
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=get_context("spawn"))
+            self._pool = ProcessPoolExecutor(
+                self.workers, mp_context=get_context("spawn"), initializer=_one_thread_each
+            )
         return list(self._pool.map(fn, items))
 
     def close(self) -> None:

@@ -91,7 +91,9 @@ def ray_cluster() -> Iterator[str]:
     port = _free_port()
     address = f"127.0.0.1:{port}"
     # the workers import this checkout exactly as the test process does
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "RAY_USAGE_STATS_ENABLED": "0"}
+    # (and the machine's memory, shared with other jobs, must not make Ray kill and retry these tasks forever)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_memory_monitor_refresh_ms": "0"}
     common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--object-store-memory", str(80 * 2**20)]
     ray_cli = [sys.executable, "-m", "ray.scripts.scripts", "start", "--temp-dir", temp]
     try:
