@@ -93,14 +93,17 @@ def ray_cluster() -> Iterator[str]:
     # the workers import this checkout exactly as the test process does
     # (and the machine's memory, shared with other jobs, must not make Ray kill and retry these tasks forever)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "RAY_USAGE_STATS_ENABLED": "0",
-           "RAY_memory_monitor_refresh_ms": "0"}
+           "RAY_memory_monitor_refresh_ms": "0", "HOME": temp}  # HOME: no token file of another Ray session
     common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--object-store-memory", str(80 * 2**20)]
     ray_cli = [sys.executable, "-m", "ray.scripts.scripts", "start", "--temp-dir", temp]
+
+    def start(*args: str) -> None:
+        done = subprocess.run([*ray_cli, *args, *common], env=env, capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, f"ray start {' '.join(args)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+
     try:
-        subprocess.run([*ray_cli, "--head", "--port", str(port), "--include-dashboard", "false", *common],
-                       env=env, check=True, capture_output=True, timeout=180)
-        subprocess.run([*ray_cli, "--address", address, *common], env=env, check=True, capture_output=True,
-                       timeout=180)
+        start("--head", "--port", str(port), "--include-dashboard", "false")
+        start("--address", address)
         yield address
     finally:
         _end(_pids_under(temp))
