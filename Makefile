@@ -12,7 +12,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,ray]'  # ray: the fan-out test runs a real local cluster
 	$(BIN)/pip check
 	touch $@
 

@@ -184,6 +184,7 @@ TYPES: dict[str, StateType] = {
     **_plain("models.forecast.windows", "WindowMeanForecaster", "SeasonalWindowForecaster"),
     **_plain("models.forecast.auto", "AutoForecaster", "SeriesPlan"),
     **_plain("models.forecast.lstm", "LSTMForecaster"),
+    **_plain("models.forecast.chunked", "ChunkedForecaster"),
     **_plain("models.forecast.prep", "RegularSeries"),
     **_plain("models.demand", "DemandRegressor"),
     **_plain("models.demand_eval", "RunDemandModel", "RunModels"),

@@ -30,7 +30,9 @@ from models.forecast import (
     score_records,
     summarize,
 )
+from models.forecast.chunked import DEFAULT_CHUNK_SIZE
 from models.frames import ID, TIME
+from pipelines.forecast_fanout import FannedOut, fit_and_backtest
 from pipelines.forecast_plots import forecast_plots
 from predictor.config import Settings
 from predictor.errors import InputError, ModelError
@@ -65,6 +67,7 @@ class ForecastJob:
     levels: tuple[int, ...] = (80, 95)
     freq: str = "1h"
     model_params: Mapping[str, Any] = field(default_factory=dict)
+    chunk_size: int = DEFAULT_CHUNK_SIZE  # series per training task (pipelines.forecast_fanout)
 
     @property
     def origin_step(self) -> int:
@@ -240,23 +243,32 @@ def load_prometheus_history(
     return frame
 
 
+def _fanned(estimator: BaseForecaster, history: pd.DataFrame, job: ForecastJob, *, name: str | None = None,
+            fit: bool = True) -> FannedOut:
+    """Backtest (and fit) chunk by chunk on the command's executor (``pipelines.fanout``)."""
+    return fit_and_backtest(
+        estimator, history, horizon=job.horizon, windows=job.windows, step=job.origin_step, levels=job.levels,
+        name=name or job.model, chunk_size=job.chunk_size, fit=fit, backtest=evaluate, fit_final=_fit_final_model,
+    )
+
+
 def _backtest(
     estimator: BaseForecaster, history: pd.DataFrame, job: ForecastJob, name: str | None = None
 ) -> tuple[pd.DataFrame, float]:
     """Per-window metrics over the job's rolling origins, and the promotion score they give."""
-    per_window = evaluate(
-        estimator, history, horizon=job.horizon, windows=job.windows, step=job.origin_step, name=name or job.model
-    )
+    per_window = _fanned(estimator, history, job, name=name, fit=False).per_window
     return per_window, _score(per_window)
 
 
-def _fit_final(estimator: BaseForecaster, history: pd.DataFrame, job: ForecastJob) -> pd.DataFrame:
+def _fit_final_model(
+    estimator: BaseForecaster, history: pd.DataFrame, horizon: int, levels: tuple[int, ...]
+) -> tuple[BaseForecaster, pd.DataFrame]:
     """Fit the version to register on all of the history; its forecast is what the fan chart shows."""
     try:
-        forecast: pd.DataFrame = estimator.fit(history).predict(job.horizon, level=job.levels)
+        forecast: pd.DataFrame = estimator.fit(history).predict(horizon, level=levels)
     except ValueError as exc:
         raise _model_error(exc) from exc
-    return forecast
+    return estimator, forecast
 
 
 def _compare_with_champion(
@@ -299,7 +311,7 @@ def _run_params(job: ForecastJob, history: pd.DataFrame, estimator: BaseForecast
         "data_end": history[TIME].max().isoformat(),
         "n_series": history[ID].nunique(),
         "n_points": len(history),
-        **{f"model.{k}": v for k, v in estimator.get_params().items() if not isinstance(v, dict)},
+        **{f"model.{k}": v for k, v in estimator.get_params().items() if not isinstance(v, dict | BaseForecaster)},
     }
 
 
@@ -351,10 +363,13 @@ def train_forecast(
 ) -> TrainOutcome:
     """Backtest, fit, compare with the champion, log and register one ``gpu-forecast`` version; promote if better."""
     registry = registry or ModelRegistry(settings.mlflow)
-    estimator = make_model(job.model, horizon=job.horizon, freq=job.freq, params=job.model_params)
-    per_window, score = _backtest(estimator, history, job)
+    template = make_model(job.model, horizon=job.horizon, freq=job.freq, params=job.model_params)
+    fanned = _fanned(template, history, job)  # chunks of series, on the executor the command chose
+    if fanned.model is None or fanned.forecast is None:  # fit=True always returns both
+        raise ModelError("training fitted no model")
+    estimator, per_window, forecast = fanned.model, fanned.per_window, fanned.forecast
+    score = _score(per_window)
     per_series = summarize(per_window)
-    forecast = _fit_final(estimator, history, job)
     verdict = _compare_with_champion(settings, registry, history, job, score)
     metrics = _run_metrics(per_window, score, verdict)
     info = _log_version(

@@ -27,6 +27,7 @@ import pandas as pd
 from models.frames import ID, TIME, VALUE
 from models.rca import CLASSES, HEALTHY
 from models.rca_features import WindowData, mark_not_applicable, window_features
+from pipelines.fanout import current_executor
 from pipelines.rca_perturb import perturb
 from predictor import sim
 from predictor.diagnose.engine import NEEDED_METRICS
@@ -266,18 +267,25 @@ MIN_TRAIN_STRENGTH = 0.4
 def build_dataset(scenarios: Iterable[Scenario], window: pd.Timedelta = WINDOW,
                   cache_dir: Path | None = None) -> pd.DataFrame:
     """Labelled windows of many scenarios; each scenario's rows cached as Parquet under ``cache_dir``."""
+    scenarios = list(scenarios)
+    paths = [None if cache_dir is None else
+             cache_dir / f"{s.name}-d{s.days:g}-s{s.step_s}-w{int(window.total_seconds())}.parquet" for s in scenarios]
+    missing = [i for i, path in enumerate(paths) if path is None or not path.is_file()]
+    # the simulations are the slow part: they run on the command's executor (serial unless retrain --ray/--processes)
+    made = dict(zip(missing, current_executor().map(_windows_of, [(scenarios[i], window) for i in missing]),
+                    strict=True))
     parts = []
-    for s in scenarios:
-        stem = f"{s.name}-d{s.days:g}-s{s.step_s}-w{int(window.total_seconds())}"
-        path = None if cache_dir is None else cache_dir / f"{stem}.parquet"
-        if path is not None and path.is_file():
-            parts.append(pd.read_parquet(path))
-            continue
-        rows = scenario_windows(s, window)
-        if path is not None:
+    for i, path in enumerate(paths):
+        rows = made[i] if i in made or path is None else pd.read_parquet(path)
+        if i in made and path is not None:
             from predictor.atomicio import atomic_path
 
             with atomic_path(path) as tmp:
                 rows.to_parquet(tmp)
         parts.append(rows)
     return mark_not_applicable(pd.concat(parts, ignore_index=True))
+
+
+def _windows_of(task: tuple[Scenario, pd.Timedelta]) -> pd.DataFrame:
+    """One scenario's windows (a top-level function: an executor's worker imports it by name)."""
+    return scenario_windows(*task)

@@ -23,6 +23,7 @@ from typing import Annotated, Protocol
 import typer
 from rich.table import Table
 
+from pipelines.fanout import make_executor, use_executor
 from predictor.commands._common import CliState, console, err_console, settings_from
 from predictor.config import MlflowSettings
 from predictor.errors import PredictorError
@@ -190,6 +191,14 @@ def register(
         family: Annotated[
             list[str] | None, typer.Option("--family", help="A family to train (repeatable): forecast, demand, rca.")
         ] = None,
+        ray: Annotated[
+            str | None,
+            typer.Option("--ray", metavar="ADDRESS",
+                         help="Run fits and backtests as Ray tasks there (host:port, ray://..., auto, local)."),
+        ] = None,
+        processes: Annotated[
+            int | None, typer.Option("--processes", min=1, help="Run fits and backtests in N local processes.")
+        ] = None,
     ) -> None:
         """Train model families, let each promote only a better challenger, print a summary.
 
@@ -206,9 +215,12 @@ def register(
             )
         settings = settings_from(ctx)
         state: CliState = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
-        results = retrain(
-            chosen, _train_commands(train), registry_factory(settings.mlflow), _in_process_runner(app, state)
-        )
+        # fits and backtests run in chunks on this executor; the registering stays here, once per family
+        with use_executor(make_executor(ray, processes)) as executor:
+            console.print(f"training on: {executor.name}", markup=False, highlight=False)
+            results = retrain(
+                chosen, _train_commands(train), registry_factory(settings.mlflow), _in_process_runner(app, state)
+            )
         _print_summary(results)
         if any(r.broken for r in results):
             raise typer.Exit(code=1)

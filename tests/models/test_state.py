@@ -176,3 +176,20 @@ def test_the_demand_model_with_its_queue_regressor_round_trips() -> None:
     assert bare.queue_model_ is None
     with pytest.raises(ValueError, match="no queue-peak regressor"):
         bare.predict_queues(frame)
+
+
+def test_a_chunked_forecaster_round_trips_with_identical_predictions() -> None:
+    """What a fanned-out training registers: one fitted copy per chunk of series, routed by series id."""
+    from models.forecast.chunked import ChunkedForecaster
+
+    t = pd.date_range("2026-03-02", periods=24 * 10, freq="h", tz="UTC")
+    frame = pd.concat(
+        [pd.DataFrame({"series_id": f"q{i}", "timestamp": t, "value": i + np.sin(np.arange(t.size) / 4)})
+         for i in range(5)],
+        ignore_index=True,
+    )
+    fitted = ChunkedForecaster(SeasonalWindowForecaster(cycles=3), chunk_size=2).fit(frame)
+    assert len(fitted.parts_) == 3
+    back = round_trip(fitted)
+    assert type(back) is ChunkedForecaster
+    pd.testing.assert_frame_equal(back.predict(12), fitted.predict(12), check_exact=True)

@@ -1,0 +1,260 @@
+"""Benchmark a simulated fleet: 5 clusters × 2,048 GPUs, 2,000 queues.
+
+Usage: .venv/bin/python bench/fleet.py [--clusters 5] [--gpus 2048] [--queues 2000] [--weeks 4]
+       [--subset 16] [--workers 2] [--export 10000] [--no-ray]
+
+1. History: hourly GPU demand per (cluster, queue) for ``--weeks`` weeks, generated vectorised.
+2. Forecast throughput of ``auto`` (fit + 168-step forecast, the served model), series per second, on a
+   subset of ``--subset`` queues split into the same chunks for every executor: serial, ``--workers`` local
+   processes, and a local Ray (``--ray local``, ``--workers`` CPUs). Pools and Ray are started and warmed
+   (their workers import the project) before timing; their start-up is shown on its own line. The serial
+   time for all queues is extrapolated from the subset (said so in the table).
+3. One planning cycle (``predictor.planner.plan_cycle``) per cluster and for the whole fleet (the clusters
+   one after the other, as the loop runs them), median of 5.
+4. Export of ``--export`` series × one week hourly through the existing writers: OpenMetrics
+   (``predictor.sim.openmetrics``) and Parquet (``predictor.sources.files.write_frame``).
+5. Peak memory (max RSS) of this process and of its children.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from models.forecast.chunked import chunk_series  # noqa: E402
+from pipelines.fanout import Executor, ProcessExecutor, SerialExecutor, make_executor  # noqa: E402
+from pipelines.forecast import make_model  # noqa: E402
+from predictor.planner import PlannerSettings, QueueState  # noqa: E402
+from predictor.planner.cycle import plan_cycle  # noqa: E402
+from predictor.sim.openmetrics import write_openmetrics  # noqa: E402
+from predictor.sim.series import Family, Series, StepGrid  # noqa: E402
+from predictor.sources.files import write_frame  # noqa: E402
+
+GPU = "nvidia.com/gpu"
+HORIZON = 168
+NOW = pd.Timestamp("2026-11-02T00:00:00Z")
+
+
+# ---------------------------------------------------------------------------------------------- history
+def fleet_history(clusters: int, gpus: int, queues: int, weeks: int, seed: int = 0) -> pd.DataFrame:
+    """Hourly demand per (cluster, queue): a level, a daily and weekly cycle, noise; each cluster's total ≈ 80 %."""
+    rng = np.random.default_rng(seed)
+    hours = weeks * 7 * 24
+    t = np.arange(hours)
+    times = pd.date_range(NOW - pd.Timedelta(hours=hours), periods=hours, freq="h")
+    per_cluster = np.array_split(np.arange(queues), clusters)
+    cluster = np.concatenate([np.full(len(ids), f"cluster-{c}") for c, ids in enumerate(per_cluster)])
+    share = np.concatenate([rng.dirichlet(np.ones(len(ids))) for ids in per_cluster])
+    level = share * gpus * 0.8
+    daily = 1 + 0.3 * np.sin(2 * np.pi * (t[None, :] / 24 + rng.uniform(0, 1, (queues, 1))))
+    weekly = 1 - 0.2 * (((t // 24) % 7) >= 5)[None, :]
+    values = np.maximum(level[:, None] * daily * weekly + rng.normal(0, 1, (queues, hours)) * np.sqrt(level)[:, None],
+                        0)
+    return pd.DataFrame({
+        "cluster": np.repeat(cluster, hours),
+        "series_id": np.repeat([f"q{i:04d}" for i in range(queues)], hours),
+        "timestamp": np.tile(times, queues),
+        "value": values.ravel(),
+    })
+
+
+# ---------------------------------------------------------------------------------------------- forecast
+def forecast_chunk(chunk: pd.DataFrame) -> int:
+    """What the loop serves: ``auto`` fitted on the chunk's history, 168 steps forecast (top level: picklable)."""
+    model = make_model("auto", horizon=HORIZON)
+    return int(model.fit(chunk).predict(HORIZON)["series_id"].nunique())
+
+
+def _warm(chunk: pd.DataFrame) -> int:
+    """Import what a forecast needs (torch included) and hold the worker a moment, so every worker warms up."""
+    make_model("auto", horizon=HORIZON)
+    time.sleep(1.0)
+    return len(chunk)
+
+
+def timed(executor: Executor, chunks: list[pd.DataFrame], workers: int) -> tuple[float, float]:
+    """(start-up + warm-up seconds, forecast seconds) of one executor over the same chunks."""
+    t0 = time.perf_counter()
+    executor.map(_warm, chunks[:1] * max(workers, 2))  # workers start and import the project
+    warm = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    done = sum(executor.map(forecast_chunk, chunks))
+    elapsed = time.perf_counter() - t1
+    assert done == sum(c["series_id"].nunique() for c in chunks), done
+    return warm, elapsed
+
+
+# ---------------------------------------------------------------------------------------------- planning
+def cluster_inputs(names: list[str], gpus: int, rng: np.random.Generator) -> tuple[list[QueueState], pd.DataFrame]:
+    """Queues under one team parent per 10 and a 25-hour forecast starting now, as the loop would have."""
+    parents = [f"{names[0]}-team-{i}" for i in range(math.ceil(len(names) / 10))]
+    queues = [QueueState(name=p, deserved={GPU: float(gpus)}, capability={GPU: float(gpus)}) for p in parents]
+    share = gpus / len(names)
+    for i, name in enumerate(names):
+        d = float(rng.integers(0, int(2 * share) + 1))
+        queues.append(QueueState(name=name, parent=parents[i // 10], deserved={GPU: d},
+                                 capability={GPU: d + float(rng.integers(0, 8))}, guarantee={GPU: d // 2},
+                                 allocated={GPU: float(rng.integers(0, int(d) + 1))}))
+    times = pd.date_range(NOW, periods=25, freq="h")
+    mean = np.repeat(rng.gamma(2.0, share / 2, size=len(names)), len(times)) + rng.normal(0, 1, len(names) * 25)
+    frame = pd.DataFrame({"series_id": np.repeat(names, len(times)), "timestamp": np.tile(times, len(names))})
+    for col, k in (("mean", 0), ("lo-80", -1.3), ("hi-80", 1.3), ("lo-95", -2), ("hi-95", 2)):
+        frame[col] = np.maximum(mean + k, 0)
+    return queues, frame
+
+
+def bench_cycles(clusters: int, gpus: int, queues: int, repeats: int = 5) -> tuple[float, float, int]:
+    """(median per-cluster cycle s, median fleet cycle s, changed queues in the fleet)."""
+    rng = np.random.default_rng(1)
+    names = [f"q{i:04d}" for i in range(queues)]
+    inputs = [cluster_inputs([f"c{c}-{n}" for n in part], gpus, rng)
+              for c, part in enumerate(np.array_split(np.array(names), clusters))]
+    policy = PlannerSettings()  # type: ignore[call-arg]
+    per_cluster, fleet, changed = [], [], 0
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        changed = 0
+        for qs, frame in inputs:
+            t1 = time.perf_counter()
+            plan = plan_cycle(qs, frame, policy, now=NOW, allocatable={GPU: float(gpus)})
+            per_cluster.append(time.perf_counter() - t1)
+            changed += len(plan.plan.changes)
+        fleet.append(time.perf_counter() - t0)
+    return statistics.median(per_cluster), statistics.median(fleet), changed
+
+
+# ---------------------------------------------------------------------------------------------- export
+def bench_export(n_series: int, directory: Path) -> tuple[float, int, float, int]:
+    """(OpenMetrics s, bytes, Parquet s, bytes) for ``n_series`` × one week hourly."""
+    hours = 7 * 24
+    grid = StepGrid.between(NOW - pd.Timedelta(hours=hours), NOW, pd.Timedelta(hours=1))
+    rng = np.random.default_rng(2)
+    values = np.round(rng.gamma(2.0, 5.0, (n_series, grid.n_steps)), 1)
+
+    def series() -> Iterator[Series]:
+        steps = np.arange(grid.n_steps)
+        for i in range(n_series):
+            yield {"cluster": f"cluster-{i % 5}", "queue_name": f"q{i:05d}"}, steps, values[i]
+
+    family = Family("gcp_fleet_queue_demand", "gauge", "GPU demand per queue", series, decimals=1)
+    om = directory / "fleet.om"
+    t0 = time.perf_counter()
+    write_openmetrics(om, [family], grid)
+    om_s = time.perf_counter() - t0
+    stamps = pd.date_range(NOW - pd.Timedelta(hours=hours), periods=grid.n_steps, freq="h")
+    frame = pd.DataFrame({"cluster": np.repeat([f"cluster-{i % 5}" for i in range(n_series)], grid.n_steps),
+                          "series_id": np.repeat([f"q{i:05d}" for i in range(n_series)], grid.n_steps),
+                          "timestamp": np.tile(stamps, n_series), "value": values.ravel()})
+    pq = directory / "fleet.parquet"
+    t1 = time.perf_counter()
+    write_frame(frame, pq)
+    pq_s = time.perf_counter() - t1
+    return om_s, om.stat().st_size, pq_s, pq.stat().st_size
+
+
+# ---------------------------------------------------------------------------------------------- main
+def peak_mib(who: int) -> float:
+    return resource.getrusage(who).ru_maxrss / 1024  # kB on Linux
+
+
+def row(what: str, value: str, goal: str = "", verdict: str = "") -> list[str]:
+    return [what, value, goal, verdict]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--clusters", type=int, default=5)
+    parser.add_argument("--gpus", type=int, default=2048, help="GPUs per cluster")
+    parser.add_argument("--queues", type=int, default=2000, help="queues in the whole fleet")
+    parser.add_argument("--weeks", type=int, default=4)
+    parser.add_argument("--subset", type=int, default=16, help="queues forecast by auto per executor")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--export", type=int, default=10_000, help="series exported")
+    parser.add_argument("--no-ray", action="store_true")
+    args = parser.parse_args(argv)
+    rows: list[list[str]] = []
+
+    t0 = time.perf_counter()
+    history = fleet_history(args.clusters, args.gpus, args.queues, args.weeks)
+    gen_s = time.perf_counter() - t0
+    rows.append(row("history generation", f"{gen_s:.2f} s ({len(history):,} rows, {args.queues:,} series)"))
+
+    # the subset: queues spread over the clusters, in 2 × workers chunks so every executor balances the same way
+    ids = sorted(history["series_id"].unique())[:: max(1, args.queues // args.subset)][: args.subset]
+    sub = history[history["series_id"].isin(ids)]
+    size = math.ceil(len(ids) / (2 * args.workers))
+    chunks = [sub[sub["series_id"].isin(c)] for c in chunk_series(sub.drop(columns="cluster"), size)]
+    results: dict[str, tuple[float, float]] = {}
+    runs: list[tuple[str, Callable[[], Executor]]] = [
+        ("serial", SerialExecutor), (f"{args.workers} local processes", lambda: ProcessExecutor(args.workers))
+    ]
+    if not args.no_ray:
+        # Ray's memory monitor kills tasks when the *machine* is above 95 % memory; on a shared bench machine that
+        # is other tenants' memory (a task here holds ~0.4 GB), and the killed tasks retry forever
+        os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
+        runs.append((f"local Ray ({os.cpu_count()} CPUs)", lambda: make_executor(ray="local")))
+    for name, factory in runs:
+        t_start = time.perf_counter()
+        executor = factory()
+        started = time.perf_counter() - t_start
+        try:
+            warm, elapsed = timed(executor, chunks, args.workers)
+        finally:
+            executor.close()
+        results[name] = (started + warm, elapsed)
+    serial = results["serial"][1]
+    for name, (start, elapsed) in results.items():
+        rate = len(ids) / elapsed
+        rows.append(row(f"auto forecast, {name}", f"{rate:.3f} series/s ({len(ids)} series in {elapsed:.1f} s; "
+                        f"start-up {start:.1f} s)", "", f"× {serial / elapsed:.2f} vs serial"))
+    per_series = serial / len(ids)
+    full_min = per_series * args.queues / 60
+    rows.append(row(f"auto forecast, all {args.queues:,} queues serial (extrapolated from {len(ids)})",
+                    f"{full_min:.1f} min", "< 20 min", "meets" if full_min < 20 else "misses"))
+    proc_name = f"{args.workers} local processes"
+    ray_name = next((n for n in results if n.startswith("local Ray")), None)
+    if ray_name is not None:
+        ratio = results[ray_name][1] / results[proc_name][1]
+        rows.append(row("Ray / local processes (forecast time)", f"{ratio:.2f}", "≤ 1.2",
+                        "meets" if ratio <= 1.2 else "misses"))
+
+    cluster_s, fleet_s, changed = bench_cycles(args.clusters, args.gpus, args.queues)
+    rows.append(row(f"planning cycle, one cluster ({args.queues // args.clusters} queues)", f"{cluster_s:.3f} s"))
+    rows.append(row(f"planning cycle, fleet ({args.clusters} clusters, {args.queues:,} queues; {changed} changes)",
+                    f"{fleet_s:.3f} s", "< 1 s", "meets" if fleet_s < 1 else "misses"))
+
+    with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
+        om_s, om_b, pq_s, pq_b = bench_export(args.export, Path(tmp))
+    samples = args.export * 169
+    rows.append(row(f"export {args.export:,} series × 1 week hourly, OpenMetrics",
+                    f"{om_s:.2f} s ({om_b / 2**20:.0f} MiB, {samples / om_s / 1e6:.2f} M samples/s)"))
+    rows.append(row(f"export {args.export:,} series × 1 week hourly, Parquet",
+                    f"{pq_s:.2f} s ({pq_b / 2**20:.0f} MiB)", "", f"× {om_s / pq_s:.2f} vs OpenMetrics"))
+    rows.append(row("peak memory (max RSS)", f"{peak_mib(resource.RUSAGE_SELF):.0f} MiB this process, "
+                    f"{peak_mib(resource.RUSAGE_CHILDREN):.0f} MiB largest child"))
+
+    print(f"\n## Fleet bench: {args.clusters} clusters × {args.gpus:,} GPUs, {args.queues:,} queues, "
+          f"{args.weeks} weeks hourly history\n")
+    print("| measure | value | goal | verdict / ratio |")
+    print("|---|---|---|---|")
+    for what, value, goal, verdict in rows:
+        print(f"| {what} | {value} | {goal} | {verdict} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
