@@ -66,18 +66,25 @@ class BaseForecaster(BaseEstimator):  # type: ignore[misc]
     # --- the contract ------------------------------------------------------------------------------
     def fit(self, frame: pd.DataFrame) -> Self:
         series = regularize(frame, self.freq)
+        self._check_length(series)
+        self._adopt_grid(series)
+        self.states_ = self._fit_all(series)
+        return self
+
+    def _check_length(self, series: list[RegularSeries]) -> None:
         short = [s for s in series if len(s) < self.min_history()]
         if short:
             raise ForecastInputError(
                 f"{type(self).__name__} needs at least {self.min_history()} steps of history; "
                 f"series {short[0].series_id!r} has {len(short[0])}"
             )
+
+    def _adopt_grid(self, series: list[RegularSeries]) -> None:
+        """The forecast grid continues ``series``: their ids, last timestamps and last values."""
         self.freq_ = parse_freq(self.freq)
         self.series_ids_ = [s.series_id for s in series]
         self.last_timestamps_ = {s.series_id: s.end for s in series}
         self.last_values_ = {s.series_id: float(s.values[-1]) for s in series}
-        self.states_ = self._fit_all(series)
-        return self
 
     def update(self, frame: pd.DataFrame) -> Self:
         """A copy of this fitted model that forecasts from ``frame``, the newest history, with every fitted
@@ -90,17 +97,9 @@ class BaseForecaster(BaseEstimator):  # type: ignore[misc]
 
     def _update_regular(self, series: list[RegularSeries]) -> Self:
         """``update`` on series already on the grid (``auto`` hands its members what it regularised)."""
-        short = [s for s in series if len(s) < self.min_history()]
-        if short:
-            raise ForecastInputError(
-                f"{type(self).__name__} needs at least {self.min_history()} steps of history; "
-                f"series {short[0].series_id!r} has {len(short[0])}"
-            )
+        self._check_length(series)
         model = copy.copy(self)
-        model.freq_ = parse_freq(self.freq)
-        model.series_ids_ = [s.series_id for s in series]
-        model.last_timestamps_ = {s.series_id: s.end for s in series}
-        model.last_values_ = {s.series_id: float(s.values[-1]) for s in series}
+        model._adopt_grid(series)
         model.states_ = model._update_all(series)
         return model
 
