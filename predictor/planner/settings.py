@@ -51,6 +51,14 @@ class PlannerSettings(BaseModel):
     capability_quantile: Quantile = Field("hi-95", description="Forecast column that sizes capability.")
     guarantee_quantile: Quantile = Field("lo-80", description="Forecast column whose minimum is the floor.")
     set_guarantee: bool = Field(True, description="Manage spec.guarantee from the queue's steady floor.")
+    borrow: Literal["forecast", "idle"] = Field(
+        "forecast",
+        description="How capability is sized. forecast: capability_quantile plus headroom, which caps borrowing "
+        "at the forecast's upper bound. idle: the live allocatable GPUs, so a queue borrows any GPU no other "
+        "queue's guarantee reserves, as elastic quotas do, and Volcano's reclaim returns it when the lender's "
+        "demand comes back; deserved and guarantee still come from the forecast. Replay measures both "
+        "(docs/design.md, 'Borrowing').",
+    )
     headroom: float = Field(0.10, ge=0, le=2, description="Fraction added to deserved and capability targets.")
     fit_deserved_to_cluster: bool = Field(
         True,
