@@ -1,7 +1,7 @@
 """Benchmark the quota policies in replay: 4 Philly weeks and the Alibaba DLRM jobs, five policies each.
 
 Usage: .venv/bin/python bench/replay.py [--weeks 4] [--load 0.95] [--datasets philly,alibaba[,synthetic]]
-                                        [--policies static-hard,...] [--seed 0] [--borrow forecast|idle]
+                                        [--policies static-hard,...] [--seed 0] [--borrow idle|forecast]
                                         [--objective]
 
 Each trace runs on a cluster sized so its mean zero-wait demand over the replay is ``--load`` of capacity
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", default="philly,alibaba")
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--borrow", choices=("forecast", "idle"), default="forecast",
+    parser.add_argument("--borrow", choices=("idle", "forecast"), default="idle",
                         help="planner.borrow for the planned policies: capability from the forecast, or the "
                         "cluster (borrow idle GPUs, reclaimed by Volcano).")
     parser.add_argument("--objective", action="store_true",

@@ -39,5 +39,5 @@ def test_without_live_allocatable_there_is_nothing_known_to_borrow() -> None:
     assert plan("idle", None)["capability"][:2] == (30.0, "forecast")
 
 
-def test_the_forecast_cap_stays_the_default() -> None:
-    assert PlannerSettings().borrow == "forecast"  # type: ignore[call-arg]
+def test_borrowing_idle_is_the_default() -> None:
+    assert PlannerSettings().borrow == "idle"  # type: ignore[call-arg]
