@@ -212,6 +212,8 @@ def plan_queues(
     by_name = {q.name: q for q in queues}
     recs: dict[str, Series] = dict((memory or Memory()).recommendations)
     per_queue = _targets_by_queue(targets or {}, allocatable or {})
+    if settings.borrow == "idle":
+        _borrow_idle(per_queue, allocatable or {})
     if settings.fit_deserved_to_cluster:
         _fit_deserved(per_queue, queues, allocatable or {}, settings)
     held: list[Hold] = []
@@ -237,6 +239,27 @@ def plan_queues(
         desired[queue.name] = _desired_queue(queue, after[queue.name], per_queue, managed, settings, changes)
         _field_changes(queue.name, before[queue.name], after[queue.name], notes, queue.name in managed, changes, held)
     return QueuePlan(desired=desired, changes=tuple(changes), held=tuple(held), memory=Memory(recs))
+
+
+def _borrow_idle(per_queue: dict[str, dict[str, Target]], allocatable: Mapping[str, float]) -> None:
+    """``planner.borrow: idle``: capability = the live allocatable GPUs of the resource.
+
+    Why: a capability at the forecast's upper bound makes a burst above the forecast wait behind idle GPUs.
+    Elastic quotas let it borrow them, and borrowing is safe to allow because Volcano's ``reclaim`` takes
+    borrowed GPUs back when a queue below its deserved share has pending work; the admission limit is
+    then ``allocatable − Σ other queues' guarantee``. What is at risk of reclaim is the demand above
+    ``deserved``, which the forecast still sizes, so the planner's lever on reclaim loss is deserved (and
+    on waiting for the steady floor, guarantee), not the cap. The gang floor and pool ceiling still apply.
+    """
+    for wanted in per_queue.values():
+        for resource, target in list(wanted.items()):
+            limit = allocatable.get(resource)
+            if limit is None or limit <= 0 or target.capability >= limit:
+                continue
+            # A shaping note on capability (gang floor) no longer explains it: the cap is above any floor.
+            notes = tuple(n for n in target.notes if n[0] != "capability")
+            wanted[resource] = replace(target, capability=float(limit), notes=notes,
+                                       codes={**target.codes, "capability": "borrow"})
 
 
 def _targets_by_queue(

@@ -50,6 +50,8 @@ class Target:
 
     def basis_for(self, name: str) -> str:
         """The words behind field ``name``: the guarantee names its floor first (demand never sets it)."""
+        if name == "capability" and self.code(name) == "borrow":
+            return f"the live allocatable GPUs (planner.borrow: idle; deserved: {self.basis})"
         if name == "guarantee" and self.guarantee_from:
             return f"{self.guarantee_from} (deserved: {self.basis})"
         return self.basis

@@ -21,7 +21,8 @@ from predictor.planner import Memory, PlannerSettings, plan_queues, queues_from_
 from tests.actuators.fake_apiserver import FakeApiServer, Fault, queue_object, serve_team_queues
 
 GPU = "nvidia.com/gpu"
-POLICY = PlannerSettings()  # type: ignore[call-arg]
+# Capability from the given targets (borrow: forecast), so the patches below carry the values the tests set.
+POLICY = PlannerSettings(borrow="forecast")  # type: ignore[call-arg]
 
 
 @pytest.fixture

@@ -64,8 +64,12 @@ def test_pods_give_the_offline_plan_the_loops_gang_floor(inputs: dict[str, Path]
     pods = tmp_path / "pods.json"
     pods.write_text(json.dumps({"items": gang}))
     out = tmp_path / "out"
-    rc = main(["plan", "--queues", str(inputs["queues"]), "--forecast", str(inputs["forecast"]),
-               "--nodes", str(inputs["nodes"]), "--pods", str(pods), "--out", str(out)])
+    # The gang floor lifts a capability the forecast sized (planner.borrow: forecast); borrowing idle GPUs
+    # (the default) sets capability to the cluster, above any gang that fits.
+    config = tmp_path / "settings.yaml"
+    config.write_text("planner:\n  borrow: forecast\n")
+    rc = main(["--config", str(config), "plan", "--queues", str(inputs["queues"]), "--forecast",
+               str(inputs["forecast"]), "--nodes", str(inputs["nodes"]), "--pods", str(pods), "--out", str(out)])
     assert rc == 0
     changes = {(c["queue"], c["field"]): c for c in json.loads((out / "plan.json").read_text())["changes"]}
     capability = changes[("team-a", "capability")]
