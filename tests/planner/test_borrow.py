@@ -39,5 +39,6 @@ def test_without_live_allocatable_there_is_nothing_known_to_borrow() -> None:
     assert plan("idle", None)["capability"][:2] == (30.0, "forecast")
 
 
-def test_borrowing_idle_is_the_default() -> None:
-    assert PlannerSettings().borrow == "idle"  # type: ignore[call-arg]
+def test_borrowing_idle_is_opt_in() -> None:
+    """A queue marked reclaimable: false would keep what it borrows: the cap stays the forecast's by default."""
+    assert PlannerSettings().borrow == "forecast"  # type: ignore[call-arg]
