@@ -149,7 +149,7 @@ def bench_served(queues: int = 1000, weeks: float = 5.0, cycles: int = 5, refits
     frame = demand(queues, hours + cycles + refits + 1)
     train_end = START + (hours - 1) * HOUR
     history = MovingHistory(frame, weeks)
-    print(f"\n# Served cycle: {queues} queues, {weeks:g} weeks hourly history, auto (naive + LSTM) champion\n")
+    print(f"\n# Served cycle: {queues} queues, {weeks:g} weeks hourly history, auto champion (default pool)\n")
     t0 = time.perf_counter()
     model = champion(history.history(train_end))
     fit_s = time.perf_counter() - t0
