@@ -168,6 +168,10 @@ def loop_command(
     Demand: the gpu-demand champion sizes a queue when its peak is above the forecast. It is served when
     job data can be read (Prometheus, or --pending with --history); a --history file alone plans from the
     forecast only.
+
+    XDP: with loop.xdp.enabled in the settings, each cycle also forecasts every node's link load from
+    Prometheus (seasonal_mean_24), chooses its XDP profile and publishes the node agents' inputs
+    (<plan_dir>/xdp/<node>.json in plan mode, else the predictor-xdp-inputs ConfigMap).
     """
     from predictor.commands.demand import jobs_reader
     from predictor.loop import Loop
