@@ -148,27 +148,11 @@ def _ets_forecast(state: _EtsState, horizon: int, levels: tuple[int, ...]) -> Po
     return mean + extra, {lvl: (lo + extra, hi + extra) for lvl, (lo, hi) in bands.items()}
 
 
-@forecasters.register("ets")
-class ETSForecaster(LocalForecaster):
-    """ETS(A, Ad, N) by default; ``seasonal_period=24`` adds a daily cycle (10× slower to fit)."""
+class _EtsFiltered(LocalForecaster):
+    """What ETS and MSTL share: an ``_EtsState`` per series, filtered forward at serve time with its frozen
+    parameters, forecast by the ETS recursion, and ``fallbacks_`` naming series whose fit failed."""
 
     min_length: ClassVar[int] = 10
-
-    def __init__(
-        self,
-        trend: str | None = "add",
-        damped_trend: bool = True,
-        seasonal_period: int | None = None,
-        freq: str = "1h",
-    ) -> None:
-        self.trend = trend
-        self.damped_trend = damped_trend
-        self.seasonal_period = seasonal_period
-        self.freq = freq
-
-    def _fit_one(self, series: RegularSeries) -> Any:
-        result = _fit_ets(series.values, self.trend, self.damped_trend, self.seasonal_period)
-        return _EtsState(result=result, series=series)
 
     def _fit_all(self, series: list[RegularSeries]) -> dict[str, Any]:
         states = super()._fit_all(series)
@@ -187,15 +171,34 @@ class ETSForecaster(LocalForecaster):
         return _ets_forecast(state, horizon, levels)
 
 
+@forecasters.register("ets")
+class ETSForecaster(_EtsFiltered):
+    """ETS(A, Ad, N) by default; ``seasonal_period=24`` adds a daily cycle (10× slower to fit)."""
+
+    def __init__(
+        self,
+        trend: str | None = "add",
+        damped_trend: bool = True,
+        seasonal_period: int | None = None,
+        freq: str = "1h",
+    ) -> None:
+        self.trend = trend
+        self.damped_trend = damped_trend
+        self.seasonal_period = seasonal_period
+        self.freq = freq
+
+    def _fit_one(self, series: RegularSeries) -> Any:
+        result = _fit_ets(series.values, self.trend, self.damped_trend, self.seasonal_period)
+        return _EtsState(result=result, series=series)
+
+
 @forecasters.register("mstl")
-class MSTLForecaster(LocalForecaster):
+class MSTLForecaster(_EtsFiltered):
     """MSTL decomposition (daily + weekly), damped-trend ETS on the seasonally adjusted series.
 
     A period needs more than two full cycles of history; shorter series keep only the periods they can
     estimate (a series of two weeks or less keeps only the daily one).
     """
-
-    min_length: ClassVar[int] = 10
 
     def __init__(self, periods: Sequence[int] = (24, 168), freq: str = "1h") -> None:
         self.periods = periods
@@ -220,19 +223,3 @@ class MSTLForecaster(LocalForecaster):
         if result is None:
             cycles = []
         return _EtsState(result=result, series=series, cycles=tuple(cycles))
-
-    def _fit_all(self, series: list[RegularSeries]) -> dict[str, Any]:
-        states = super()._fit_all(series)
-        self.fallbacks_ = sorted(sid for sid, st in states.items() if st.result is None)
-        return states
-
-    def _update_one(self, state: Any | None, series: RegularSeries) -> Any:
-        return _update_ets(state, series)
-
-    def _update_all(self, series: list[RegularSeries]) -> dict[str, Any]:
-        states = super()._update_all(series)
-        self.fallbacks_ = sorted(sid for sid, st in states.items() if st.result is None)
-        return states
-
-    def _predict_one(self, state: Any, horizon: int, levels: tuple[int, ...]) -> PointForecast:
-        return _ets_forecast(state, horizon, levels)

@@ -97,17 +97,21 @@ def _settings(tmp_path: Path) -> Settings:
                          planner={"max_step_abs": 64, "max_step_rel": 10})
 
 
-def test_a_cycle_serves_the_demand_champion_and_says_what_set_each_queue(
-        champion: tuple[str, str], tmp_path: Path) -> None:
-    _, version = champion
+def _demand_loop(tmp_path: Path) -> Loop:
+    """A plan-mode loop over the standard plan inputs, serving the configured registry's demand champion."""
     inputs = write_plan_inputs(tmp_path, NOW)
     (tmp_path / "pending.csv").write_text(_pending().to_csv(index=False))
     settings = _settings(tmp_path)
     demand = RegistryDemand(ModelRegistry(settings.mlflow), FileJobs(tmp_path / "pending.csv"))
-    loop = Loop(settings, cluster=FileCluster(json.loads(inputs["queues"].read_text()),
+    return Loop(settings, cluster=FileCluster(json.loads(inputs["queues"].read_text()),
                                               json.loads(inputs["nodes"].read_text())),
                 history=FileHistoryFrame(), forecaster=FromBase(), clock=lambda: NOW, demand=demand)
-    report = loop.run_once(force=True)
+
+
+def test_a_cycle_serves_the_demand_champion_and_says_what_set_each_queue(
+        champion: tuple[str, str], tmp_path: Path) -> None:
+    _, version = champion
+    report = _demand_loop(tmp_path).run_once(force=True)
     assert report.plan is not None and report.hold is None
 
     served = {"gpu-forecast": "models:/gpu-forecast/7", "gpu-demand": f"models:/gpu-demand/{version}"}
@@ -131,14 +135,7 @@ def test_without_a_demand_champion_every_queue_is_forecast_sized_and_says_demand
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PREDICTOR_MLFLOW__TRACKING_URI", f"sqlite:///{tmp_path / 'empty.db'}")
-    inputs = write_plan_inputs(tmp_path, NOW)
-    (tmp_path / "pending.csv").write_text(_pending().to_csv(index=False))
-    settings = _settings(tmp_path)
-    demand = RegistryDemand(ModelRegistry(settings.mlflow), FileJobs(tmp_path / "pending.csv"))
-    loop = Loop(settings, cluster=FileCluster(json.loads(inputs["queues"].read_text()),
-                                              json.loads(inputs["nodes"].read_text())),
-                history=FileHistoryFrame(), forecaster=FromBase(), clock=lambda: NOW, demand=demand)
-    report = loop.run_once(force=True)
+    report = _demand_loop(tmp_path).run_once(force=True)
     assert report.plan is not None and report.hold is None
     deserved = [c for c in report.plan.changes if c.field == "deserved" and c.queue in BASE]
     assert deserved and all(c.code == "forecast" for c in deserved)
