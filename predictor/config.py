@@ -24,6 +24,7 @@ from predictor.userfiles import first_problem, read_structured
 
 __all__ = [
     "ActuatorSettings",
+    "ClusterSettings",
     "DeprecatedSettingWarning",
     "LoopSettings",
     "MlflowSettings",
@@ -54,6 +55,10 @@ class PrometheusSettings(BaseModel):
     backoff_s: float = Field(0.5, ge=0, le=60, description="First backoff delay; doubles each retry.")
     max_points_per_request: int = Field(
         11_000, ge=2, le=11_000, description="Most points per series one range request may ask for."
+    )
+    cluster_label: str = Field(
+        "cluster", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$",
+        description="Label naming the cluster in a central store (Prometheus external_labels, Thanos, Mimir).",
     )
 
     @model_validator(mode="after")
@@ -181,6 +186,31 @@ class LoopSettings(BaseModel):
         return 3 * self.interval_s
 
 
+class ClusterSettings(BaseModel):
+    """One cluster of a fleet: where its metrics are and which Kubernetes API it is planned against.
+
+    Metrics come from the cluster's own Prometheus (``prometheus``) or, when that is not given, from the
+    top-level ``prometheus`` (a central store: Thanos, Mimir, a Prometheus receiving remote-write) with
+    every selector narrowed to ``{<prometheus.cluster_label>="<label_value>"}``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(..., pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+                      description="Cluster name (a DNS label): qualifies series, plans, audit records and metrics.")
+    label_value: str | None = Field(
+        None, min_length=1, description="Value of the cluster label in the central store (default: name).")
+    prometheus: PrometheusSettings | None = Field(
+        None, description="The cluster's own Prometheus; unset: the central store in the top-level section.")
+    kube_context: str | None = Field(None, min_length=1, description="kubeconfig context of this cluster's API.")
+    kubeconfig: Path | None = Field(None, description="kubeconfig file (default: in-cluster, then ~/.kube/config).")
+
+    @property
+    def selector_value(self) -> str:
+        """What the central store's cluster label holds for this cluster."""
+        return self.label_value or self.name
+
+
 class DeprecatedSettingWarning(FutureWarning):
     """A settings key that still works under its old name; the message names the new one."""
 
@@ -221,11 +251,24 @@ class Settings(BaseSettings):
     actuators: ActuatorSettings = Field(default_factory=ActuatorSettings)  # type: ignore[arg-type]
     loop: LoopSettings = Field(default_factory=LoopSettings)  # type: ignore[arg-type]
     planner: PlannerSettings = Field(default_factory=PlannerSettings)  # type: ignore[arg-type]
+    clusters: list[ClusterSettings] = Field(
+        default_factory=list,
+        description="The fleet. Empty: one cluster, today's single Prometheus and Kubernetes API, series named "
+        "by queue alone. Given: every series, plan, audit record, report row and metric carries its cluster.",
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _deprecated_keys(cls, data: Any) -> Any:
         return _move_deprecated_keys(data) if isinstance(data, dict) else data
+
+    @model_validator(mode="after")
+    def _cluster_names_unique(self) -> Settings:
+        names = [cluster.name for cluster in self.clusters]
+        if len(set(names)) != len(names):
+            twice = sorted({name for name in names if names.count(name) > 1})
+            raise ValueError(f"clusters names {', '.join(twice)} more than once")
+        return self
 
     @classmethod
     def settings_customise_sources(
