@@ -44,12 +44,16 @@ class AuditRecord:
     # Family → model URI served for this decision ({"gpu-forecast": "models:/gpu-forecast/7", ...}); on
     # records of changes (planned, intent and their outcomes). Absent from the line when None.
     models: dict[str, str] | None = None
+    # The cluster of a fleet (``Settings.clusters``) the decision is about. Absent from the line for the
+    # single unnamed cluster, so the records of a loop without clusters are what they always were.
+    cluster: str | None = None
 
     def to_json(self) -> str:
         # Reasons quote errors, which may quote a URL: no password reaches the log (errors.redact_url).
         doc = {**asdict(self), "reason": redact_url(self.reason)}
-        if self.models is None:
-            del doc["models"]
+        for optional in ("models", "cluster"):
+            if doc[optional] is None:
+                del doc[optional]
         return json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
 
@@ -113,22 +117,30 @@ class AuditLog:
         self._offset += end
         return list(self._records)
 
-    def last_changed(self, mode: str) -> dict[str, float]:
+    def of(self, cluster: str | None) -> list[dict[str, Any]]:
+        """The records of one cluster (``None``: the unnamed one, whose records carry no ``cluster``).
+
+        A fleet's loops share one log; equal queue names of two clusters never share a cooldown, a done
+        cycle slot or an open intent.
+        """
+        return [r for r in self.read() if r.get("cluster") == cluster]
+
+    def last_changed(self, mode: str, cluster: str | None = None) -> dict[str, float]:
         """Queue → unix time of its last change in ``mode`` (what cooldowns are measured from)."""
         wanted = CHANGED.get(mode, ())
         out: dict[str, float] = {}
-        for record in self.read():
+        for record in self.of(cluster):
             if record.get("outcome") in wanted and record.get("mode") == mode:
                 out[str(record["queue"])] = max(out.get(str(record["queue"]), 0.0), float(record.get("unix", 0.0)))
         return out
 
-    def done_cycles(self) -> set[str]:
-        return {str(r["cycle"]) for r in self.read() if r.get("outcome") == "cycle-done"}
+    def done_cycles(self, cluster: str | None = None) -> set[str]:
+        return {str(r["cycle"]) for r in self.of(cluster) if r.get("outcome") == "cycle-done"}
 
-    def pending_intents(self) -> list[dict[str, Any]]:
+    def pending_intents(self, cluster: str | None = None) -> list[dict[str, Any]]:
         """``intent`` records with no later outcome for the same cycle and queue: patches cut off by a crash."""
         open_: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for record in self.read():
+        for record in self.of(cluster):
             key = (str(record.get("cycle")), str(record.get("queue")))
             if record.get("outcome") == "intent":
                 open_.setdefault(key, []).append(record)

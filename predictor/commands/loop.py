@@ -16,6 +16,7 @@ import typer
 from rich.table import Table
 
 from models.frames import ID, TIME
+from predictor.commands import _loop_parts as parts
 from predictor.commands._common import console, settings_from
 from predictor.errors import ConfigError, InputError
 from predictor.timeparse import parse_duration, parse_time
@@ -25,9 +26,8 @@ if TYPE_CHECKING:  # annotations only: the loop, the actuator and their clients 
 
     from predictor.actuators.volcano import VolcanoActuator
     from predictor.config import Settings
-    from predictor.loop import ClusterReader, Forecaster, HistoryReader, Loop, WorkloadReader
-    from predictor.loop.demand import DemandReader, JobsReader
-    from predictor.loop.leader import LeaseLock
+    from predictor.loop import ClusterReader, HistoryReader, Loop, Probed, WorkloadReader
+    from predictor.loop.fleet import FleetLoop
     from predictor.planner import PlannerSettings, QueueState
 
 __all__ = ["register"]
@@ -172,21 +172,36 @@ def loop_command(
     XDP: with loop.xdp.enabled in the settings, each cycle also forecasts every node's link load from
     Prometheus (seasonal_mean_24), chooses its XDP profile and publishes the node agents' inputs
     (<plan_dir>/xdp/<node>.json in plan mode, else the predictor-xdp-inputs ConfigMap).
+
+    Fleet: with clusters listed in the settings, one cycle per cluster, each on its own Kubernetes context,
+    Lease (<lease_name>-<cluster>) and plan directory (<plan_dir>/<cluster>/); files given with --history
+    and --pending name series <cluster>/<queue>.
     """
     from predictor.commands.demand import jobs_reader
     from predictor.loop import Loop
 
     interval_s = parse_duration(interval, name="--interval").total_seconds() if interval else None
     settings = settings_from(ctx, config=config, loop={"interval_s": interval_s})
+    if settings.clusters:
+        from predictor.commands._loop_fleet import fleet_loop, run_fleet_once
+
+        fleet = fleet_loop(settings, history=history, queues=queues, model=model, kubeconfig=kubeconfig,
+                           pending=pending)
+        if once:
+            run_fleet_once(fleet, settings, force=force)
+        else:
+            _run_forever(fleet, fleet.metrics, settings)
+        return
     cluster, actuator = _cluster(settings, queues, kubeconfig)
-    loop = Loop(settings, cluster=cluster, history=_history(settings, history), forecaster=_forecaster(settings, model),
-                actuator=actuator, lease=_lease(settings, actuator), workload=_workload(settings, history),
-                demand=_demand(settings, jobs_reader(settings, pending, history)))
-    _wire_xdp(loop, settings, actuator)
+    loop = Loop(settings, cluster=cluster, history=_history(settings, history),
+                forecaster=parts.forecaster(settings, model), actuator=actuator, lease=parts.lease(settings, actuator),
+                workload=_workload(settings, history),
+                demand=parts.demand(settings, jobs_reader(settings, pending, history)))
+    parts.wire_xdp(loop, settings, actuator)
     if once:
         _run_once(loop, settings, force=force)
     else:
-        _run_forever(loop, settings)
+        _run_forever(loop, loop.metrics, settings)
 
 
 def _cluster(settings: Settings, queues: Path | None, kubeconfig: Path | None) -> tuple[ClusterReader,
@@ -230,59 +245,6 @@ def _workload(settings: Settings, history: Path | None) -> WorkloadReader | None
     return SourceWorkload(PrometheusSource(settings.prometheus))
 
 
-def _forecaster(settings: Settings, model: str | None) -> Forecaster:
-    """``--model NAME``: that forecaster, unregistered; otherwise the registry's champion."""
-    from predictor.loop import EstimatorForecaster, RegistryForecaster
-
-    if model is not None:
-        from models.forecast import UnknownForecasterError, forecasters
-
-        try:
-            estimator = forecasters.create(model)
-        except UnknownForecasterError as exc:
-            raise InputError(f"--model: {exc}") from exc
-        return EstimatorForecaster(estimator, version=f"{model} (unregistered)")
-    from predictor.registry import ModelRegistry
-
-    return RegistryForecaster(ModelRegistry(settings.mlflow))
-
-
-def _demand(settings: Settings, jobs: JobsReader | None) -> DemandReader | None:
-    """The registry's gpu-demand champion over the pending jobs; none without job data to serve it from."""
-    if jobs is None:
-        return None
-    from predictor.loop.demand import RegistryDemand
-    from predictor.registry import ModelRegistry
-
-    return RegistryDemand(ModelRegistry(settings.mlflow), jobs, resource=settings.planner.resource)
-
-
-def _wire_xdp(loop: Loop, settings: Settings, actuator: VolcanoActuator | None) -> None:
-    """``loop.xdp.enabled``: publish the XDP agents' inputs each cycle (files; the ConfigMap outside plan mode)."""
-    xdp = settings.loop.xdp
-    if not xdp.enabled:
-        return
-    from predictor.loop.xdp import XdpLoop
-    from predictor.loop.xdp_io import ConfigMapPublisher, PrometheusXdpSource
-    from predictor.sources.prometheus import PrometheusSource
-
-    publisher = None
-    if actuator is not None:
-        publisher = ConfigMapPublisher(actuator.api_client, name=xdp.configmap, namespace=xdp.namespace)
-    loop.xdp = XdpLoop(xdp, PrometheusXdpSource(PrometheusSource(settings.prometheus), xdp), publisher=publisher,
-                       registry=loop.metrics.registry)
-
-
-def _lease(settings: Settings, actuator: VolcanoActuator | None) -> LeaseLock | None:
-    """The leader Lease in the modes that write to the cluster (plan mode writes files only: the lock suffices)."""
-    if actuator is None or settings.actuators.mode == "plan":
-        return None
-    from predictor.loop.leader import LeaseLock
-
-    return LeaseLock(actuator.api_client, name=settings.loop.lease_name,
-                     namespace=settings.loop.lease_namespace, duration_s=settings.loop.lease_duration_s)
-
-
 def _run_once(loop: Loop, settings: Settings, *, force: bool) -> None:
     try:
         report = loop.run_once(force=force)
@@ -308,12 +270,12 @@ def _run_once(loop: Loop, settings: Settings, *, force: bool) -> None:
         console.print(f"XDP: {done}", markup=False, highlight=False, soft_wrap=True)
 
 
-def _run_forever(loop: Loop, settings: Settings) -> None:
+def _run_forever(loop: Loop | FleetLoop, metrics: Probed, settings: Settings) -> None:
     from predictor.loop import MetricsServer
 
     where = f"{settings.loop.metrics_address}:{settings.loop.metrics_port}"
     try:
-        server = MetricsServer(loop.metrics, settings.loop.metrics_port, settings.loop.metrics_address)
+        server = MetricsServer(metrics, settings.loop.metrics_port, settings.loop.metrics_address)
     except OSError as exc:
         raise ConfigError(f"cannot serve /metrics on {where}: {exc.strerror or exc}") from exc
     stop = threading.Event()

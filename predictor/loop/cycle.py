@@ -16,7 +16,6 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 
@@ -34,6 +33,7 @@ from predictor.errors import (
     PredictorError,
     RegistryError,
 )
+from predictor.loop import capacity
 from predictor.loop.demand import DemandPrediction, DemandReader, model_uri
 from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader, ReportsServing, WorkloadReader
 from predictor.loop.leader import FileLock, Leader
@@ -43,9 +43,7 @@ from predictor.loop.xdp import XdpLoop
 from predictor.planner import (
     FieldChange,
     Memory,
-    PlannerSettings,
     QueuePlan,
-    capacity_drop,
     forecast_resources,
     parse_quantity,
     plan_cycle,
@@ -57,7 +55,7 @@ from predictor.planner.fragmentation import fgd, task_mix
 from predictor.planner.state import is_queue_name
 from predictor.planner.workload import Workload
 
-__all__ = ["CycleReport", "Loop", "cycle_slot"]
+__all__ = ["CycleReport", "Loop", "cycle_slot", "wait_for_next_cycle"]
 
 
 def cycle_slot(now: pd.Timestamp, interval_s: float) -> str:
@@ -103,23 +101,28 @@ class Loop:
                  actuator: QueueActuator | None = None, metrics: LoopMetrics | None = None,
                  clock: Callable[[], pd.Timestamp] | None = None, lease: Leader | None = None,
                  workload: WorkloadReader | None = None, demand: DemandReader | None = None,
-                 xdp: XdpLoop | None = None) -> None:
+                 xdp: XdpLoop | None = None, name: str | None = None, lock: Leader | None = None,
+                 audit: AuditLog | None = None) -> None:
+        """``name``: the cluster of a fleet this loop plans (``None``: the single unnamed cluster). A fleet
+        (``predictor.loop.fleet``) hands its loops one shared audit log and one local ``lock``."""
         self.settings, self.cluster, self.history, self.forecaster = settings, cluster, history, forecaster
         self.workload = workload  # jobs and GPU nodes (gang floors, pools, fragmentation); None: unknown
         self.demand = demand  # None: no demand model wired; queues are sized by the forecast alone
         self.models: dict[str, str] = {}  # the cycle's served model URIs, cited by its change records
-        self.actuator = actuator
+        self.actuator, self.name = actuator, name
         self.mode = settings.actuators.mode
         if self.mode != "plan" and actuator is None:
             raise InputError(f"actuators.mode {self.mode} needs a Kubernetes connection")
-        self.audit = AuditLog(settings.actuators.audit_log)
-        self.state_path = settings.actuators.audit_log.with_name(settings.actuators.audit_log.name + ".state.json")
+        self.audit = audit or AuditLog(settings.actuators.audit_log)
+        # Stabilisation memory and the capacity reference are per cluster: one state file each.
+        log = settings.actuators.audit_log
+        self.state_path = log.with_name(log.name + (f".{name}" if name else "") + ".state.json")
         self.metrics = metrics or LoopMetrics(ready_within_s=settings.loop.ready_within_s)
         if isinstance(forecaster, ReportsServing):  # the served model (URI, stale, failed loads) on /metrics
             forecaster.report_to(self.metrics)
         self.clock = clock or (lambda: pd.Timestamp.now(tz="UTC"))
         # One loop at a time (predictor.loop.leader): the local lock always, the Lease where one is wired.
-        self.leaders: list[Leader] = [FileLock(self.audit.path.with_name(self.audit.path.name + ".lock"))]
+        self.leaders: list[Leader] = [lock or FileLock(self.audit.path.with_name(self.audit.path.name + ".lock"))]
         if lease is not None:
             self.leaders.append(lease)
         self._forever = False  # run_forever keeps the local lock between cycles; run_once alone does not
@@ -146,11 +149,12 @@ class Loop:
             resource=change.resource if change else None, before=change.before if change else None,
             after=change.after if change else None, reason=reason, mode=self.mode, outcome=outcome,
             code=code or (change.code if change else ""), unix=now.timestamp(),
-            models=dict(self.models) if self.models and (change is not None or outcome == "cycle-done") else None)
+            models=dict(self.models) if self.models and (change is not None or outcome == "cycle-done") else None,
+            cluster=self.name)
 
     def recover(self, now: pd.Timestamp) -> list[AuditRecord]:
         """Settle patches cut off by a crash: applied if the live queue shows them, else abandoned."""
-        pending = self.audit.pending_intents()
+        pending = self.audit.pending_intents(self.name)
         if not pending:
             return []
         live = {str(o["metadata"]["name"]): o for o in self.cluster.queue_objects()}
@@ -167,30 +171,35 @@ class Loop:
                 resource=intent.get("resource"), before=intent["before"], after=intent["after"],
                 reason="found on the live queue after a restart" if landed else "not applied before a restart",
                 mode=intent["mode"], outcome="applied" if landed else "abandoned", code=intent.get("code", ""),
-                unix=float(intent.get("unix", now.timestamp()))))
+                unix=float(intent.get("unix", now.timestamp())), cluster=self.name))
         self.audit.append(records)
         return records
 
     # -- the cycle -----------------------------------------------------------------------------------
     def run_once(self, *, force: bool = False) -> CycleReport:
+        """One cycle; outside ``run_forever`` the local lock is given up after it (the next process may run)."""
+        try:
+            return self.run_cycle(force=force)
+        finally:
+            if not self._forever:  # one cycle: the audit log is free again for the next process
+                self.leaders[0].release()
+
+    def run_cycle(self, *, force: bool = False) -> CycleReport:
+        """One cycle, keeping the locks (``run_once``, ``run_forever`` and a fleet's cycle call this)."""
         started = time.perf_counter()
         now = self.clock()
         cycle = cycle_slot(now, self.settings.loop.interval_s)
         report = CycleReport(cycle=cycle, mode=self.mode)
         report.standby = self.lead(now)
-        try:
-            if report.standby:
-                self.metrics.cycles.labels(result="standby").inc()
-                return report
-            return self._run_locked(now, cycle, report, force, started)
-        finally:
-            if not self._forever:  # one cycle: the audit log is free again for the next process
-                self.leaders[0].release()
+        if report.standby:
+            self.metrics.cycles.labels(result="standby").inc()
+            return report
+        return self._run_locked(now, cycle, report, force, started)
 
     def _run_locked(self, now: pd.Timestamp, cycle: str, report: CycleReport, force: bool,
                     started: float) -> CycleReport:
         # Read after taking the lock: a loop that just finished this slot has written its cycle-done.
-        if not force and cycle in self.audit.done_cycles():
+        if not force and cycle in self.audit.done_cycles(self.name):
             report.skipped = True
             return report
         try:
@@ -257,9 +266,10 @@ class Loop:
         workload = self._workload(now)
         state = read_state(self.state_path)
         memory = Memory.from_json(state.get("memory", {}))
-        reference = _reference(state.get("capacity"), allocatable, now, psettings)
+        reference = capacity.reference(state.get("capacity"), allocatable, now, psettings)
         plan, hold = plan_cycle(queues, forecast, psettings, now=now, allocatable=allocatable, memory=memory,
-                                last_changed=self.audit.last_changed(self.mode), hold=hold, held_queues=inputs.held,
+                                last_changed=self.audit.last_changed(self.mode, self.name), hold=hold,
+                                held_queues=inputs.held,
                                 previous_allocatable=reference.get("allocatable"), workload=workload,
                                 demand=inputs.demand.frame if inputs.demand else None,
                                 demand_unknown=inputs.demand.unknown if inputs.demand else None)
@@ -274,7 +284,7 @@ class Loop:
             self.audit.append(records)
             report.outcomes = self._apply(now, cycle, plan)
         write_state(self.state_path, {"memory": plan.memory.to_json(),
-                                      "capacity": _next_reference(reference, allocatable, now, psettings)})
+                                      "capacity": capacity.next_reference(reference, allocatable, now, psettings)})
         self._observe(now, plan, forecast, {**versions, **(inputs.demand.versions if inputs.demand else {})}, hold,
                       workload)
         self.audit.append([self._record(now, cycle, "*", "cycle-done", hold[1] if hold else "ok",
@@ -361,6 +371,15 @@ class Loop:
         if hold is None:
             m.succeeded(now.timestamp())
 
+    def fail(self, exc: Exception) -> str:
+        """Record a cycle that raised (outcome ``failed``, code ``error``); returns its one-line reason."""
+        now = self.clock()
+        why = str(exc) if isinstance(exc, PredictorError) else f"{type(exc).__name__}: {exc}"
+        why = why.splitlines()[0] if why else type(exc).__name__
+        self.audit.append([self._record(now, cycle_slot(now, self.settings.loop.interval_s), "*", "failed", why,
+                                        code="error")])
+        return why
+
     def run_forever(self, stop: Callable[[], bool], sleep: Callable[[float], object] = time.sleep,
                     renew_every_s: float = 20.0) -> None:
         """Cycle every ``loop.interval_s`` until ``stop()``; an error in one cycle never ends the loop.
@@ -374,47 +393,21 @@ class Loop:
                 try:
                     self.run_once()
                 except Exception as exc:  # one bad cycle (even a bug) must not end the loop
-                    now = self.clock()
-                    why = str(exc) if isinstance(exc, PredictorError) else f"{type(exc).__name__}: {exc}"
-                    self.audit.append([self._record(now, cycle_slot(now, self.settings.loop.interval_s), "*",
-                                                    "failed", why.splitlines()[0] if why else type(exc).__name__,
-                                                    code="error")])
-                interval = self.settings.loop.interval_s
-                wait = interval - (self.clock().timestamp() % interval) + 0.001
-                steps = max(1, math.ceil(wait / renew_every_s))
-                for step in range(steps):
-                    sleep(wait / steps)
-                    if stop():
-                        break
-                    if step < steps - 1:
-                        self.lead(self.clock())
+                    self.fail(exc)
+                wait_for_next_cycle(self.settings.loop.interval_s, self.clock, stop, sleep, renew_every_s,
+                                    renew=lambda: self.lead(self.clock()))
         finally:
             self.close()
 
-def _reference(saved: object, allocatable: dict[str, float], now: pd.Timestamp,
-               settings: PlannerSettings) -> dict[str, Any]:
-    """The capacity reference a drop is measured against (``planner.capacity_drop_hold``).
 
-    It is the allocatable of the last cycle not held for a drop. A drop that has held for
-    ``capacity_drop_accept_s`` is taken as the new capacity (a decommissioned rack), unless it is zero.
-    """
-    if not isinstance(saved, dict) or not isinstance(saved.get("allocatable"), dict):
-        return {}
-    since = saved.get("drop_since")
-    if isinstance(since, int | float) and now.timestamp() - since >= settings.capacity_drop_accept_s and \
-            all(v > 0 for v in allocatable.values()):
-        return {}
-    return {"allocatable": {str(k): float(v) for k, v in saved["allocatable"].items()},
-            "drop_since": since if isinstance(since, int | float) else None}
-
-
-def _next_reference(reference: dict[str, Any], allocatable: dict[str, float], now: pd.Timestamp,
-                    settings: PlannerSettings) -> dict[str, Any]:
-    """Keep the reference (and when the drop began) while allocatable is down; else this cycle's allocatable.
-
-    Judged apart from the cycle's hold: a cycle held for another reason must not record a collapse either.
-    """
-    if capacity_drop(reference.get("allocatable"), allocatable, settings) is not None:
-        since = reference.get("drop_since") or now.timestamp()
-        return {"allocatable": reference.get("allocatable") or {}, "drop_since": since}
-    return {"allocatable": dict(allocatable), "drop_since": None}
+def wait_for_next_cycle(interval_s: float, clock: Callable[[], pd.Timestamp], stop: Callable[[], bool],
+                        sleep: Callable[[float], object], renew_every_s: float, *, renew: Callable[[], object]) -> None:
+    """Sleep to the next interval slot in steps of at most ``renew_every_s``, calling ``renew`` between steps."""
+    wait = interval_s - (clock().timestamp() % interval_s) + 0.001
+    steps = max(1, math.ceil(wait / renew_every_s))
+    for step in range(steps):
+        sleep(wait / steps)
+        if stop():
+            break
+        if step < steps - 1:
+            renew()

@@ -12,13 +12,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
 from predictor.config import LoopSettings
 
-__all__ = ["LoopMetrics", "MetricsServer"]
+__all__ = ["LoopMetrics", "MetricsServer", "Probed"]
 
 
 class LoopMetrics:
@@ -95,10 +95,19 @@ class LoopMetrics:
         return True, "ok"
 
 
+class Probed(Protocol):
+    """What the server serves: a registry for ``/metrics`` and a readiness answer for ``/ready`` (a loop's
+    ``LoopMetrics``, or a fleet's ``FleetMetrics``)."""
+
+    registry: CollectorRegistry
+
+    def ready(self) -> tuple[bool, str]: ...
+
+
 class MetricsServer:
     """Serves ``/metrics``, ``/ready`` and ``/healthz`` in a daemon thread."""
 
-    def __init__(self, metrics: LoopMetrics, port: int, address: str = "0.0.0.0") -> None:  # noqa: S104
+    def __init__(self, metrics: Probed, port: int, address: str = "0.0.0.0") -> None:  # noqa: S104
         self.metrics = metrics
         handler = _handler(metrics)
         self.httpd = ThreadingHTTPServer((address, port), handler)
@@ -116,7 +125,7 @@ class MetricsServer:
         self.thread.join(timeout=5)
 
 
-def _handler(metrics: LoopMetrics) -> type[BaseHTTPRequestHandler]:
+def _handler(metrics: Probed) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path.startswith("/metrics"):
