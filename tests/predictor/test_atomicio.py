@@ -179,6 +179,26 @@ def test_write_texts_skips_unchanged_files_and_syncs_each_directory_once(tmp_pat
     assert not [p for p in (tmp_path / "q").iterdir() if p.name.endswith(".tmp")]
 
 
+def test_write_texts_renames_nothing_when_one_sync_fails(tmp_path: Path) -> None:
+    """The files are synced concurrently: one failure still leaves every target as it was, and no temp file."""
+    from predictor.atomicio import write_texts
+
+    paths = [tmp_path / f"{i}.yaml" for i in range(12)]
+    for path in paths:
+        path.write_text("old\n")
+    calls: list[int] = []
+
+    def failing(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 5:
+            raise OSError(5, "Input/output error")
+
+    with pytest.raises(OSError, match="Input/output error"):
+        write_texts({path: "new\n" for path in paths}, fsync=failing)
+    assert [p.read_text() for p in paths] == ["old\n"] * 12
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in paths)
+
+
 def test_write_texts_writes_nothing_when_one_target_is_a_directory(tmp_path: Path) -> None:
     from predictor.atomicio import write_texts
 
