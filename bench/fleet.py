@@ -184,8 +184,8 @@ def bench_loop(clusters: int, gpus: int, queues: int, weeks: int,
     from predictor.loop.fleet import FleetLoop, QualifiedForecaster, cluster_settings
 
     writing = [0.0]
-    names = vars(loop_cycle)  # the cycle module's own names: its write_plan_dir is wrapped with a timer
-    write_plan_dir = names["write_plan_dir"]
+    patched = vars(loop_cycle)  # the cycle module's own names: its write_plan_dir is wrapped with a timer
+    write_plan_dir = patched["write_plan_dir"]
 
     def timed_write(*args: Any, **kwargs: Any) -> Path:  # the plan directories' share of the cycle
         t = time.perf_counter()
@@ -195,7 +195,7 @@ def bench_loop(clusters: int, gpus: int, queues: int, weeks: int,
         finally:
             writing[0] += time.perf_counter() - t
 
-    names["write_plan_dir"] = timed_write
+    patched["write_plan_dir"] = timed_write
 
     rng = np.random.default_rng(1)
     names = [f"q{i:04d}" for i in range(queues)]
@@ -235,7 +235,7 @@ def bench_loop(clusters: int, gpus: int, queues: int, weeks: int,
             scrape_s.append(time.perf_counter() - t1)
             records = len(audit.read()) - before
         fleet.close()
-    names["write_plan_dir"] = write_plan_dir
+    patched["write_plan_dir"] = write_plan_dir
     return statistics.median(cycle_s), statistics.median(files_s), statistics.median(scrape_s), records
 
 
