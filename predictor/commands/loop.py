@@ -64,6 +64,9 @@ def plan_command(
                                                          "first timestamp).")] = None,
     pods: Annotated[Path | None, typer.Option("--pods", help="kubectl get pods -A -o json: gang floors, whole "
                                                              "nodes, pools (with --nodes).")] = None,
+    cluster: Annotated[str | None, typer.Option("--cluster", help="A cluster of the settings' fleet: --forecast "
+                                                                  "and --demand name series <cluster>/<queue>; "
+                                                                  "its rows are planned.")] = None,
 ) -> None:
     """Plan Volcano queue quotas offline: writes the plan and the desired Queue objects, touches nothing."""
     from predictor.actuators.volcano import write_plan_dir
@@ -79,12 +82,14 @@ def plan_command(
     doc = read_structured(queues, "--queues", InputError)
     live = queues_from_list(doc, source=str(queues), allocated_milli=p.allocated_milli_units)
     frame = read_frame(forecast)
+    if cluster is not None:
+        frame = _one_cluster(frame, settings, cluster, ID, source=str(forecast))
     if TIME not in frame.columns:
         raise InputError(f"{forecast}: missing column {TIME!r}")
     frame[TIME] = parse_timestamps(frame[TIME], forecast, TIME)
     check_forecast_columns(frame, p, source=str(forecast))
     at = parse_time(now, name="--now") if now else frame[TIME].min()
-    demand_frame = _read_demand(demand, live, p) if demand else None
+    demand_frame = _read_demand(demand, live, p, settings=settings, cluster=cluster) if demand else None
     allocatable = allocatable_from_nodes(read_structured(nodes, "--nodes", InputError), forecast_resources(frame, p),
                                          source=str(nodes)) if nodes else None
     workload = None
@@ -102,13 +107,31 @@ def plan_command(
                            Counter(h.code for h in plan.held)))
 
 
-def _read_demand(path: Path, live: list[QueueState], p: PlannerSettings) -> pd.DataFrame:
+def _one_cluster(frame: pd.DataFrame, settings: Settings, cluster: str, column: str, *, source: str) -> pd.DataFrame:
+    """The rows of ``cluster`` in a fleet file (``column`` holds ``<cluster>/<queue>``), named by queue."""
+    known = [c.name for c in settings.clusters]
+    if cluster not in known:
+        raise ConfigError(f"--cluster {cluster}: the settings list {', '.join(known) or 'no clusters'}")
+    if column not in frame.columns:
+        raise InputError(f"{source}: missing column {column!r}")
+    prefix = f"{cluster}/"
+    ids = frame[column].astype(str)
+    mine = ids.str.startswith(prefix)
+    if not mine.any():
+        raise InputError(f"{source}: no series of cluster {cluster} (a fleet's files name them {prefix}<queue>)")
+    return frame.loc[mine].assign(**{column: ids[mine].str.slice(len(prefix))}).reset_index(drop=True)
+
+
+def _read_demand(path: Path, live: list[QueueState], p: PlannerSettings, *, settings: Settings,
+                 cluster: str | None = None) -> pd.DataFrame:
     """The ``--demand`` file, checked here so that every error names it: numbers in range, one row per queue
     and resource. Rows for queues not in ``--queues`` are left out with one note (like forecast series)."""
     from predictor.planner.demand_rule import demand_peaks
     from predictor.sources.files import read_frame
 
     frame = read_frame(path)
+    if cluster is not None:
+        frame = _one_cluster(frame, settings, cluster, "queue" if "queue" in frame.columns else ID, source=str(path))
     try:
         peaks = demand_peaks(frame, p)
     except InputError as exc:

@@ -254,3 +254,49 @@ def test_loop_once_from_the_cli_runs_every_cluster_on_its_own_context(
     assert {r.get("cluster") for r in AuditLog(tmp_path / "audit.jsonl").read()} == {"a"}
     assert main([*args, "--queues", str(history)]) == 1
     assert "--queues holds one cluster's queues" in capsys.readouterr().err
+
+
+def test_run_forever_cycles_every_cluster_renews_each_lease_and_gives_them_up(
+        servers: dict[str, FakeApiServer], stack: ExitStack, tmp_path: Path) -> None:
+    fleet = Fleet(tmp_path, "apply", stack)
+    loop = fleet.of({name: server.url for name, server in servers.items()})
+    sleeps: list[float] = []
+    loop.run_forever(lambda: len(sleeps) >= 3, sleep=sleeps.append, renew_every_s=600)
+    assert len(sleeps) == 3  # one cycle, then the wait to the next slot in 600 s steps, renewing between
+    done = [r for r in AuditLog(tmp_path / "audit.jsonl").read() if r["outcome"] == "cycle-done"]
+    assert sorted(r["cluster"] for r in done) == ["a", "b"]
+    for name, server in servers.items():
+        lease = server.leases[(NAMESPACE, f"gpu-capacity-predictor-loop-{name}")]
+        assert lease["spec"].get("holderIdentity") is None  # given up when the loop stopped
+        puts = [r for r in server.requests if r.method == "PUT" and "leases" in r.path]
+        assert len(puts) >= 3  # renewed between the steps (and released at the end)
+    probe = FileLock(tmp_path / "audit.jsonl.lock", identity="probe")
+    assert probe.acquire(NOW) == ""  # the shared local lock is free again
+    probe.release()
+
+
+def test_plan_offline_for_one_cluster_of_a_fleet_file_is_the_plan_of_its_rows_alone(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from predictor.cli import main
+
+    history = pd.concat([History({f"{c}/{q}": (v, FRESH) for q, v in queues.items()}).history(NOW)
+                         for c, queues in HISTORY.items()])
+    forecast, _ = Flat().forecast(history, horizon=24)
+    fleet_file, alone_file = tmp_path / "fleet.csv", tmp_path / "alone.csv"
+    forecast.to_csv(fleet_file, index=False)
+    mine = forecast[forecast["series_id"].str.startswith("b/")]
+    mine.assign(series_id=mine["series_id"].str.removeprefix("b/")).to_csv(alone_file, index=False)
+    queues = tmp_path / "queues.json"
+    queues.write_text(json.dumps({"items": [queue_object("team-a", deserved=4, capability=8, guarantee=2)]}))
+    settings = tmp_path / "fleet.yaml"
+    settings.write_text(json.dumps({"clusters": [{"name": "a"}, {"name": "b"}]}))
+    common = ["plan", "--queues", str(queues), "--now", NOW.isoformat()]
+    assert main([*common, "--forecast", str(fleet_file), "--out", str(tmp_path / "b"), "--cluster", "b",
+                 "--config", str(settings)]) == 0
+    assert main([*common, "--forecast", str(alone_file), "--out", str(tmp_path / "alone")]) == 0
+    assert (tmp_path / "b" / "plan.json").read_text() == (tmp_path / "alone" / "plan.json").read_text()
+    assert json.loads((tmp_path / "b" / "plan.json").read_text())["changes"]  # b's forecast (5) moved team-a
+    capsys.readouterr()
+    assert main([*common, "--forecast", str(fleet_file), "--out", str(tmp_path / "c"), "--cluster", "c",
+                 "--config", str(settings)]) == 1
+    assert capsys.readouterr().err.strip() == "error: --cluster c: the settings list a, b"
