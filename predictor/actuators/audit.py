@@ -66,6 +66,7 @@ class AuditLog:
         self.path = path
         # Append-only, so records already parsed stay valid: each read parses only the new tail.
         self._records: list[dict[str, Any]] = []
+        self._by_cluster: dict[str | None, list[dict[str, Any]]] = {}  # the same records by ``cluster``
         self._offset = 0
         self._identity: tuple[int, int] | None = None
 
@@ -95,17 +96,22 @@ class AuditLog:
 
     def read(self) -> list[dict[str, Any]]:
         """Every complete record; a torn last line (crash mid-write) is skipped."""
+        self._refresh()
+        return list(self._records)
+
+    def _refresh(self) -> None:
+        """Parse what was appended since the last read (everything again after a rotation)."""
         try:
             with self.path.open("rb") as handle:
                 stat = os.fstat(handle.fileno())
                 identity = (stat.st_dev, stat.st_ino)
                 if identity != self._identity or stat.st_size < self._offset:  # replaced or truncated (rotation)
-                    self._records, self._offset, self._identity = [], 0, identity
+                    self._records, self._by_cluster, self._offset, self._identity = [], {}, 0, identity
                 handle.seek(self._offset)
                 tail = handle.read()
         except FileNotFoundError:
-            self._records, self._offset, self._identity = [], 0, None
-            return []
+            self._records, self._by_cluster, self._offset, self._identity = [], {}, 0, None
+            return
         except OSError as exc:
             raise ActuatorError(f"cannot read audit log {self.path}: {exc}") from exc
         end = tail.rfind(b"\n") + 1  # a line without its newline is still being written, or torn
@@ -116,8 +122,10 @@ class AuditLog:
                 continue
             if isinstance(record, dict):
                 self._records.append(record)
+                cluster = record.get("cluster")  # a hand-edited line may hold anything: never a key error
+                key = cluster if cluster is None or isinstance(cluster, str) else repr(cluster)
+                self._by_cluster.setdefault(key, []).append(record)
         self._offset += end
-        return list(self._records)
 
     def of(self, cluster: str | None) -> list[dict[str, Any]]:
         """The records of one cluster (``None``: the unnamed one, whose records carry no ``cluster``).
@@ -125,7 +133,8 @@ class AuditLog:
         A fleet's loops share one log; equal queue names of two clusters never share a cooldown, a done
         cycle slot or an open intent.
         """
-        return [r for r in self.read() if r.get("cluster") == cluster]
+        self._refresh()
+        return list(self._by_cluster.get(cluster, []))
 
     def last_changed(self, mode: str, cluster: str | None = None) -> dict[str, float]:
         """Queue → unix time of its last change in ``mode`` (what cooldowns are measured from)."""
