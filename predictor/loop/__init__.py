@@ -2,6 +2,7 @@
 
 ``Loop(settings, cluster=…, history=…, forecaster=…, actuator=…)`` is wired by the CLI (production) or by
 tests and the replay benchmark (files, a fitted estimator, the simulator); ``run_once`` is one cycle.
+A fleet (clusters in the settings) is ``predictor.loop.fleet.FleetLoop``: one ``Loop`` per cluster.
 The public names are the submodules' own ``__all__`` lists (one list per name, no copy here).
 """
 
