@@ -107,7 +107,7 @@ def test_equal_queue_names_stay_apart(central_store: tuple[CentralStore, pd.Time
     a, b = (per_cluster[c][per_cluster[c][ID].isin(shared)].set_index([ID, TIME])[VALUE] for c in SEEDS)
     assert not a.equals(b)
     # Unscoped, the central store merges them: what the cluster matcher prevents.
-    merged = PrometheusSource(PrometheusSettings(url=store.url)).query_range(QUEUE_DEMAND, start, end, hour)
-    merged = merged[merged[ID].isin(shared)].set_index([ID, TIME])[VALUE]
+    unscoped = PrometheusSource(PrometheusSettings(url=store.url)).query_range(QUEUE_DEMAND, start, end, hour)
+    merged = unscoped[unscoped[ID].isin(shared)].set_index([ID, TIME])[VALUE]
     total = a.add(b, fill_value=0).reindex(merged.index)
     pd.testing.assert_series_equal(merged, total, check_names=False)
