@@ -21,7 +21,7 @@ from pipelines.forecast import load_prometheus_history
 from predictor.cli import main
 from predictor.config import load_settings
 from predictor.sources.queries import QUEUE_DEMAND
-from tests.sources.conftest import DAYS, SEEDS
+from tests.sources.fleetdata import DAYS, SEEDS
 from tests.support.centralprom import CentralStore
 
 Store = tuple[CentralStore, pd.Timestamp]

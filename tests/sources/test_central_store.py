@@ -18,7 +18,7 @@ from predictor.config import PrometheusSettings
 from predictor.sources.prometheus import PrometheusSource
 from predictor.sources.queries import QUEUE_DEMAND, workload_frames
 from predictor.sources.scoped import ScopedSource
-from tests.sources.conftest import DAYS, SEEDS, STEP
+from tests.sources.fleetdata import DAYS, SEEDS, STEP
 from tests.sources.test_scoped import PROJECT_QUERIES
 from tests.support.centralprom import CentralStore
 from tests.support.localprom import prometheus_available
