@@ -118,3 +118,21 @@ def test_unknown_cluster_is_one_line_error(central_store: Store, configs: dict[s
                  "--out", str(tmp_path / "x.csv")]) == 1
     err = capsys.readouterr().err.strip()
     assert "unknown cluster c: the settings list a, b" in err and len(err.splitlines()) == 1
+
+
+def test_report_per_cluster(central_store: Store, configs: dict[str, Path], tmp_path: Path) -> None:
+    store, start = central_store
+    args = ["report", "--end", (start + pd.Timedelta(days=DAYS)).isoformat(), "--days", "8", "--window-days", "1",
+            "--model", "seasonal_naive_24", "--no-rightsize"]  # rightsize: test_rightsize_per_cluster
+    assert main(["--config", str(configs["central"]), *args, "--out", str(tmp_path / "fleet")]) == 0
+    fleet = pd.read_csv(tmp_path / "fleet" / "report.csv")
+    assert fleet.columns[0] == "cluster" and set(fleet["cluster"]) == set(SEEDS)
+    assert set(json.loads((tmp_path / "fleet" / "report.json").read_text())["clusters"]) == set(SEEDS)
+    for name, url in store.clusters.items():
+        assert main([*args, "--prometheus-url", url, "--out", str(tmp_path / name)]) == 0
+        for table in ("report.csv", "report-summary.csv", "inputs/demand.csv", "inputs/recommendations.csv",
+                      "inputs/quotas.csv", "inputs/forecast.csv"):
+            pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "fleet" / name / table),
+                                          pd.read_csv(tmp_path / name / table))
+        mine = fleet[fleet["cluster"] == name].drop(columns="cluster").reset_index(drop=True)
+        pd.testing.assert_frame_equal(mine, pd.read_csv(tmp_path / name / "report.csv"))
