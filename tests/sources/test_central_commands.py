@@ -19,6 +19,7 @@ import yaml
 from models.frames import ID
 from pipelines.forecast import load_prometheus_history
 from predictor.cli import main
+from predictor.commands.rightsize import _queue_hours
 from predictor.config import load_settings
 from predictor.sources.queries import QUEUE_DEMAND
 from tests.sources.fleetdata import DAYS, SEEDS
@@ -109,6 +110,12 @@ def test_training_history_per_cluster(central_store: Store, configs: dict[str, P
         alone = load_prometheus_history(load_settings(None, prometheus={"url": url}), **window)  # type: ignore[arg-type]
         mine = central[central["cluster"] == name].drop(columns="cluster").reset_index(drop=True)
         pd.testing.assert_frame_equal(mine.assign(**{ID: mine[ID].str.removeprefix(f"{name}/")}), alone)
+    # train demand's queue hours: the same per cluster, queues named cluster/queue.
+    until = (start + pd.Timedelta(days=DAYS)).isoformat()
+    hours = _queue_hours(load_settings(configs["central"]), start.isoformat(), until)
+    assert hours is not None
+    pd.testing.assert_frame_equal(hours, _queue_hours(load_settings(configs["own"]), start.isoformat(), until))
+    assert {f"{c}/{q}" for c in SEEDS for q in shared} <= set(hours["series_id"])
 
 
 def test_unknown_cluster_is_one_line_error(central_store: Store, configs: dict[str, Path], tmp_path: Path,
