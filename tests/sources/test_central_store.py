@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+import requests
+from hypothesis import given, settings
 
 from models.frames import ID, TIME, VALUE
 from predictor.config import PrometheusSettings
 from predictor.sources.prometheus import PrometheusSource
 from predictor.sources.queries import QUEUE_DEMAND, workload_frames
-from predictor.sources.scoped import ScopedSource
+from predictor.sources.scoped import ScopedSource, scope_query
 from tests.sources.fleetdata import DAYS, SEEDS, STEP
-from tests.sources.test_scoped import PROJECT_QUERIES
+from tests.sources.test_scoped import PROJECT_QUERIES, random_scoped_queries
 from tests.support.centralprom import CentralStore
 from tests.support.localprom import prometheus_available
 
@@ -78,3 +80,15 @@ def test_equal_queue_names_stay_apart(central_store: tuple[CentralStore, pd.Time
     merged = unscoped[unscoped[ID].isin(shared)].set_index([ID, TIME])[VALUE]
     total = a.add(b, fill_value=0).reindex(merged.index)
     pd.testing.assert_series_equal(merged, total, check_names=False)
+
+
+@settings(max_examples=60)
+@given(case=random_scoped_queries())
+def test_a_real_prometheus_accepts_scoped_random_queries(
+        central_store: tuple[CentralStore, pd.Timestamp], case: tuple[str, dict[str, str], str]) -> None:
+    store, start = central_store
+    query, matchers, _ = case
+    for text in (query, scope_query(query, matchers)):
+        answer = requests.get(f"{store.url}/api/v1/query", params={"query": text, "time": str(start.timestamp())},
+                              timeout=10)
+        assert answer.json()["status"] == "success", (text, answer.text)
