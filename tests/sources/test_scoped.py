@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from predictor.errors import InputError
-from predictor.sources.promql import Matcher, Selector, escape_label_value
+from predictor.sources.promql import Matcher, MatchOp, Selector, escape_label_value
 from predictor.sources.queries import (
     CATALOGUE,
     WORKLOAD,
@@ -50,7 +50,8 @@ def _string(text: str) -> str:
 
 @st.composite
 def _matcher(draw: st.DrawFn) -> Matcher:
-    op = draw(st.sampled_from(["=", "!=", "=~", "!~"]))
+    ops: list[MatchOp] = ["=", "!=", "=~", "!~"]
+    op = draw(st.sampled_from(ops))
     return Matcher("l_" + draw(_NAME), draw(_TEXT if op in ("=", "!=") else _REGEX), op)
 
 
