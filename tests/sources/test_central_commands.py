@@ -113,8 +113,9 @@ def test_training_history_per_cluster(central_store: Store, configs: dict[str, P
     # train demand's queue hours: the same per cluster, queues named cluster/queue.
     until = (start + pd.Timedelta(days=DAYS)).isoformat()
     hours = _queue_hours(load_settings(configs["central"]), start.isoformat(), until)
-    assert hours is not None
-    pd.testing.assert_frame_equal(hours, _queue_hours(load_settings(configs["own"]), start.isoformat(), until))
+    own_hours = _queue_hours(load_settings(configs["own"]), start.isoformat(), until)
+    assert hours is not None and own_hours is not None
+    pd.testing.assert_frame_equal(hours, own_hours)
     assert {f"{c}/{q}" for c in SEEDS for q in shared} <= set(hours["series_id"])
 
 
