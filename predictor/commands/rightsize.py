@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from predictor.commands._common import console, settings_from
-from predictor.commands._fleet import ClusterOpt, fleet, with_cluster
+from predictor.commands._fleet import CLUSTER_COLUMN, ClusterOpt, fleet, with_cluster
 from predictor.errors import InputError
 
 if TYPE_CHECKING:
@@ -142,7 +142,6 @@ def _rightsize_fleet(inputs: list[tuple[str | None, RightsizeInput]], rs: Rights
 def _demand_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Runs for the demand models: a workload of a named cluster is ``cluster/namespace`` so equal names in two
     clusters stay two workloads, and its queue is ``cluster/queue`` as in the queue hours."""
-    from predictor.commands._fleet import CLUSTER_COLUMN
     from predictor.sources.clusters import qualify
 
     if CLUSTER_COLUMN not in runs.columns:
