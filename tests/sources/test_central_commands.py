@@ -25,6 +25,7 @@ from predictor.sources.queries import QUEUE_DEMAND
 from tests.sources.fleetdata import DAYS, SEEDS
 from tests.support.centralprom import CentralStore
 
+pytestmark = pytest.mark.slow
 Store = tuple[CentralStore, pd.Timestamp]
 
 

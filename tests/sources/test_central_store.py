@@ -21,11 +21,12 @@ from predictor.sources.prometheus import PrometheusSource
 from predictor.sources.queries import QUEUE_DEMAND, workload_frames
 from predictor.sources.scoped import ScopedSource, scope_query
 from tests.sources.fleetdata import DAYS, SEEDS, STEP
-from tests.sources.test_scoped import PROJECT_QUERIES, random_scoped_queries
 from tests.support.centralprom import CentralStore
 from tests.support.localprom import prometheus_available
+from tests.support.scoped_queries import PROJECT_QUERIES, random_scoped_queries
 
-pytestmark = pytest.mark.skipif(not prometheus_available(), reason="prometheus not installed (Debian 'prometheus')")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not prometheus_available(), reason="prometheus not installed (Debian 'prometheus')")]
 # Families the "core" simulator metrics lack (the comparison still runs on them: both answers empty).
 SIM_LACKS = {"pod_annotations", "pod_tolerations", "pod_nodeselectors", "node_taints", "node_unschedulable",
              "node_not_ready", "node_labels"}
