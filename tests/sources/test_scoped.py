@@ -49,3 +49,10 @@ def test_no_matchers_leaves_the_query_alone() -> None:
 def test_unterminated_selector_is_one_line_error() -> None:
     with pytest.raises(InputError, match="unterminated"):
         scope_query('up{job="x"', {"cluster": "a"})
+
+
+def test_comments_are_left_alone() -> None:
+    query = "sum(up) # per job: {job} and up\n+ sum(x{a=\"#\"})"
+    assert scope_query(query, {"cluster": "a"}) == (
+        'sum(up{cluster="a"}) # per job: {job} and up\n+ sum(x{cluster="a",a="#"})')
+    assert scope_query("sum # all\n (up)", {"cluster": "a"}) == 'sum # all\n (up{cluster="a"})'
