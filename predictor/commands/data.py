@@ -47,7 +47,7 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         """Export a PromQL range query as a long frame (series_id, timestamp, value, labels).
 
         With clusters in the settings, the query runs in each cluster (or each --cluster): rows carry a
-        ``cluster`` column and series ids are ``cluster/<id>``.
+        "cluster" column and series ids are cluster/<id>.
         """
         if out.suffix.lower() not in SUFFIXES:
             raise InputError(f"--out {out}: unknown file extension {out.suffix!r} (use .csv or .parquet)")

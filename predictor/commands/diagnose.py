@@ -57,7 +57,7 @@ def diagnose_cmd(
     """Name the likely cause of a slowdown in a window: cause, probability, scope, explanation.
 
     With clusters in the settings (and no --history), diagnoses each cluster (or each --cluster): every
-    finding names its cluster, and ``clusters`` holds each one's families found and missing."""
+    finding names its cluster, and "clusters" holds each one's families found and missing."""
     from predictor.diagnose.engine import diagnose, fetch_window, history_window, parse_scope
     from predictor.diagnose.fleet import fleet_findings
     from predictor.diagnose.models import load_default, load_model_file, load_registry

@@ -161,7 +161,7 @@ def train_forecast_cmd(
     """Fit, backtest, log to MLflow, register gpu-forecast; promote to champion only if better.
 
     With clusters in the settings, trains on every cluster's (or each --cluster's) series, named
-    ``cluster/queue``."""
+    cluster/queue."""
     import pandas as pd
 
     from pipelines.forecast import ForecastJob, load_prometheus_history, train_forecast

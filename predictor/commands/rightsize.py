@@ -217,7 +217,7 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         """Fit the demand regressors, backtest them against VPA/KRR, register gpu-demand, promote if better.
 
         Without --history, reads the configured Prometheus over --start/--end (default: the last 28 days);
-        with clusters in the settings, every cluster's runs and queues (``cluster/queue``).
+        with clusters in the settings, every cluster's runs and queues (cluster/queue).
         """
         from pipelines.demand import DemandJob, train_demand
 
