@@ -107,6 +107,8 @@ def test_training_history_per_cluster(central_store: Store, configs: dict[str, P
         alone = load_prometheus_history(load_settings(None, prometheus={"url": url}), **window)  # type: ignore[arg-type]
         mine = central[central["cluster"] == name].drop(columns="cluster").reset_index(drop=True)
         pd.testing.assert_frame_equal(mine.assign(**{ID: mine[ID].str.removeprefix(f"{name}/")}), alone)
+    only_b = load_prometheus_history(load_settings(configs["central"]), clusters=["b"], **window)  # type: ignore[arg-type]
+    pd.testing.assert_frame_equal(only_b, central[central["cluster"] == "b"].reset_index(drop=True))
     # train demand's queue hours: the same per cluster, queues named cluster/queue.
     until = (start + pd.Timedelta(days=DAYS)).isoformat()
     hours = _queue_hours(load_settings(configs["central"]), start.isoformat(), until)
