@@ -219,19 +219,37 @@ def load_prometheus_history(
     start: pd.Timestamp,
     end: pd.Timestamp,
     step: str = "1h",
+    clusters: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """History for one series family from Prometheus (``query`` overrides the family's default)."""
+    """History for one series family from Prometheus (``query`` overrides the family's default).
+
+    With clusters in the settings, every cluster's (``clusters``: only these) series, named
+    ``cluster/<series>`` and carrying a ``cluster`` column, so the model's per-series state never merges
+    equal queue names of two clusters; with none, today's frame.
+    """
     if query is None:
         if family not in DEFAULT_QUERIES:
             raise InputError(f"unknown series family {family!r} (known: {', '.join(DEFAULT_QUERIES)})")
         query = DEFAULT_QUERIES[family]
     # imported here: the module belongs to the sources layer and pulls in HTTP clients
-    from predictor.sources.prometheus import PrometheusSource
+    from predictor.sources.clusters import cluster_sources
 
-    frame: pd.DataFrame = PrometheusSource(settings.prometheus).query_range(query, start, end, pd.Timedelta(step))
-    if frame.empty:
-        raise InputError(f"Prometheus returned no samples for the {family} demand query between {start} and {end}")
-    frame = frame.copy()
+    parts = []
+    for cluster in cluster_sources(settings, only=clusters):
+        frame: pd.DataFrame = cluster.source.query_range(query, start, end, pd.Timedelta(step))
+        if frame.empty:
+            where = "" if cluster.name is None else f" of cluster {cluster.name}"
+            raise InputError(f"Prometheus returned no samples for the {family} demand query{where} "
+                             f"between {start} and {end}")
+        frame = _named(frame.copy(), family, query)
+        if cluster.name is not None:
+            frame[ID] = frame[ID].map(cluster.qualify)
+            frame["cluster"] = cluster.name
+        parts.append(frame)
+    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+
+
+def _named(frame: pd.DataFrame, family: str, query: str) -> pd.DataFrame:
     # The planner joins forecasts to Queue objects by name: a queue series is named after its queue,
     # the cluster series "cluster"; any other query keeps the family prefix on Prometheus' series id.
     if family == "queue" and query == DEFAULT_QUERIES["queue"] and "queue_name" in frame.columns:

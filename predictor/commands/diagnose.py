@@ -15,6 +15,7 @@ import typer
 
 from predictor.atomicio import write_text
 from predictor.commands._common import console, settings_from
+from predictor.commands._fleet import ClusterOpt, fleet
 from predictor.errors import InputError
 
 __all__ = ["register"]
@@ -51,22 +52,26 @@ def diagnose_cmd(
         str | None, typer.Option("--registry", help="MLflow tracking URI: use gpu-rca@champion from it.")
     ] = None,
     step: Annotated[str, typer.Option("--step", help="Query step against Prometheus.")] = "1m",
+    cluster: ClusterOpt = None,
 ) -> None:
-    """Name the likely cause of a slowdown in a window: cause, probability, scope, explanation."""
+    """Name the likely cause of a slowdown in a window: cause, probability, scope, explanation.
+
+    With clusters in the settings (and no --history), diagnoses each cluster (or each --cluster): every
+    finding names its cluster, and "clusters" holds each one's families found and missing."""
     from predictor.diagnose.engine import diagnose, fetch_window, history_window, parse_scope
+    from predictor.diagnose.fleet import fleet_findings
     from predictor.diagnose.models import load_default, load_model_file, load_registry
     from predictor.sources.files import read_frame
-    from predictor.sources.prometheus import PrometheusSource
     from predictor.timeparse import parse_duration, parse_time
 
-    if (prometheus_url is None) == (history is None):
+    settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow={"tracking_uri": registry})
+    if (prometheus_url is None) == (history is None) and not (history is None and settings.clusters):
         raise InputError("give exactly one of --prometheus-url URL or --history FILE")
     if model is not None and registry is not None:
         raise InputError("give at most one of --model PATH or --registry URI")
     at_ts = parse_time(at, name="--at")
     window_td = parse_duration(window, name="--window")
     scope_filter = parse_scope(scope)
-    settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow={"tracking_uri": registry})
     if model is not None:
         tree = load_model_file(model)
     elif registry is not None:
@@ -74,14 +79,16 @@ def diagnose_cmd(
     else:
         tree = load_default()
     if history is not None:
-        frame = history_window(read_frame(history), at_ts, window_td)
+        result = diagnose(history_window(read_frame(history), at_ts, window_td), tree, at_ts, window_td, scope_filter)
     else:
-        source = PrometheusSource(settings.prometheus)
-        frame = fetch_window(source, at_ts, window_td, parse_duration(step, name="--step"))
-    result = diagnose(frame, tree, at_ts, window_td, scope_filter)
+        step_td = parse_duration(step, name="--step")
+        result = fleet_findings({
+            c.name: diagnose(fetch_window(c.source, at_ts, window_td, step_td), tree, at_ts, window_td, scope_filter)
+            for c in fleet(settings, cluster)})
     _write_json(result, out)
     top = result["findings"][0]
     where = ", ".join(f"{k}={v}" for k, v in top["scope"].items() if v) or "cluster"
+    where = where if "cluster" not in top else f"{where} in cluster {top['cluster']}"
     console.print(f"{top['cause']} ({top['probability']:.2f}) at {where}; "
                   f"{len(result['findings'])} finding(s) written to {out}", highlight=False, markup=False)
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from predictor.commands._common import console, settings_from
+from predictor.commands._fleet import ClusterOpt
 from predictor.errors import InputError
 from predictor.registry import FORECAST_FAMILY
 
@@ -155,8 +156,12 @@ def train_forecast_cmd(
     id_col: IdColOpt = "series_id",
     value_col: ValueColOpt = "value",
     freq: FreqOpt = "1h",
+    cluster: ClusterOpt = None,
 ) -> None:
-    """Fit, backtest, log to MLflow, register gpu-forecast; promote to champion only if better."""
+    """Fit, backtest, log to MLflow, register gpu-forecast; promote to champion only if better.
+
+    With clusters in the settings, trains on every cluster's (or each --cluster's) series, named
+    cluster/queue."""
     import pandas as pd
 
     from pipelines.forecast import ForecastJob, load_prometheus_history, train_forecast
@@ -167,7 +172,8 @@ def train_forecast_cmd(
     else:
         end = pd.Timestamp(datetime.now(UTC)).floor(freq)
         frame = load_prometheus_history(
-            settings, family=family, query=query, start=end - timedelta(days=days), end=end, step=freq
+            settings, family=family, query=query, start=end - timedelta(days=days), end=end, step=freq,
+            clusters=cluster,
         )
     outcome = train_forecast(settings, frame, ForecastJob(model=model, horizon=horizon, windows=windows, freq=freq))
     verdict = "promoted to champion" if outcome.promoted else "kept as challenger"

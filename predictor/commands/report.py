@@ -14,13 +14,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from predictor.commands._common import console, settings_from
+from predictor.commands._fleet import ClusterOpt, fleet
 from predictor.errors import DataSourceError, InputError
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from predictor.config import Settings
+    from predictor.reports.assemble import ReportOutcome
     from predictor.reports.inputs import ReportInputs
+    from predictor.sources.clusters import ClusterSource
 
 __all__ = ["register"]
 
@@ -46,8 +49,13 @@ def report(
                                              "summarises and forecasts.")] = 7,
     rightsize: Annotated[bool, typer.Option("--rightsize/--no-rightsize", help="Add right-sizing savings "
                                              "(from the same history).")] = True,
+    cluster: ClusterOpt = None,
 ) -> None:
-    """Write the quota recommendation report (HTML with plots, Markdown, CSV, JSON) for every queue."""
+    """Write the quota recommendation report (HTML with plots, Markdown, CSV, JSON) for every queue.
+
+    With clusters in the settings (and no --history), one report per cluster under OUT/<cluster>/, each
+    planned against its own cluster's GPUs, and OUT/report.csv, report-summary.csv and report.json for the
+    fleet with every row naming its cluster."""
     import pandas as pd
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -56,12 +64,12 @@ def report(
     from predictor.reports.inputs import inputs_from_directory, inputs_from_prometheus
     from predictor.timeparse import parse_time
 
-    if (history is None) == (prometheus_url is None):
+    settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow={"tracking_uri": registry})
+    if (history is None) == (prometheus_url is None) and not (history is None and settings.clusters):
         raise InputError("give exactly one of --history DIR or --prometheus-url URL")
     check_output_directory(out)
-    settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow={"tracking_uri": registry})
-    table = None
     horizon = window_days * 24
+    outcomes: dict[str | None, ReportOutcome] = {}
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
                   transient=True) as bar:
         task = bar.add_task("reading history", total=None)
@@ -69,26 +77,56 @@ def report(
         def say(text: str) -> None:
             bar.update(task, description=text)
 
+        def one(inputs: ReportInputs, source: ClusterSource | None, folder: Path) -> ReportOutcome:
+            table = _rightsize_table(inputs, history, settings, source) if rightsize else None
+            forecast, used = _forecast(inputs, settings, registry, model, horizon, say,
+                                       None if source is None else source.name)
+            return make_report(inputs, forecast, settings.planner, folder, rightsize=table, window_days=window_days,
+                               sources={"forecast": used}, progress=say)
+
         if history is not None:
-            inputs = inputs_from_directory(history)
+            outcomes[None] = one(inputs_from_directory(history), None, out)
         else:
             until = parse_time(end, name="--end") if end else pd.Timestamp.now(tz="UTC").floor("h")
-            inputs = inputs_from_prometheus(settings.prometheus, end=until, days=days)
-        if rightsize:
-            say("right-sizing workloads")
-            table = _rightsize_table(inputs, history, settings)
-        forecast, used = _forecast(inputs, settings, registry, model, horizon, say)
-        outcome = make_report(inputs, forecast, settings.planner, out, rightsize=table, window_days=window_days,
-                              sources={"forecast": used}, progress=say)
-    s = outcome.report.summary
-    console.print(f"report for {len(outcome.report.queues)} queues, data up to {s.as_of}", markup=False)
-    for action in s.top_actions:
-        console.print(f"  {action}", markup=False, highlight=False)
-    for kind, path in outcome.paths.items():
-        console.print(f"{kind}: {path}", markup=False, highlight=False)
+            for source in fleet(settings, cluster):
+                say("reading history" if source.name is None else f"reading history of cluster {source.name}")
+                inputs = inputs_from_prometheus(settings.prometheus, end=until, days=days, source=source.source,
+                                                cluster=source.name)
+                outcomes[source.name] = one(inputs, source, out if source.name is None else out / source.name)
+    for name, outcome in outcomes.items():
+        s = outcome.report.summary
+        where = "" if name is None else f"cluster {name}: "
+        console.print(f"{where}report for {len(outcome.report.queues)} queues, data up to {s.as_of}", markup=False)
+        for action in s.top_actions:
+            console.print(f"  {action}", markup=False, highlight=False)
+        for kind, path in outcome.paths.items():
+            console.print(f"{kind}: {path}", markup=False, highlight=False)
+    if None not in outcomes:
+        for path in _fleet_files(out, [name for name in outcomes if name is not None]):
+            console.print(f"fleet: {path}", markup=False, highlight=False)
 
 
-def _rightsize_table(inputs: ReportInputs, history: Path | None, settings: Settings) -> pd.DataFrame | None:
+def _fleet_files(out: Path, clusters: list[str]) -> list[Path]:
+    """OUT/report.csv, report-summary.csv (each cluster's rows with a leading ``cluster``) and report.json."""
+    import json
+
+    import pandas as pd
+
+    from predictor.atomicio import write_text
+    from predictor.commands._fleet import with_cluster
+    from predictor.sources.files import write_frame
+
+    written = []
+    for name in ("report.csv", "report-summary.csv"):
+        frames = [with_cluster(pd.read_csv(out / cluster / name), cluster) for cluster in clusters]
+        written.append(write_frame(pd.concat(frames, ignore_index=True), out / name))
+    each = {cluster: json.loads((out / cluster / "report.json").read_text(encoding="utf-8")) for cluster in clusters}
+    written.append(write_text(out / "report.json", json.dumps({"clusters": each}, indent=2) + "\n"))
+    return written
+
+
+def _rightsize_table(inputs: ReportInputs, history: Path | None, settings: Settings,
+                     source: ClusterSource | None = None) -> pd.DataFrame | None:
     """Right-sizing savings from the same history; without them (a note says why) quotas are still reported."""
     import pandas as pd
 
@@ -96,7 +134,8 @@ def _rightsize_table(inputs: ReportInputs, history: Path | None, settings: Setti
 
     try:
         found = rightsize_from_directory(history) if history is not None else \
-            rightsize_from_prometheus(settings.prometheus, end=inputs.as_of + pd.Timedelta(hours=1))
+            rightsize_from_prometheus(settings.prometheus, end=inputs.as_of + pd.Timedelta(hours=1),
+                                      source=None if source is None else source.source)
         return rightsize_savings(*found)
     except (InputError, DataSourceError) as exc:  # quotas are still worth reporting without it
         inputs.notes.append(f"right-sizing unavailable: {exc}")
@@ -104,15 +143,21 @@ def _rightsize_table(inputs: ReportInputs, history: Path | None, settings: Setti
 
 
 def _forecast(inputs: ReportInputs, settings: Settings, registry: str | None, model: str, horizon: int,
-              say: Callable[[str], None]) -> tuple[pd.DataFrame, str]:
-    """The demand forecast and what made it: the registry's champion, or ``model`` fitted here."""
+              say: Callable[[str], None], cluster: str | None = None) -> tuple[pd.DataFrame, str]:
+    """The demand forecast and what made it: the registry's champion, or ``model`` fitted here.
+
+    The champion of a fleet knows each queue as ``cluster/queue``: asked with those names, answered with
+    the cluster's own."""
     if registry is not None:
+        from models.frames import ID
         from predictor.loop import RegistryForecaster
         from predictor.registry import ModelRegistry
+        from predictor.sources.clusters import qualify, split_qualified
 
         say("forecasting with the gpu-forecast champion")
-        forecast, versions = RegistryForecaster(ModelRegistry(settings.mlflow)).forecast(
-            inputs.demand, horizon=horizon)
+        demand = inputs.demand.assign(**{ID: inputs.demand[ID].map(lambda q: qualify(cluster, str(q)))})
+        forecast, versions = RegistryForecaster(ModelRegistry(settings.mlflow)).forecast(demand, horizon=horizon)
+        forecast = forecast.assign(**{ID: forecast[ID].map(lambda q: split_qualified(str(q))[1])})
         return forecast, ", ".join(versions.values())  # model URIs: models:/gpu-forecast/7
     from pipelines.forecast import run_forecast
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,9 @@ from predictor.errors import DataSourceError, InputError, redact_url
 from predictor.reports.fragmentation import live_fragmentation
 from predictor.reports.model import DEFAULT_RESOURCE
 from predictor.sources import queries
+
+if TYPE_CHECKING:
+    from predictor.sources import MetricSource
 
 __all__ = [
     "ReportInputs",
@@ -163,21 +167,25 @@ PROMQL = {
 
 
 def inputs_from_prometheus(settings: PrometheusSettings, *, end: pd.Timestamp, days: int = 35,
-                           step: str = "5m") -> ReportInputs:
+                           step: str = "5m", source: MetricSource | None = None,
+                           cluster: str | None = None) -> ReportInputs:
     """Inputs from a Prometheus-compatible server: one range query per table, aggregated server-side.
 
     Queried at the scrape step and averaged per hour here, exactly as the file path averages the
     simulator's samples (a 1 h range step would read one instant per hour instead of the hour's mean).
+    ``source``/``cluster``: one cluster of a fleet (``predictor.sources.clusters``), read through its source.
     """
-    from predictor.sources.prometheus import PrometheusSource
+    if source is None:
+        from predictor.sources.prometheus import PrometheusSource
 
-    source = PrometheusSource(settings)
+        source = PrometheusSource(settings)
     start = end - pd.Timedelta(days=days)
     frames: dict[str, pd.DataFrame] = {}
     for name, query in PROMQL.items():
         frame = source.query_range(query, start, end, pd.Timedelta(step))
         if frame.empty:
-            raise DataSourceError(f"Prometheus at {settings.url} returned no samples for the {name} query")
+            where = "" if cluster is None else f" (cluster {cluster})"
+            raise DataSourceError(f"Prometheus at {settings.url}{where} returned no samples for the {name} query")
         if name == "total":
             frames[name] = frame[[ID, TIME, VALUE]]
             continue
@@ -193,7 +201,8 @@ def inputs_from_prometheus(settings: PrometheusSettings, *, end: pd.Timestamp, d
     return ReportInputs(
         quotas=quotas, allocated=frames["allocated"], used=_on_grid(frames["used"], frames["allocated"]),
         demand=frames["demand"], total_gpus=total,
-        sources={"history": f"Prometheus {redact_url(settings.url)}, {days} days to {end.isoformat()}"},
+        sources={"history": f"Prometheus {redact_url(settings.url)}"
+                 f"{'' if cluster is None else f', cluster {cluster}'}, {days} days to {end.isoformat()}"},
         notes=["guarantee is not exported by Volcano's metrics: shown as 0",
                *(["fragmentation needs kube-state-metrics pod GPU requests with their node: none found"]
                  if live is None else [])],
@@ -238,10 +247,15 @@ def rightsize_from_directory(directory: Path, step_s: int = 300) -> tuple[pd.Dat
 
 
 def rightsize_from_prometheus(settings: PrometheusSettings, *, end: pd.Timestamp, days: int = 7,
-                              step_s: int = 300) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(recommendations, runs)`` of ``predictor.rightsize`` over the last ``days`` of a Prometheus server."""
+                              step_s: int = 300, source: MetricSource | None = None,
+                              ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(recommendations, runs)`` of ``predictor.rightsize`` over the last ``days`` of a Prometheus server
+    (``source``: one cluster of a fleet)."""
     from predictor.rightsize import RightsizeSettings, from_source, rightsize
-    from predictor.sources.prometheus import PrometheusSource
 
-    source = from_source(PrometheusSource(settings), end - pd.Timedelta(days=days), end, pd.Timedelta(seconds=step_s))
-    return rightsize(source, RightsizeSettings(step_s=step_s))
+    if source is None:
+        from predictor.sources.prometheus import PrometheusSource
+
+        source = PrometheusSource(settings)
+    runs = from_source(source, end - pd.Timedelta(days=days), end, pd.Timedelta(seconds=step_s))
+    return rightsize(runs, RightsizeSettings(step_s=step_s))

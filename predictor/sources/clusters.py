@@ -64,7 +64,7 @@ def cluster_sources(
     known = [cluster.name for cluster in settings.clusters]
     unknown = sorted(set(only or ()) - set(known))
     if unknown:
-        listed = ", ".join(known) if known else "none (settings list no clusters)"
+        listed = ", ".join(known) if known else "no clusters"
         raise ConfigError(f"unknown cluster {', '.join(unknown)}: the settings list {listed}")
     if not settings.clusters:
         return [ClusterSource(None, make_source(settings.prometheus))]

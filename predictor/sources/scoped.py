@@ -29,6 +29,7 @@ __all__ = ["ScopedSource", "scope_query"]
 
 _TOKEN = re.compile(
     r"""(?P<space>\s+)
+      | (?P<comment>\#[^\n]*)
       | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)
       | (?P<braces>\{(?:[^}"'`]|"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)*\})
       | (?P<brackets>\[[^\]]*\])
@@ -100,7 +101,7 @@ def _opens_call(tokens: list[tuple[str, str]], following: int | None) -> bool:
 
 def _next_significant(tokens: list[tuple[str, str]], start: int) -> int | None:
     for index in range(start, len(tokens)):
-        if tokens[index][0] != "space":
+        if tokens[index][0] not in ("space", "comment"):
             return index
     return None
 

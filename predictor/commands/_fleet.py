@@ -1,0 +1,41 @@
+"""What the history-reading commands share about the fleet: ``--cluster`` and the ``cluster`` column.
+
+With no clusters in the settings a command reads today's single Prometheus and writes today's output
+unchanged (no ``cluster`` column); with clusters listed it reads each one (``--cluster`` narrows) and every
+row it writes names its cluster.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from predictor.config import Settings
+    from predictor.sources.clusters import ClusterSource
+
+__all__ = ["CLUSTER_COLUMN", "ClusterOpt", "fleet", "with_cluster"]
+
+CLUSTER_COLUMN = "cluster"
+ClusterOpt = Annotated[
+    list[str] | None,
+    typer.Option("--cluster", help="Only this cluster of the settings' clusters (repeatable; default: all)."),
+]
+
+
+def fleet(settings: Settings, only: list[str] | None) -> list[ClusterSource]:
+    """The clusters to read (one unnamed cluster when the settings list none)."""
+    from predictor.sources.clusters import cluster_sources
+
+    return cluster_sources(settings, only=only or None)
+
+
+def with_cluster(frame: pd.DataFrame, cluster: str | None) -> pd.DataFrame:
+    """``frame`` with a leading ``cluster`` column for a named cluster; unchanged for the unnamed one."""
+    if cluster is None:
+        return frame
+    return frame.drop(columns=[CLUSTER_COLUMN], errors="ignore").assign(**{CLUSTER_COLUMN: cluster})[
+        [CLUSTER_COLUMN, *(c for c in frame.columns if c != CLUSTER_COLUMN)]]

@@ -1,0 +1,84 @@
+"""The fleet's sources: which Prometheus each cluster is read from, and the qualified series names."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from predictor.config import PrometheusSettings, Settings
+from predictor.errors import ConfigError
+from predictor.sources.clusters import cluster_sources, qualify, split_qualified
+from predictor.sources.scoped import ScopedSource
+
+CENTRAL = "http://central:9090"
+
+
+def _settings(**extra: object) -> Settings:
+    return Settings.model_validate({"prometheus": {"url": CENTRAL, "headers": {"X-Scope-OrgID": "fleet"}}, **extra})
+
+
+def _urls(settings: Settings, only: list[str] | None = None) -> list[tuple[str | None, str, bool]]:
+    made: list[PrometheusSettings] = []
+
+    def make(prometheus: PrometheusSettings) -> object:
+        made.append(prometheus)
+        return prometheus
+
+    out = []
+    for cluster in cluster_sources(settings, make_source=make, only=only):  # type: ignore[arg-type]
+        source = cluster.source
+        scoped = isinstance(source, ScopedSource)
+        inner = source.source if isinstance(source, ScopedSource) else source
+        assert isinstance(inner, PrometheusSettings)
+        out.append((cluster.name, inner.url, scoped))
+    assert len({id(p) for p in made}) == len(made)  # the central store's client is made once, shared
+    return out
+
+
+def test_no_clusters_is_todays_single_unnamed_cluster() -> None:
+    assert _urls(_settings()) == [(None, CENTRAL, False)]
+
+
+def test_clusters_read_their_own_prometheus_or_the_central_store_scoped() -> None:
+    settings = _settings(clusters=[{"name": "a"}, {"name": "b", "prometheus": {"url": "http://b:9090"}},
+                                   {"name": "c", "label_value": "prod-c"}])
+    assert _urls(settings) == [("a", CENTRAL, True), ("b", "http://b:9090", False), ("c", CENTRAL, True)]
+    sources = cluster_sources(settings, make_source=lambda p: p)  # type: ignore[arg-type,return-value]
+    scoped = {c.name: c.source.matchers for c in sources if isinstance(c.source, ScopedSource)}
+    assert scoped == {"a": {"cluster": "a"}, "c": {"cluster": "prod-c"}}
+    # The central store's tenant header and other settings travel with every scoped read.
+    first = sources[0].source
+    assert isinstance(first, ScopedSource) and first.source.headers == {"X-Scope-OrgID": "fleet"}  # type: ignore[attr-defined]
+
+
+def test_cluster_label_is_configurable() -> None:
+    settings = _settings(clusters=[{"name": "a"}])
+    settings.prometheus.cluster_label = "k8s_cluster"
+    source = cluster_sources(settings, make_source=lambda p: p)[0].source  # type: ignore[arg-type,return-value]
+    assert isinstance(source, ScopedSource) and source.matchers == {"k8s_cluster": "a"}
+
+
+def test_only_narrows_in_settings_order_and_unknown_names_are_one_line_errors() -> None:
+    settings = _settings(clusters=[{"name": "a"}, {"name": "b"}, {"name": "c"}])
+    assert [name for name, _, _ in _urls(settings, only=["c", "a"])] == ["a", "c"]
+    with pytest.raises(ConfigError, match=r"^unknown cluster x: the settings list a, b, c$"):
+        cluster_sources(settings, only=["x", "a"])
+    with pytest.raises(ConfigError, match="settings list no clusters"):
+        cluster_sources(_settings(), only=["a"])
+
+
+@pytest.mark.parametrize("clusters", [
+    [{"name": "a"}, {"name": "a"}], [{"name": "A"}], [{"name": "a/b"}], [{"name": "a", "colour": "red"}],
+])
+def test_bad_cluster_lists_are_refused(clusters: list[dict[str, str]]) -> None:
+    with pytest.raises(ValidationError):
+        _settings(clusters=clusters)
+
+
+@given(cluster=st.from_regex(r"[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?", fullmatch=True),
+       queue=st.from_regex(r"[a-z0-9]([-a-z0-9.]{0,20}[a-z0-9])?", fullmatch=True))
+def test_qualified_names_split_back(cluster: str, queue: str) -> None:
+    assert split_qualified(qualify(cluster, queue)) == (cluster, queue)
+    assert qualify(None, queue) == queue and split_qualified(queue) == (None, queue)
