@@ -22,7 +22,7 @@ import pandas as pd
 from models.frames import ID
 from predictor.actuators import Change
 from predictor.actuators.audit import AuditLog, AuditRecord, read_state, write_state
-from predictor.actuators.volcano import Outcome, write_plan_dir
+from predictor.actuators.volcano import Outcome, PlanDirMemo, write_plan_dir
 from predictor.config import Settings
 from predictor.diagnose.bands import export_forecast_bands, step_at
 from predictor.errors import (
@@ -127,6 +127,7 @@ class Loop:
             self.leaders.append(lease)
         self._forever = False  # run_forever keeps the local lock between cycles; run_once alone does not
         self.xdp = xdp  # the XDP agents' inputs (predictor.loop.xdp), published each cycle when wired
+        self._plan_files = PlanDirMemo()  # unchanged plan files are neither rendered nor read again
 
     def lead(self, now: pd.Timestamp) -> str:
         """Take or renew every lock; ``""`` when this instance may act, else why it stands by."""
@@ -274,7 +275,7 @@ class Loop:
                                 demand=inputs.demand.frame if inputs.demand else None,
                                 demand_unknown=inputs.demand.unknown if inputs.demand else None)
         report.plan, report.hold = plan, hold
-        write_plan_dir(plan, objects, self.settings.actuators.plan_dir, models=self.models)
+        write_plan_dir(plan, objects, self.settings.actuators.plan_dir, models=self.models, memo=self._plan_files)
         records = [self._record(now, cycle, h.queue, "held", h.reason, code=h.code) for h in plan.held]
         if self.mode == "plan":
             records += [self._record(now, cycle, c.queue, "planned", c.reason, change=c) for c in plan.changes]

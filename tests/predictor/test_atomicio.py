@@ -179,6 +179,35 @@ def test_write_texts_skips_unchanged_files_and_syncs_each_directory_once(tmp_pat
     assert not [p for p in (tmp_path / "q").iterdir() if p.name.endswith(".tmp")]
 
 
+def test_write_texts_memo_skips_reads_of_unchanged_files_and_sees_edits(tmp_path: Path) -> None:
+    """With a memo an unchanged file is neither read nor rewritten; a file edited or replaced since is rewritten."""
+    from predictor.atomicio import write_texts
+
+    memo: dict[Path, tuple[tuple[int, int, int, int], bytes]] = {}
+    a, b, c = (tmp_path / f"{n}.yaml" for n in "abc")
+    assert write_texts({a: "one\n", b: "two\n", c: "three\n"}, memo=memo) == [a, b, c]
+    assert set(memo) == {a, b, c}
+    b.write_text("hand edit\n")  # in place: same inode, another size and ctime
+    c.unlink()
+    c.write_text("three\n")  # replaced by equal bytes: read, found equal, left alone
+    assert write_texts({a: "one\n", b: "two\n", c: "three\n"}, memo=memo) == [b]
+    assert (a.read_text(), b.read_text(), c.read_text()) == ("one\n", "two\n", "three\n")
+    assert write_texts({a: "uno\n"}, memo=memo) == [a]  # new bytes are written whatever the memo says
+    assert set(memo) == {a}  # the memo holds the last call's files only
+
+
+def test_child_paths_refuses_a_link_leading_out(tmp_path: Path) -> None:
+    from predictor.atomicio import child_paths
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "evil.yaml").symlink_to(tmp_path / "elsewhere.yaml")
+    assert child_paths(out, ["a.yaml", "b.yaml"]) == [out / "a.yaml", out / "b.yaml"]
+    for bad in ("evil.yaml", "../x.yaml", "", "a/b"):
+        with pytest.raises(InputError):
+            child_paths(out, ["a.yaml", bad])
+
+
 def test_write_texts_renames_nothing_when_one_sync_fails(tmp_path: Path) -> None:
     """The files are synced concurrently: one failure still leaves every target as it was, and no temp file."""
     from predictor.atomicio import write_texts
