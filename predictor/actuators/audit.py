@@ -21,6 +21,8 @@ from predictor.errors import ActuatorError, redact_url
 
 __all__ = ["AuditLog", "AuditRecord", "read_state", "write_state"]
 
+# One encoder for every record: ``json.dumps`` with options builds a new one per call (4,000 per fleet cycle).
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 # Outcomes that mean "this queue changed" for the cooldown, per actuator mode.
 CHANGED = {"apply": ("applied",), "server-dry-run": ("dry-run-ok",), "plan": ("planned",)}
 
@@ -56,7 +58,7 @@ class AuditRecord:
         for optional in ("models", "cluster"):
             if doc[optional] is None:
                 del doc[optional]
-        return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+        return _ENCODER.encode(doc)
 
 
 class AuditLog:

@@ -293,9 +293,12 @@ class PlanDirMemo:
     plan_file: dict[Path, tuple[Signature, bytes]] = field(default_factory=dict)  # plan.json's
 
 
+_KEY = json.JSONEncoder(default=lambda o: f"{type(o).__name__}:{o!r}")  # one encoder for every queue's key
+
+
 def _content(live: Mapping[str, Any], state: Any, changes: Sequence[Any]) -> str:
     """A key equal only for inputs that render equal: the live object in its key order, the state, the changes."""
-    return json.dumps(live, default=lambda o: f"{type(o).__name__}:{o!r}") + repr(state) + repr(changes)
+    return _KEY.encode(live) + repr(state) + repr(changes)
 
 
 def write_plan_dir(plan: QueuePlan, live: Sequence[Mapping[str, Any]], out: Path, *,

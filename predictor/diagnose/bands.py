@@ -54,16 +54,17 @@ def step_at(forecast: pd.DataFrame, at: pd.Timestamp) -> pd.DataFrame:
 
 
 def export_forecast_bands(registry: CollectorRegistry, forecast: pd.DataFrame, *, level: int = 80,
-                          at: pd.Timestamp) -> int:
+                          at: pd.Timestamp, current: pd.DataFrame | None = None) -> int:
     """Register (once) and set the band gauges from a forecast frame; returns the series exported.
 
     For each series the row used is ``step_at(forecast, at)``: the caller's clock, never the wall clock.
+    ``current``: that ``step_at`` where the caller has it already (the loop does, for its own gauges).
     """
     lo, hi = f"lo-{level}", f"hi-{level}"
     missing = [c for c in (ID, TIME, lo, hi) if c not in forecast.columns]
     if missing:
         raise InputError(f"forecast frame lacks column(s) {', '.join(missing)} for level {level}")
-    current = step_at(forecast, at)
+    current = step_at(forecast, at) if current is None else current
     upper, lower = _gauges(registry)
     upper.clear()
     lower.clear()

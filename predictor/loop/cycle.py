@@ -356,16 +356,16 @@ class Loop:
             current = step_at(forecast, now)
             for column in [c for c in ("mean", "lo-80", "hi-80", "lo-95", "hi-95") if c in current.columns]:
                 for queue, value in zip(current[ID], current[column], strict=True):
-                    m.band.labels(queue=str(queue), band=column).set(float(value))
+                    m.child(m.band, str(queue), column).set(float(value))
             if {"lo-80", "hi-80"} <= set(forecast.columns):
                 # predictor_forecast_upper/lower{series,level}: the dynamic thresholds alert rules compare
                 # live demand against (examples/alerts/forecast-bands.yaml, k8s PrometheusRule).
-                export_forecast_bands(m.registry, forecast, level=80, at=now)
+                export_forecast_bands(m.registry, forecast, level=80, at=now, current=current)
         for name, state in plan.desired.items():
             for f in ("deserved", "capability", "guarantee"):
                 value = state.get(f).get(self.settings.planner.resource)
                 if value is not None:
-                    m.quota.labels(queue=name, field=f).set(value)
+                    m.child(m.quota, name, f).set(value)
         if versions:
             m.models(versions)
         m.cycles.labels(result="held" if hold else "ok").inc()

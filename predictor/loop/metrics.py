@@ -57,10 +57,20 @@ class LoopMetrics:
                                      "Champion loads that failed (the last good model kept serving).", ["family"],
                                      registry=r)
         self._served_uri: dict[str, str] = {}
+        self._children: dict[tuple[int | str, ...], Gauge] = {}
         self.last_success_unix = 0.0
         self.ready_within_s = LoopSettings().ready_within_s if ready_within_s is None else ready_within_s
         self.elapsed = elapsed
         self._succeeded_at: float | None = None  # on the ``elapsed`` clock
+
+    def child(self, gauge: Gauge, *values: str) -> Gauge:
+        """``gauge.labels(*values)``, looked up once: the per-queue gauges (``band``, ``quota``) set thousands
+        of children each fleet cycle and are never cleared, so a child once made stays the registry's."""
+        key: tuple[int | str, ...] = (id(gauge), *values)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = gauge.labels(*values)
+        return found
 
     def succeeded(self, now_unix: float) -> None:
         """A cycle planned (and applied) without error at ``now_unix`` (the loop's clock)."""

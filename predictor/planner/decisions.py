@@ -7,7 +7,7 @@ without the planner knowing about any of them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from predictor.planner.state import QueueState
@@ -41,7 +41,8 @@ class FieldChange:
     code: str = "forecast"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Every field is a scalar: a shallow dict equals ``asdict`` without its deep copy of each value.
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class Hold:
     resource: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
 
 Series = tuple[tuple[float, float], ...]  # ((unix seconds, recommended value), ...)

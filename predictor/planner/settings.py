@@ -38,6 +38,9 @@ class QueueLimits(BaseModel):
         return self
 
 
+_NO_LIMITS = QueueLimits()  # type: ignore[call-arg]
+
+
 class PlannerSettings(BaseModel):
     """How forecasts become queue quotas, and the safety policy that bounds every change."""
 
@@ -122,4 +125,4 @@ class PlannerSettings(BaseModel):
         return self
 
     def limits(self, queue: str) -> QueueLimits:
-        return self.queues.get(queue) or QueueLimits()  # type: ignore[call-arg]
+        return self.queues.get(queue) or _NO_LIMITS  # shared and only read: not one model built per queue

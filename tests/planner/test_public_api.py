@@ -26,5 +26,5 @@ def test_loop_and_actuator_public_api_is_pinned() -> None:
         "QueueActuator", "QueueApi", "RegistryForecaster", "SourceHistory", "SourceWorkload", "WorkloadReader",
         "cycle_slot",
     ])
-    assert sorted(volcano.__all__) == ["GROUP", "Outcome", "PLURAL", "VERSION", "VolcanoActuator", "connect",
-                                       "write_plan_dir"]
+    assert sorted(volcano.__all__) == ["GROUP", "Outcome", "PLURAL", "PlanDirMemo", "VERSION", "VolcanoActuator",
+                                       "connect", "write_plan_dir"]
