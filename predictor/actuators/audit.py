@@ -69,6 +69,7 @@ class AuditLog:
         # Append-only, so records already parsed stay valid: each read parses only the new tail.
         self._records: list[dict[str, Any]] = []
         self._by_cluster: dict[str | None, list[dict[str, Any]]] = {}  # the same records by ``cluster``
+        self._index = _Index()
         self._offset = 0
         self._identity: tuple[int, int] | None = None
 
@@ -109,10 +110,12 @@ class AuditLog:
                 identity = (stat.st_dev, stat.st_ino)
                 if identity != self._identity or stat.st_size < self._offset:  # replaced or truncated (rotation)
                     self._records, self._by_cluster, self._offset, self._identity = [], {}, 0, identity
+                    self._index = _Index()
                 handle.seek(self._offset)
                 tail = handle.read()
         except FileNotFoundError:
             self._records, self._by_cluster, self._offset, self._identity = [], {}, 0, None
+            self._index = _Index()
             return
         except OSError as exc:
             raise ActuatorError(f"cannot read audit log {self.path}: {exc}") from exc
@@ -127,6 +130,7 @@ class AuditLog:
                 cluster = record.get("cluster")  # a hand-edited line may hold anything: never a key error
                 key = cluster if cluster is None or isinstance(cluster, str) else repr(cluster)
                 self._by_cluster.setdefault(key, []).append(record)
+                self._index.add(key, record)
         self._offset += end
 
     def of(self, cluster: str | None) -> list[dict[str, Any]]:
@@ -140,26 +144,48 @@ class AuditLog:
 
     def last_changed(self, mode: str, cluster: str | None = None) -> dict[str, float]:
         """Queue → unix time of its last change in ``mode`` (what cooldowns are measured from)."""
-        wanted = CHANGED.get(mode, ())
-        out: dict[str, float] = {}
-        for record in self.of(cluster):
-            if record.get("outcome") in wanted and record.get("mode") == mode:
-                out[str(record["queue"])] = max(out.get(str(record["queue"]), 0.0), float(record.get("unix", 0.0)))
-        return out
+        self._refresh()
+        return dict(self._index.changed.get((cluster, mode), {}))
 
     def done_cycles(self, cluster: str | None = None) -> set[str]:
-        return {str(r["cycle"]) for r in self.of(cluster) if r.get("outcome") == "cycle-done"}
+        self._refresh()
+        return set(self._index.done.get(cluster, ()))
 
     def pending_intents(self, cluster: str | None = None) -> list[dict[str, Any]]:
         """``intent`` records with no later outcome for the same cycle and queue: patches cut off by a crash."""
-        open_: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for record in self.of(cluster):
-            key = (str(record.get("cycle")), str(record.get("queue")))
-            if record.get("outcome") == "intent":
-                open_.setdefault(key, []).append(record)
-            elif record.get("outcome") not in ("held", "cycle-done"):
-                open_.pop(key, None)
-        return [r for records in open_.values() for r in records]
+        self._refresh()
+        return [r for records in self._index.open.get(cluster, {}).values() for r in records]
+
+
+class _Index:
+    """What the loop asks of the log every cycle, kept up to date as records are parsed.
+
+    Why: the log only grows (a fleet cycle appends about 4,000 records), and scanning every record for
+    cooldowns, done cycles and open intents each cycle would cost more every hour the loop runs. Each
+    record updates these once, in log order, exactly as the scans did.
+    """
+
+    def __init__(self) -> None:
+        self.changed: dict[tuple[str | None, str], dict[str, float]] = {}  # (cluster, mode) → queue → unix
+        self.done: dict[str | None, set[str]] = {}  # cluster → cycle slots with a cycle-done record
+        self.open: dict[str | None, dict[tuple[str, str], list[dict[str, Any]]]] = {}  # intents, no outcome yet
+
+    def add(self, cluster: str | None, record: dict[str, Any]) -> None:
+        outcome, mode = record.get("outcome"), record.get("mode")
+        if isinstance(mode, str) and outcome in CHANGED.get(mode, ()) and "queue" in record:
+            try:
+                unix = float(record.get("unix", 0.0))
+            except (TypeError, ValueError):  # a hand-edited line: counted from the epoch, never an error here
+                unix = 0.0
+            queue, changed = str(record["queue"]), self.changed.setdefault((cluster, mode), {})
+            changed[queue] = max(changed.get(queue, 0.0), unix)
+        if outcome == "cycle-done":
+            self.done.setdefault(cluster, set()).add(str(record.get("cycle")))
+        key = (str(record.get("cycle")), str(record.get("queue")))
+        if outcome == "intent":
+            self.open.setdefault(cluster, {}).setdefault(key, []).append(record)
+        elif outcome not in ("held", "cycle-done"):
+            self.open.get(cluster, {}).pop(key, None)
 
 
 def read_state(path: Path) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter as CodeCounts
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -337,13 +338,12 @@ class Loop:
     def _observe(self, now: pd.Timestamp, plan: QueuePlan, forecast: pd.DataFrame | None, versions: dict[str, str],
                  hold: tuple[str, str] | None, workload: Workload | None = None) -> None:
         m = self.metrics
-        for h in plan.held:
-            m.held.labels(reason=h.code).inc()
-        for c in plan.changes:
-            if c.code not in TARGET_CODES:
-                # Clipped or raised: counted by the rule that moved it (safety codes, and the workload rules
-                # gang_floor / whole_nodes / pool / steady_priority).
-                m.held.labels(reason=c.code).inc()
+        # Clipped or raised changes are counted by the rule that moved it (safety codes, and the workload rules
+        # gang_floor / whole_nodes / pool / steady_priority). One increment per code, codes in first-seen order.
+        held = CodeCounts(h.code for h in plan.held)
+        held.update(c.code for c in plan.changes if c.code not in TARGET_CODES)
+        for code, count in held.items():
+            m.held.labels(reason=code).inc(count)
         m.fragmentation.clear()
         if workload is not None and workload.nodes:
             frag = fgd(workload.nodes, task_mix(workload))

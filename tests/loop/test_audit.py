@@ -43,3 +43,28 @@ def test_state_and_text_files_are_replaced_atomically(tmp_path: Path) -> None:
     write_text(tmp_path / "d" / "x.txt", "hello")
     assert (tmp_path / "d" / "x.txt").read_text() == "hello"
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["x.txt"]  # no temp file left behind
+
+
+def test_a_running_loop_answers_as_a_restarted_one_as_the_log_grows(tmp_path: Path) -> None:
+    """The answers kept up to date record by record equal those of a fresh read, cycle after cycle, per cluster."""
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    batches = [
+        [record("intent", unix=100), record("applied", unix=100), record("intent", queue="team-b", unix=100)],
+        [record("cycle-done", queue="*"), record("held", queue="team-b"),
+         record("planned", queue="x", mode="plan", unix=150)],
+        [record("intent", queue="team-b", cycle="c2", unix=200), record("applied", unix=300, cycle="c2"),
+         record("abandoned", queue="team-b", unix=200)],
+    ]
+    for batch in batches:
+        log.append(batch)
+        fresh = AuditLog(path)
+        for mode in ("apply", "plan"):
+            assert log.last_changed(mode) == fresh.last_changed(mode)
+        assert log.done_cycles() == fresh.done_cycles()
+        assert log.pending_intents() == fresh.pending_intents()
+    assert log.last_changed("apply") == {"team-a": 300.0}
+    assert log.done_cycles() == {"c1"}
+    assert [(r["queue"], r["cycle"]) for r in log.pending_intents()] == [("team-b", "c2")]
+    path.unlink()  # rotated away: nothing is remembered
+    assert (log.last_changed("apply"), log.done_cycles(), log.pending_intents()) == ({}, set(), [])
