@@ -296,6 +296,8 @@ def write_texts(files: Mapping[Path, str], *, encoding: str = "utf-8", fsync: Fs
     signature (inode, size, mtime, ctime) and bytes when this function last wrote or read it. A file whose
     signature is unchanged still holds those bytes (any write, rename or replacement changes the ctime), so
     it is compared without being read: one ``lstat`` per unchanged file instead of an open and a read.
+    (An in-place rewrite to the same size within one tick of the filesystem's clock after ours would
+    go unseen until the file's next change; the plan directory is this project's own output.)
     Returns the paths actually written.
     """
     pending: list[tuple[Path, Path]] = []
