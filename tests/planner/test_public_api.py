@@ -22,9 +22,9 @@ def test_loop_and_actuator_public_api_is_pinned() -> None:
     assert sorted(loop.__all__) == sorted([
         "ChampionRegistry", "ClusterReader", "CycleReport", "EstimatorForecaster", "FileCluster",
         "FileHistory", "FileLock", "Leader", "LeaseLock", "default_identity", "Forecaster", "HistoryReader",
-        "KubeCluster", "Loop", "LoopMetrics", "MetricsServer",
+        "KubeCluster", "Loop", "LoopMetrics", "MetricsServer", "Probed",
         "QueueActuator", "QueueApi", "RegistryForecaster", "SourceHistory", "SourceWorkload", "WorkloadReader",
-        "cycle_slot",
+        "cycle_slot", "wait_for_next_cycle",
     ])
     assert sorted(volcano.__all__) == ["GROUP", "Outcome", "PLURAL", "PlanDirMemo", "VERSION", "VolcanoActuator",
                                        "connect", "write_plan_dir"]
