@@ -155,12 +155,22 @@ class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         measured = np.zeros(len(data))
         unknown = np.zeros(data.shape)
         main = _Reduced(np.zeros(0, dtype=np.intp), self.tree_, np.zeros(self.tree_.tree_.node_count, dtype=bool))
-        for k, (cols, tree, unsure, _) in enumerate([main, *getattr(self, "reduced_", [])], start=-1):
+        for k, (cols, tree, unsure, blind) in enumerate([main, *getattr(self, "reduced_", [])], start=-1):
             rows = which == k
-            if rows.any():
-                p, m, u, doubt = _walk_tree(tree.tree_, data[rows], unsure)
-                u[:, cols] += doubt[:, None]
-                proba[rows], measured[rows], unknown[rows] = p, m, u
+            if not rows.any():
+                continue
+            # A cause this tree cannot diagnose is out of its answers (named by ``cannot_tell`` instead): its
+            # leaves' other classes are what was measured, so they are not doubtful either.
+            out = np.isin(self.classes_, blind)
+            leaf_class = self.classes_[np.argmax(tree.tree_.value[:, 0, :], axis=1)]
+            p, m, u, doubt = _walk_tree(tree.tree_, data[rows], unsure & ~np.isin(leaf_class, blind))
+            if out.any():
+                p[:, out] = 0.0
+                rest = p.sum(axis=1)
+                p[rest <= 0, list(self.classes_).index(HEALTHY) if HEALTHY in self.classes_ else 0] = 1.0
+                p /= p.sum(axis=1, keepdims=True)
+            u[:, cols] += doubt[:, None]
+            proba[rows], measured[rows], unknown[rows] = p, m, u
         return proba, measured, unknown
 
     def predict_proba(self, X: Any) -> np.ndarray:
