@@ -12,6 +12,7 @@ the context of the job that holds most of its GPUs) and every Volcano queue (quo
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import pandas as pd
@@ -28,8 +29,9 @@ from models.rca_specs import (
 )
 from models.rca_window import GPU_PREFIX, WindowData, col, increase, node_of, quiet, rate, ratio, sratio
 
-__all__ = ["ABSENT", "FEATURE_NAMES", "NOT_APPLICABLE", "SCOPE_COLUMNS", "SPECS", "FeatureSpec", "WindowData",
-           "feature_table_markdown", "mark_not_applicable", "node_of", "window_features"]
+__all__ = ["ABSENT", "DERIVED", "FEATURE_NAMES", "NOT_APPLICABLE", "SCOPE_COLUMNS", "SPECS", "FeatureSpec",
+           "WindowData", "feature_table_markdown", "mark_not_applicable", "node_of", "queue_not_applicable",
+           "window_features", "with_derived"]
 
 
 # Which GPU to name for a GPU-level cause (argmax of the feature that points at it), kept beside features.
@@ -57,7 +59,47 @@ def window_features(data: WindowData, at: pd.Timestamp, window: pd.Timedelta) ->
             out[c] = ""
     out[list(FEATURE_NAMES)] = out[list(FEATURE_NAMES)].astype(np.float64)
     out[list(SCOPE_COLUMNS)] = out[list(SCOPE_COLUMNS)].fillna("").astype(str)
-    return mark_not_applicable(_mark_absent(out[[*SCOPE_COLUMNS, *FEATURE_NAMES]], data, W, P))
+    rows = mark_not_applicable(_mark_absent(out[[*SCOPE_COLUMNS, *FEATURE_NAMES]], data, W, P))
+    absent = frozenset(f for spec in SPECS for f in spec.families if f not in data.tables)
+    return with_derived(queue_not_applicable(rows, [absent] * len(rows)))
+
+
+def queue_not_applicable(rows: pd.DataFrame, missing: Sequence[Collection[str]]) -> pd.DataFrame:
+    """Queue features of queue rows still NaN although none of the families they read is in the row's
+    ``missing`` → ``NOT_APPLICABLE``.
+
+    Why: such a NaN is a ratio with nothing to divide by (a queue with no capability, allocation or request
+    in the preceding window: a starved queue), which was measured. Left NaN, the tree averages over it as
+    unknown and a starved queue reads ``insufficient_data``. A family that is missing keeps its NaN."""
+    out = rows.copy()
+    queue = out["is_queue"].to_numpy() == 1
+    for spec in SPECS:
+        if spec.name not in QUEUE_FEATURES:
+            continue
+        scraped = np.array([not set(spec.families) & set(m) for m in missing], dtype=bool)
+        fill = queue & scraped & np.isnan(out[spec.name].to_numpy(dtype=np.float64))
+        out.loc[fill, spec.name] = NOT_APPLICABLE
+    return out
+
+
+# Features computed from other features' values (after those are marked NOT_APPLICABLE or ABSENT), so
+# labelled windows cached before one was added get it exactly as a fresh window would.
+DERIVED = {"net_rx_vs_util": ("net_rx_ratio", "gpu_util_ratio")}
+
+
+def with_derived(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with every ``DERIVED`` feature (a ratio of two features) filled in; idempotent.
+
+    A sentinel in either input is passed on (ABSENT before NOT_APPLICABLE); NaN in either stays NaN."""
+    out = rows.copy()
+    for name, (a, b) in DERIVED.items():
+        x, y = out[a].to_numpy(dtype=np.float64), out[b].to_numpy(dtype=np.float64)
+        value = np.asarray(ratio(x, y), dtype=np.float64)
+        for sentinel in (NOT_APPLICABLE, ABSENT):  # ABSENT last: it wins over NOT_APPLICABLE
+            value = np.where((x == sentinel) | (y == sentinel), sentinel, value)
+        value = np.where(np.isfinite(y) & (y == 0), NOT_APPLICABLE, value)  # nothing before: no ratio
+        out[name] = np.where(np.isnan(x) | np.isnan(y), np.nan, value)
+    return out
 
 
 def _mark_absent(rows: pd.DataFrame, data: WindowData, W: slice, P: slice) -> pd.DataFrame:

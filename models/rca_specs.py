@@ -110,6 +110,10 @@ SPECS: tuple[FeatureSpec, ...] = (
                 ("node_network_receive_drop_total",), _PEERS),
     FeatureSpec("net_rx_ratio", "node_network_receive_bytes_total", "receive throughput vs the preceding window",
                 "ratio", ("node_network_receive_bytes_total",), _OWN),
+    FeatureSpec("net_rx_vs_util", f"node_network_receive_bytes_total, {_U}", "receive-throughput ratio over the "
+                "node's GPU-utilisation ratio (both vs the preceding window): < 1 when traffic fell more than GPU "
+                "work did, as when a job waits on a congested network (NCCL kernels keep the GPU busy while they "
+                "wait)", "ratio", ("node_network_receive_bytes_total", _U), "ratio of two own-baseline ratios"),
     FeatureSpec("pfc_pause_ratio", ", ".join(_PAUSE), "PFC pause frames (priority 3, RoCE) received + sent vs "
                 "the preceding window ((w+1)/(p+1))", "ratio", _PAUSE, _OWN),
     FeatureSpec("pfc_pause_peer_z", ", ".join(_PAUSE), "log pause-frame rate against the other nodes", "", _PAUSE,

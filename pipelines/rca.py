@@ -17,6 +17,7 @@ import pandas as pd
 
 from models.rca import RootCauseTree
 from models.rca_eval import RcaReport, evaluate, fit_rca
+from pipelines.rca_configs import MISSING_SHARE, missing_groups
 from pipelines.rca_data import (
     HELDOUT_SCENARIOS,
     MIN_TRAIN_STRENGTH,
@@ -85,7 +86,9 @@ def train_rca(settings: Settings, job: RcaJob, registry: ModelRegistry | None = 
         train = pd.concat([train, own], ignore_index=True)
         notes.append(f"{len(own)} rows from {job.incidents}")
     test = build_dataset(test_s, job.window, cache_dir=cache)
-    model = fit_rca(train, min_strength=MIN_TRAIN_STRENGTH)
+    # Like the bundled default: every droppable family masked on some rows and a tree fitted without each.
+    model = fit_rca(train, min_strength=MIN_TRAIN_STRENGTH, missing_groups=missing_groups(),
+                    missing_share=MISSING_SHARE)
     report = evaluate(model, test)
     outcome = RcaOutcome(model=model, report=report, notes=notes)
     if job.save is not None:

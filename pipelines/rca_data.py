@@ -26,7 +26,13 @@ import pandas as pd
 
 from models.frames import ID, TIME, VALUE
 from models.rca import CLASSES, HEALTHY
-from models.rca_features import WindowData, mark_not_applicable, window_features
+from models.rca_features import (
+    WindowData,
+    mark_not_applicable,
+    queue_not_applicable,
+    window_features,
+    with_derived,
+)
 from pipelines.fanout import current_executor
 from pipelines.rca_perturb import perturb
 from predictor import sim
@@ -283,7 +289,11 @@ def build_dataset(scenarios: Iterable[Scenario], window: pd.Timedelta = WINDOW,
             with atomic_path(path) as tmp:
                 rows.to_parquet(tmp)
         parts.append(rows)
-    return mark_not_applicable(pd.concat(parts, ignore_index=True))
+    rows = mark_not_applicable(pd.concat(parts, ignore_index=True))
+    # Cached windows may predate these two steps; both are idempotent, so fresh windows are unchanged.
+    dropped = rows["missing"].fillna("").astype(str) if "missing" in rows.columns else pd.Series("", index=rows.index)
+    families_missing: list[set[str]] = [set(m.split(",")) - {""} for m in dropped]
+    return with_derived(queue_not_applicable(rows, families_missing))
 
 
 def _windows_of(task: tuple[Scenario, pd.Timedelta]) -> pd.DataFrame:

@@ -30,10 +30,12 @@ _HEADER = """# Root-cause symptom features
 Generated from `models/rca_specs.py` (`SPECS`) by `python -m pipelines.rca_default`; do not edit.
 One row per candidate (node or Volcano queue) and window `(at - w, at]`; "preceding window" is
 `(at - 2w, at - w]`. A missing series gives NaN: the tree averages over both branches of a split on it
-(unknown, not evidence). A node that stops reporting a DCGM or node_exporter family that other nodes still
-report (it had the family in the preceding window, Kubernetes marks it not Ready, or its target reads
-`up == 0`) gets the value ABSENT instead: a node gone dark is evidence, a family missing cluster-wide is
-not. Node labels are read from `Hostname`, `hostname`, `node`, `kubernetes_node` or `instance` (first present).
+(unknown, not evidence); when most of one metric family's features are NaN, a tree fitted without that
+family answers instead (it learned what the other families say). A node that stops reporting a DCGM or
+node_exporter family that other nodes still report (it had the family in the preceding window, Kubernetes
+marks it not Ready, or its target reads `up == 0`) gets the value ABSENT instead: a node gone dark is
+evidence, a family missing cluster-wide is not. Node labels are read from `Hostname`, `hostname`, `node`,
+`kubernetes_node` or `instance` (first present).
 
 """
 
@@ -57,6 +59,10 @@ def design_section() -> str:
         "quotas, the same way. A metric family a cluster does not scrape makes exactly the features that read",
         "it unknown (NaN); the tree then averages over both branches of every split on them, the finding",
         "names them and loses probability, and with too little measured the answer is `insufficient_data`.",
+        "For each family a cluster may lack, the model also holds a tree fitted with that family blanked on",
+        "every training row; a candidate with most of the family unmeasured is answered by it, from what",
+        "the other families measured (never from the absence), and its explanation says so.",
+        "`net_rx_vs_util` is computed from two other features (`models.rca_features.DERIVED`).",
         "A node's own exporters going dark is different: a DCGM or node_exporter family that other nodes still",
         "report, missing on a node that had it in the preceding window, is not Ready, or reads `up == 0`, gives",
         "the value ABSENT (a down node is not scraped; that absence is the evidence a real cluster has).",

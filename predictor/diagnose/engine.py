@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from models.frames import TIME
-from models.rca import HEALTHY, RootCauseTree
+from models.rca import HEALTHY, MIN_MEASURED, RootCauseTree
 from models.rca_features import FEATURE_NAMES, WindowData, window_features
 from predictor.diagnose.remediation import INSUFFICIENT, remediation
 from predictor.errors import InputError
@@ -56,7 +56,6 @@ NEEDED_METRICS = (
 # Which GPU a finding names, by cause: the argmax of the symptom that points at one GPU.
 GPU_COLUMN = {"gpu_thermal": "gpu_hot", "gpu_power_cap": "gpu_slow", "gpu_hardware": "gpu_xid",
               "nvlink": "gpu_crc", "gpu_oom": "gpu_fb"}
-MIN_MEASURED = 0.5  # below this share of measured evidence a candidate's answer is not a finding
 _JOB_WIDE = ("nvlink", "gpu_oom", "network_congestion", "io_stall", "cpu_contention", "roce_pfc_storm",
              "roce_congestion")
 SCOPE_KEYS = ("node", "gpu", "job", "queue")
@@ -168,21 +167,24 @@ def diagnose(frame: pd.DataFrame, model: RootCauseTree, at: pd.Timestamp, window
                 findings[key] = finding
     ordered = sorted(findings.values(), key=lambda f: (-f["probability"], f["cause"], str(f["scope"])))
     if not ordered:
-        ordered = [_all_clear(feats, proba, measured, classes, explanations, unsure, missing, min_measured)]
+        blind = sorted({c for causes in model.cannot_tell(X) for c in causes})
+        ordered = [_all_clear(feats, proba, measured, classes, explanations, unsure, missing, min_measured, blind)]
     result["findings"] = ordered
     return result
 
 
 def _all_clear(feats: pd.DataFrame, proba: np.ndarray, measured: np.ndarray, classes: list[str],
-               explanations: list[str], unsure: list[str], missing: tuple[str, ...], min_measured: float
-               ) -> dict[str, Any]:
-    """``healthy`` when enough was measured, else ``insufficient_data`` naming what was not."""
+               explanations: list[str], unsure: list[str], missing: tuple[str, ...], min_measured: float,
+               blind: list[str]) -> dict[str, Any]:
+    """``healthy`` when enough was measured, else ``insufficient_data`` naming what was not; either way the
+    causes that the missing families make undiagnosable (``blind``) are named."""
     nobody = {"node": None, "gpu": None, "job": None}
+    caveat = f" (cannot be diagnosed without the missing families: {', '.join(blind)})" if blind else ""
     thin = measured < min_measured
     if unsure or thin.mean() > 0.5:
         text = "; ".join(unsure[:3]) or f"{int(thin.sum())} of {len(feats)} candidates were mostly unmeasured"
         return {"cause": INSUFFICIENT, "probability": round(float(1 - np.median(measured)), 4), "scope": nobody,
-                "explanation": f"{text} → {INSUFFICIENT}", "remediation": remediation(INSUFFICIENT, {},
+                "explanation": f"{text}{caveat} → {INSUFFICIENT}", "remediation": remediation(INSUFFICIENT, {},
                                                                                          missing=missing)}
     h = classes.index(HEALTHY) if HEALTHY in classes else None
     p_healthy = float(proba[:, h].min()) if h is not None else 0.0
@@ -190,5 +192,6 @@ def _all_clear(feats: pd.DataFrame, proba: np.ndarray, measured: np.ndarray, cla
     worst_queue, worst_node = str(feats["queue"].iloc[worst]), str(feats["node"].iloc[worst])
     where = f"queue={worst_queue}" if worst_queue else f"node={worst_node}"
     return {"cause": HEALTHY, "probability": round(p_healthy, 4), "scope": nobody,
-            "explanation": f"{len(feats)} candidates scored healthy; least healthy {where}: {explanations[worst]}",
+            "explanation": f"{len(feats)} candidates scored healthy{caveat}; least healthy {where}: "
+                           f"{explanations[worst]}",
             "remediation": remediation(HEALTHY, {})}

@@ -10,9 +10,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from models.rca import INSUFFICIENT
+
 __all__ = ["INSUFFICIENT", "remediation"]
 
-INSUFFICIENT = "insufficient_data"
 
 _ADVICE = {
     "gpu_thermal": "Check the node's cooling (fans, inlet temperature, blocked airflow, a failed PSU fan) and "

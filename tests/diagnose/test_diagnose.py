@@ -121,6 +121,23 @@ def test_history_without_volcano_request_series_is_not_a_fault(
     assert "cooling" in thermal[0]["remediation"]
 
 
+def test_history_without_tcp_counters_blames_no_network_on_a_quiet_cluster(
+    small_sim: sim.SimResult, tmp_path: Path
+) -> None:
+    # Without retransmits and drops the tree that reads them is replaced by one trained without them: a
+    # clean window stays clean (no congestion made up from the gap), the GPU fault is still found.
+    gone = {"node_netstat_Tcp_RetransSegs", "node_network_receive_drop_total"}
+    frame = to_long_frame(small_sim)
+    path = tmp_path / "no-tcp.parquet"
+    write_frame(frame[~frame["__name__"].isin(gone)], path)
+    clean = _diagnose(["--history", str(path), "--at", CLEAN_AT], tmp_path / "c.json")
+    _check_shape(clean, CLEAN_AT)
+    assert gone <= set(clean["families"]["missing"])
+    assert {f["cause"] for f in clean["findings"]} <= {"healthy", "insufficient_data"}, clean
+    hot = _diagnose(["--history", str(path), "--at", THERMAL_AT], tmp_path / "h.json")
+    assert "gpu_thermal" in {f["cause"] for f in hot["findings"]}, hot
+
+
 def test_history_with_almost_nothing_measured_is_insufficient_data(small_sim: sim.SimResult, tmp_path: Path
                                                                   ) -> None:
     frame = to_long_frame(small_sim)

@@ -88,3 +88,37 @@ def test_an_unmeasured_feature_is_unknown_not_evidence() -> None:
     assert named and set(named) <= {"gpu_temp_p95_max", "sm_clock_drop_max"}
     assert "not measured" in model.explain(blind)[0] and named[0] in model.explain(blind)[0]
     np.testing.assert_allclose(model.predict_proba(blind).sum(axis=1), 1.0)
+
+
+def _two_witnesses() -> tuple[pd.DataFrame, np.ndarray]:
+    # Congestion shows in retransmits (clean) and in throughput falling more than GPU work (noisier): a tree
+    # with both splits on retransmits alone, so without them it has nothing but an average to give.
+    rng = np.random.default_rng(1)
+    n = 600
+    sick = np.arange(n) % 4 == 0
+    X = pd.DataFrame({"tcp_retrans_ratio": np.where(sick, rng.uniform(8, 30, n), rng.uniform(0.8, 1.3, n)),
+                      "net_rx_vs_util": np.where(sick, rng.uniform(0.3, 0.7, n), rng.uniform(0.6, 1.2, n))})
+    return X, np.where(sick, "network_congestion", "healthy")
+
+
+def test_a_missing_family_is_read_by_the_tree_trained_without_it(tmp_path: pytest.TempPathFactory) -> None:
+    X, y = _two_witnesses()
+    plain = RootCauseTree(cv=3, n_alphas=4).fit(X, y)
+    model = RootCauseTree(cv=3, n_alphas=4, reduced=(("tcp_retrans_ratio",),)).fit(X, y)
+    blind = X.assign(tcp_retrans_ratio=np.nan)
+    sick = y == "network_congestion"
+    np.testing.assert_array_equal(model.predict_proba(X), plain.predict_proba(X))  # all measured: main tree
+    sick_p = list(plain.classes_).index("network_congestion")
+    assert plain.predict_proba(blind)[sick, sick_p].max() < 0.6  # averaged: a coin toss at best
+    assert (model.predict(blind) == y).mean() > 0.9  # read from what was measured
+    assert np.median(model.measured_share(blind)) == pytest.approx(1.0)  # nothing rests on the missing value
+    assert model.cannot_tell(blind.iloc[:3]) == [()] * 3  # the other witness suffices: diagnosable
+    # With no other witness, the tree trained without retransmits says it cannot tell congestion at all.
+    mute = RootCauseTree(cv=3, n_alphas=4, reduced=(("tcp_retrans_ratio",),)).fit(
+        X.assign(net_rx_vs_util=1.0), y)
+    assert mute.cannot_tell(blind.iloc[:1]) == [("network_congestion",)] and mute.cannot_tell(X.iloc[:1]) == [()]
+    text = model.explain(blind.iloc[[0]])[0]
+    assert "net_rx_vs_util" in text and "trained without tcp_retrans_ratio" in text
+    path = tmp_path / "m.json"  # type: ignore[operator]
+    save_model_file(model, path)
+    np.testing.assert_array_equal(load_model_file(path).predict_proba(blind), model.predict_proba(blind))
