@@ -2,7 +2,7 @@
 
 Usage: .venv/bin/python bench/replay.py [--weeks 4] [--load 0.95] [--datasets philly,alibaba[,synthetic]]
                                         [--policies static-hard,...] [--seed 0] [--borrow idle|forecast]
-                                        [--objective]
+                                        [--objective] [--deserved-below-allocated]
 
 Each trace runs on a cluster sized so its mean zero-wait demand over the replay is ``--load`` of capacity
 (demand close to capacity), with Volcano's reclaim and preempt actions on, jobs checkpointing hourly and
@@ -99,8 +99,8 @@ def run_trace(name: str, jobs: pd.DataFrame, start: pd.Timestamp, weeks: float, 
     results: dict[str, dict[str, float]] = {}
     for policy in policies:
         t0 = time.perf_counter()
-        extra = {"planner": planner} if planner is not None else {}
-        r = replay(jobs, ReplaySettings(nodes=nodes, start=start, weeks=weeks, policy=policy, seed=seed, **extra))
+        r = replay(jobs, ReplaySettings(nodes=nodes, start=start, weeks=weeks, policy=policy, seed=seed,
+                                        planner=planner if planner is not None else PlannerSettings.model_validate({})))
         seconds = time.perf_counter() - t0
         results[policy] = r.summary
         cells = [f"{r.summary[c]:.3f}" if c in ("allocation", "utilisation", "fragmentation") else
@@ -149,15 +149,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--borrow", choices=("idle", "forecast"), default="idle",
                         help="planner.borrow for the planned policies: capability from the forecast, or the "
-                        "cluster (borrow idle GPUs, reclaimed by Volcano).")
+                        "cluster (borrow idle GPUs, reclaimed by Volcano; the default).")
+    parser.add_argument("--deserved-below-allocated", action="store_true",
+                        help="planner.deserved_below_allocated: with borrow idle, deserved may be planned below "
+                        "what a queue holds, so the rest is reclaimable.")
     parser.add_argument("--objective", action="store_true",
                         help="Plan deserved and guarantee with planner.objective (the newsvendor, default costs).")
     args = parser.parse_args(argv)
     from predictor.planner.objective import Objective
 
-    planner = PlannerSettings.model_validate({"borrow": args.borrow,
+    planner = PlannerSettings.model_validate({"borrow": args.borrow, "deserved_below_allocated":
+                                              args.deserved_below_allocated,
                                               "objective": Objective() if args.objective else None})
-    print(f"planner.borrow: {args.borrow}; planner.objective: {planner.objective}")
+    print(f"planner.borrow: {args.borrow}; planner.deserved_below_allocated: {planner.deserved_below_allocated}; "
+          f"planner.objective: {planner.objective}")
     policies = [p for p in args.policies.split(",") if p]
     loaders = {"philly": philly, "alibaba": alibaba, "synthetic": synthetic}
     for name in args.datasets.split(","):

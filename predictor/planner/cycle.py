@@ -19,6 +19,7 @@ from predictor.planner.decisions import Memory, QueuePlan
 from predictor.planner.gangs import shape_targets
 from predictor.planner.invariants import check_invariants
 from predictor.planner.plan import plan_queues
+from predictor.planner.safety import reclaim_intended
 from predictor.planner.settings import PlannerSettings
 from predictor.planner.state import QueueState
 from predictor.planner.targets import forecast_targets
@@ -126,7 +127,8 @@ def plan_cycle(
                             workload, settings) if (hold is None and forecast is not None) else None
     plan = plan_queues(queues, targets, settings, now=now, allocatable=allocatable, memory=memory,
                        last_changed=last_changed, hold_all=hold, held_queues=held_queues)
-    problems = check_invariants(queues, dict(plan.desired), allocatable)
+    shrinkable = {q.name for q in queues if reclaim_intended(reclaimable=q.reclaimable, settings=settings)}
+    problems = check_invariants(queues, dict(plan.desired), allocatable, reclaim_above_deserved=shrinkable)
     if problems:  # belt and braces: the policy should make this impossible
         hold = ("invalid_state", f"plan breaks an invariant, nothing applied: {problems[0]}")
         plan = plan_queues(queues, None, settings, now=now, memory=memory, hold_all=hold)

@@ -140,11 +140,12 @@ def _shape(target: Target, jobs: list[JobSummary], workload: Workload, settings:
 
 
 def hard_bounds(values: dict[str, dict[str, float]], resource: str, target: Target,
-                allocated: float) -> list[tuple[str, str, str]]:
+                allocated: float, *, deserved_floor: float | None = None) -> list[tuple[str, str, str]]:
     """Apply the gang floor and the pool ceiling after the safety policy; ``(field, code, reason)`` per move.
 
     Both are hard: a capability under the largest gang never admits it, and GPUs beyond the pool cannot be
-    scheduled, so neither waits for a step limit or a stabilisation window. Nothing goes below allocated.
+    scheduled, so neither waits for a step limit or a stabilisation window. Nothing goes below allocated,
+    except deserved where ``deserved_floor`` is lower (``predictor.planner.safety.allocated_floor``).
     """
     moved: list[tuple[str, str, str]] = []
     capability = values["capability"].get(resource)
@@ -155,7 +156,9 @@ def hard_bounds(values: dict[str, dict[str, float]], resource: str, target: Targ
     if target.ceiling is not None:
         for field in ("capability", "deserved", "guarantee"):
             value = values[field].get(resource)
-            lowest = allocated if field != "guarantee" else 0.0
+            lowest = 0.0 if field == "guarantee" else allocated
+            if field == "deserved" and deserved_floor is not None:
+                lowest = deserved_floor
             if value is not None and value > max(target.ceiling, lowest):
                 values[field][resource] = max(target.ceiling, lowest)
                 # Say the value written: where allocated is above the pool the field stops there, not at it.

@@ -6,7 +6,7 @@ The property tests, the replay benchmark and the actuator (a last gate before an
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 
 from predictor.planner.settings import PROTECTED_QUEUES
 from predictor.planner.state import QueueState
@@ -54,8 +54,13 @@ def check_invariants(
     before: Sequence[QueueState],
     desired: Mapping[str, QueueState],
     allocatable: Mapping[str, float] | None = None,
+    *,
+    reclaim_above_deserved: Container[str] = (),
 ) -> list[str]:
     """Every broken invariant of ``desired`` against the live ``before`` state, in words (``[]`` if none).
+
+    ``reclaim_above_deserved`` names queues whose deserved may go below allocated because reclaim is the
+    intended mechanism there (``predictor.planner.safety.allocated_floor``); their capability keeps the floor.
 
     Rules that the live state already broke (a parent over-committed by hand, a failed node) are only
     reported when the plan makes them worse, because the planner cannot be blamed for what it found.
@@ -74,6 +79,8 @@ def check_invariants(
         if old is None:
             continue
         for field_name in ("deserved", "capability"):
+            if field_name == "deserved" and name in reclaim_above_deserved:
+                continue
             for resource, new in queue.get(field_name).items():
                 prev = old.get(field_name).get(resource)
                 held = old.allocated.get(resource, 0.0)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from predictor.planner.decisions import SHAPING_CODES, TARGET_CODES, FieldChange, Hold, Memory, QueuePlan, Series
 from predictor.planner.gangs import hard_bounds
-from predictor.planner.safety import children_of, decide_field, depth, remember, scale_guarantees
+from predictor.planner.safety import allocated_floor, children_of, decide_field, depth, remember, scale_guarantees
 from predictor.planner.settings import PROTECTED_QUEUES, PlannerSettings
 from predictor.planner.state import FIELDS, QueueState
 from predictor.planner.targets import Target
@@ -69,7 +69,8 @@ def _plan_queue(
             key = Memory.key(queue.name, name, resource)
             raw = float(getattr(target, name))
             recs[key] = remember(recs.get(key, ()), now_s, raw, keep)
-            decided = decide_field(name, queue.get(name).get(resource), raw, allocated, recs[key], now_s, settings)
+            floor = allocated_floor(name, allocated, reclaimable=queue.reclaimable, settings=settings)
+            decided = decide_field(name, queue.get(name).get(resource), raw, floor, recs[key], now_s, settings)
             if decided.value is not None:
                 values[name][resource] = decided.value
             code, note = shaped.get(name, (target.code(name), f"{name} target {raw:g} from {target.basis_for(name)}"))
@@ -77,7 +78,8 @@ def _plan_queue(
             # (forecast or demand, and from which model): the reason alone tells the whole story.
             why = f"{decided.note}; {note}" if decided.note and decided.value is not None else (decided.note or note)
             notes[(queue.name, name, resource)] = (decided.code or code, why)
-        for name, code, note in hard_bounds(values, resource, target, allocated):
+        floor = allocated_floor("deserved", allocated, reclaimable=queue.reclaimable, settings=settings)
+        for name, code, note in hard_bounds(values, resource, target, allocated, deserved_floor=floor):
             notes[(queue.name, name, resource)] = (code, note)
         for name, note in _order(values, resource):
             notes[(queue.name, name, resource)] = ("ordering", note)
@@ -212,8 +214,7 @@ def plan_queues(
     by_name = {q.name: q for q in queues}
     recs: dict[str, Series] = dict((memory or Memory()).recommendations)
     per_queue = _targets_by_queue(targets or {}, allocatable or {})
-    if settings.borrow == "idle":
-        _borrow_idle(per_queue, allocatable or {})
+    _borrow(per_queue, by_name, allocatable or {}, settings)
     if settings.fit_deserved_to_cluster:
         _fit_deserved(per_queue, queues, allocatable or {}, settings)
     held: list[Hold] = []
@@ -241,20 +242,36 @@ def plan_queues(
     return QueuePlan(desired=desired, changes=tuple(changes), held=tuple(held), memory=Memory(recs))
 
 
-def _borrow_idle(per_queue: dict[str, dict[str, Target]], allocatable: Mapping[str, float]) -> None:
-    """``planner.borrow: idle``: capability = the live allocatable GPUs of the resource.
+def _borrow(per_queue: dict[str, dict[str, Target]], queues: Mapping[str, QueueState],
+            allocatable: Mapping[str, float], settings: PlannerSettings) -> None:
+    """How much each queue may borrow: its capability target.
 
-    Why: a capability at the forecast's upper bound makes a burst above the forecast wait behind idle GPUs.
-    Elastic quotas let it borrow them, and borrowing is safe to allow because Volcano's ``reclaim`` takes
-    borrowed GPUs back when a queue below its deserved share has pending work; the admission limit is
-    then ``allocatable − Σ other queues' guarantee``. What is at risk of reclaim is the demand above
-    ``deserved``, which the forecast still sizes, so the planner's lever on reclaim loss is deserved (and
-    on waiting for the steady floor, guarantee), not the cap. The gang floor and pool ceiling still apply.
+    ``planner.borrow: idle``: capability = the live allocatable GPUs of the resource. Why: a capability at
+    the forecast's upper bound makes a burst above the forecast wait behind idle GPUs. Elastic quotas let it
+    borrow them, and borrowing is safe to allow because Volcano's ``reclaim`` takes borrowed GPUs back when a
+    queue below its deserved share has pending work; the admission limit is then ``allocatable − Σ other
+    queues' guarantee``. What is at risk of reclaim is the demand above ``deserved``, which the forecast
+    still sizes, so the planner's lever on reclaim loss is deserved (and on waiting for the steady floor,
+    guarantee), not the cap. The gang floor and pool ceiling still apply.
+
+    A queue with ``spec.reclaimable: false`` borrows nothing, in either mode: reclaim never takes back what
+    it holds above deserved (INFRA_NOTES §1.3 (c)), so anything it borrowed would be kept for as long as
+    its gangs run, against the other queues' deserved shares. Its capability target is its deserved target
+    (the gang floor may still raise it: a gang above capability is never admitted).
     """
-    for wanted in per_queue.values():
+    for name, wanted in per_queue.items():
+        queue = queues.get(name)
         for resource, target in list(wanted.items()):
+            if queue is not None and not queue.reclaimable:
+                if target.capability > target.deserved:
+                    why = (f"capability target {target.deserved:g} = deserved: the queue is not reclaimable "
+                           "(spec.reclaimable: false), so it borrows nothing")
+                    notes = (*(n for n in target.notes if n[0] != "capability"), ("capability", "borrow", why))
+                    wanted[resource] = replace(target, capability=target.deserved, notes=notes,
+                                               codes={**target.codes, "capability": "borrow"})
+                continue
             limit = allocatable.get(resource)
-            if limit is None or limit <= 0 or target.capability >= limit:
+            if settings.borrow != "idle" or limit is None or limit <= 0 or target.capability >= limit:
                 continue
             # A shaping note on capability (gang floor) no longer explains it: the cap is above any floor.
             notes = tuple(n for n in target.notes if n[0] != "capability")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from predictor.planner.decisions import Series
 from predictor.planner.settings import PlannerSettings
 
-__all__ = ["Decided", "decide_field", "remember"]
+__all__ = ["Decided", "allocated_floor", "decide_field", "reclaim_intended", "remember"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,30 @@ class Decided:
     value: float | None
     code: str = ""
     note: str = ""
+
+
+def allocated_floor(field_name: str, allocated: float, *, reclaimable: bool, settings: PlannerSettings) -> float:
+    """The lowest value the planner may write to ``field_name`` of a queue holding ``allocated`` GPUs.
+
+    Lowering deserved or capability below allocated is what lets Volcano's ``reclaim`` evict running gangs
+    (INFRA_NOTES §1.3), so both keep that floor by default. ``planner.deserved_below_allocated`` (with
+    ``borrow: idle``, on a reclaimable queue) lifts it for deserved: a deserved held at allocated turns every
+    borrowed GPU into an owned one once the forecast has grown the queue's deserved to what it holds, so when
+    Σ deserved exceeds the cluster no queue is above its deserved and reclaim finds no victim (the Alibaba
+    replay made 0 reclaims that way). Capability keeps the floor always (it is the admission cap, not a
+    share); guarantee has none.
+    """
+    if field_name == "guarantee":
+        return 0.0
+    if field_name == "deserved" and reclaim_intended(reclaimable=reclaimable, settings=settings):
+        return 0.0
+    return allocated
+
+
+def reclaim_intended(*, reclaimable: bool, settings: PlannerSettings) -> bool:
+    """Whether deserved may be planned below what a queue holds, so the rest is reclaimable:
+    ``planner.deserved_below_allocated`` with ``borrow: idle`` on a reclaimable queue (``allocated_floor``)."""
+    return reclaimable and settings.borrow == "idle" and settings.deserved_below_allocated
 
 
 def remember(series: Series, now_s: float, value: float, keep_s: float) -> Series:

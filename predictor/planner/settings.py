@@ -1,8 +1,8 @@
 """The planner's policy knobs, as one pydantic section (``planner:`` in the settings file).
 
 Defaults are the documented behaviour of ``predictor plan`` without ``--config``: size ``deserved`` from
-the forecast's upper 80 % bound over the next 24 h with 10 % headroom, ``capability`` from the upper 95 %
-bound (``borrow: forecast``; ``borrow: idle`` makes it the live allocatable GPUs instead),
+the forecast's upper 80 % bound over the next 24 h with 10 % headroom, ``capability`` = the live allocatable
+GPUs (``borrow: idle``; ``borrow: forecast`` sizes it from the upper 95 % bound instead),
 guarantee from the lower 80 % floor, a dead band of 1 GPU or 10 %, at most 8 GPUs or 50 % per cycle, a
 1 h cooldown, and a 6 h shrink stabilisation window against none for growth (HPA ``behavior``).
 """
@@ -56,14 +56,21 @@ class PlannerSettings(BaseModel):
     guarantee_quantile: Quantile = Field("lo-80", description="Forecast column whose minimum is the floor.")
     set_guarantee: bool = Field(True, description="Manage spec.guarantee from the queue's steady floor.")
     borrow: Literal["idle", "forecast"] = Field(
-        "forecast",
-        description="How capability is sized. idle: the live allocatable GPUs, so a queue borrows any GPU no "
-        "other queue's guarantee reserves, as elastic quotas do, and Volcano's reclaim returns it when the "
-        "lender's demand comes back; deserved and guarantee still come from the forecast, so what is "
-        "reclaimable follows the forecast. forecast: capability_quantile plus headroom, which caps borrowing "
-        "at the forecast's upper bound (docs/design.md, 'Borrowing'). forecast is the default: with idle a queue "
-        "marked reclaimable: false would keep what it borrows, so enable idle only where the managed queues "
-        "are reclaimable.",
+        "idle",
+        description="How capability is sized. idle (the default): the live allocatable GPUs, so a queue borrows any "
+        "GPU no other queue's guarantee reserves, as elastic quotas do, and Volcano's reclaim returns it when the "
+        "lender's demand comes back; deserved and guarantee still come from the forecast, so what is reclaimable "
+        "follows the forecast. forecast: capability_quantile plus headroom, which caps borrowing at the "
+        "forecast's upper bound (docs/design.md, 'Borrowing'). Either way a queue with spec.reclaimable: false "
+        "borrows nothing: its capability target is its deserved.",
+    )
+    deserved_below_allocated: bool = Field(
+        False,
+        description="With borrow: idle, plan a reclaimable queue's deserved below what it holds when the forecast "
+        "says so, so the GPUs it holds above deserved are reclaimable by queues below their share. Off by default: "
+        "deserved never goes below allocated, and once the forecast has grown a queue's deserved to what it holds "
+        "that queue gives nothing back, so on an over-committed cluster reclaim finds no victim (docs/design.md, "
+        "'Borrowing': in replay it cuts the p95 wait but costs reclaim-lost GPU-hours on Philly).",
     )
     headroom: float = Field(0.10, ge=0, le=2, description="Fraction added to deserved and capability targets.")
     fit_deserved_to_cluster: bool = Field(

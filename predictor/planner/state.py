@@ -70,6 +70,9 @@ class QueueState:
     parent: str | None = None
     managed: bool = True
     resource_version: str | None = None
+    # spec.reclaimable (Volcano's webhook defaults it to true): false means reclaim never takes back what the
+    # queue holds above its deserved, so the planner lets it borrow nothing (predictor.planner.plan).
+    reclaimable: bool = True
 
     def get(self, name: str) -> Resources:
         """One of ``guarantee``, ``deserved``, ``capability`` by name."""
@@ -106,6 +109,9 @@ def queue_from_object(obj: Mapping[str, Any], *, source: str = "queue", allocate
     annotations = meta.get("annotations") or {}
     managed = str(annotations.get(MANAGED_ANNOTATION, "true")).strip().lower() != "false"
     parent = spec.get("parent")
+    reclaimable = spec.get("reclaimable", True)
+    if not isinstance(reclaimable, bool):
+        raise InputError(f"{where}: spec.reclaimable must be true or false, got {reclaimable!r}")
     return QueueState(
         name=name,
         deserved=_frozen(_resources(spec.get("deserved"), f"{where} spec.deserved")),
@@ -116,6 +122,7 @@ def queue_from_object(obj: Mapping[str, Any], *, source: str = "queue", allocate
         parent=parent if isinstance(parent, str) and parent else None,
         managed=managed,
         resource_version=meta.get("resourceVersion"),
+        reclaimable=reclaimable,
     )
 
 

@@ -174,6 +174,7 @@ class _Planner:
         self.sched, self.settings, self.start, self.total = sched, settings.planner, start, total
         self.resource = settings.planner.resource
         self.quota = {s.name: (s.guarantee, s.deserved, s.capability) for s in specs}
+        self.reclaimable = {s.name: s.reclaimable for s in specs}
         self.horizon = math.ceil(settings.planner.horizon_h) + 1
         self.history = History(zero_wait_demand(jobs, start - WEEK, start))
         self.forecaster: _Forecaster = OracleForecaster(jobs, start, end, self.horizon) \
@@ -185,7 +186,8 @@ class _Planner:
         allocated = self.sched.allocated
         r = self.resource
         return [QueueState(name=name, guarantee={r: g}, deserved={r: d},
-                           capability={r: c} if math.isfinite(c) else {}, allocated={r: float(allocated[name])})
+                           capability={r: c} if math.isfinite(c) else {}, allocated={r: float(allocated[name])},
+                           reclaimable=self.reclaimable[name])
                 for name, (g, d, c) in self.quota.items()]
 
     def cycle(self, t: pd.Timestamp, out: ReplayResult) -> None:

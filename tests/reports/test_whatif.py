@@ -40,3 +40,17 @@ def test_whatif_shows_the_starvation_a_larger_quota_avoids() -> None:
     util = rows["quota utilisation (allocated / deserved)"]
     assert util.recommended > util.as_run and util.verdict == "better"
     assert rows["allocation (allocated / GPUs)"].recommended > rows["allocation (allocated / GPUs)"].as_run
+
+
+def test_starvation_avoided_states_the_numbers_or_that_there_are_none() -> None:
+    from predictor.reports.model import WhatIfRow
+    from predictor.reports.whatif import starvation_avoided
+
+    def rows(pending: tuple[float, float], wait: tuple[float, float]) -> tuple[WhatIfRow, ...]:
+        return (WhatIfRow("starvation: pending GPU-hours", "num", *pending, "better"),
+                WhatIfRow("wait p95, min", "num", *wait, "better"))
+
+    assert starvation_avoided(rows((1200.0, 200.0), (95.0, 12.0))) == (
+        "1,000 pending GPU-h avoided in the replayed what-if (1,200 → 200), p95 wait 95 → 12 min")
+    assert starvation_avoided(rows((0.0, 0.0), (0.1, 0.1))).startswith("no pending GPU-h avoided")
+    assert starvation_avoided(()) == "starvation avoided not measured (no what-if replay)"
