@@ -89,7 +89,9 @@ def plan_from_records(
         # series, most of a 2,000-queue fleet forecast's time outside the LSTM
         pivoted = g.pivot_table(index=["window", "lead"], columns="model", values=["mean", *band_columns], dropna=False)
         table = pivoted.to_numpy(float)
-        column = {key: table[:, i] for i, key in enumerate(pivoted.columns)}  # (value, model) → (window, lead)
+        # (column, model) → values over (window, lead)
+        keys = zip(pivoted.columns.get_level_values(0), pivoted.columns.get_level_values(1), strict=True)
+        cells: dict[tuple[str, str], np.ndarray] = {(str(c), str(m)): table[:, i] for i, (c, m) in enumerate(keys)}
         observed = g.drop_duplicates(["window", "lead"]).set_index(["window", "lead"])["actual"]
         actual = observed.reindex(pivoted.index).to_numpy(float)
         scored = np.isfinite(actual)
@@ -98,17 +100,17 @@ def plan_from_records(
             continue
         horizon = int(g["lead"].max())
         shape = (len(windows), horizon)
-        preds = {m: column["mean", m].reshape(shape) for m in candidates}
+        preds = {m: cells["mean", m].reshape(shape) for m in candidates}
         label, weights = choose(preds, actual.reshape(shape), rule)
-        scores = {m: float(np.mean(np.abs(actual[scored] - column["mean", m][scored]))) for m in candidates}
-        combined = np.asarray(sum(w * column["mean", m] for m, w in weights.items()))
+        scores = {m: float(np.mean(np.abs(actual[scored] - cells["mean", m][scored]))) for m in candidates}
+        combined = np.asarray(sum(w * cells["mean", m] for m, w in weights.items()))
         errors = (actual - combined).reshape(shape)
         choice = label_of(label, weights)
         scores[choice] = float(np.mean(np.abs(errors[np.isfinite(errors)])))
         band_scores: dict[int, np.ndarray] = {}
         for level in levels:
-            lo = sum(w * column[f"lo-{level}", m] for m, w in weights.items())
-            hi = sum(w * column[f"hi-{level}", m] for m, w in weights.items())
+            lo = sum(w * cells[f"lo-{level}", m] for m, w in weights.items())
+            hi = sum(w * cells[f"hi-{level}", m] for m, w in weights.items())
             band_scores[level] = np.maximum(np.asarray(lo) - actual, actual - np.asarray(hi))[scored]
         plans[str(series_id)] = SeriesPlan(
             weights=weights, errors=errors, band_scores=band_scores, choice=choice, scores=scores, gamma=rule.gamma
