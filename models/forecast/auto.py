@@ -1,6 +1,7 @@
 """``auto``: per series, serve a robust pool unless the rolling backtest clearly prefers something else.
 
-The candidates are backtested on the last ``windows`` origins of the training history. What is served is
+The candidates are backtested on the last ``windows`` origins of the training history (the LSTM trained
+once, at the oldest: ``models.forecast.frozen``). What is served is
 decided by ``models.forecast.selection``: a weighted *pool* (by default LSTM 0.8, naive 0.1, drift 0.1),
 replaced by a single model or an inverse-loss-weighted ensemble of the best 2–5 only when it beats the
 pool's backtest MAE by ``margin`` (a regularised choice: a few windows of one series are thin evidence, and
