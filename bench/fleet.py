@@ -8,7 +8,8 @@ Usage: .venv/bin/python bench/fleet.py [--clusters 5] [--gpus 2048] [--queues 20
    subset of ``--subset`` queues split into the same chunks for every executor: serial, ``--workers`` local
    processes, and a local Ray (``--ray local``, ``--workers`` CPUs). Pools and Ray are started and warmed
    (their workers import the project) before timing; their start-up is shown on its own line. The serial
-   time for all queues is extrapolated from the subset (said so in the table).
+   time for all queues is extrapolated from the subset (said so in the table), wall and CPU: on a shared machine
+   the serial run's CPU seconds are the figure that does not depend on the neighbours.
 3. One planning cycle (``predictor.planner.plan_cycle``) per cluster and for the whole fleet (the clusters
    one after the other, as the loop runs them), median of 5.
 4. Export of ``--export`` series × one week hourly through the existing writers: OpenMetrics
