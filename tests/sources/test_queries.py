@@ -95,9 +95,12 @@ def test_catalogue_texts_are_pinned() -> None:
 
 def test_recorded_volcano_demand_is_the_volcano_branch_of_queue_demand() -> None:
     # The alerts compare forecasts with this recording; on a Volcano cluster it is what the models read.
+    # The rule keeps the cluster label (one rule serves a central store of many clusters); within one
+    # cluster that is exactly the branch the models read.
     volcano = recording_rules()["queue_name:volcano_gpu_demand:gpus"].strip()
-    assert volcano == queries.volcano_queue_gpus("request")
-    assert queries.QUEUE_DEMAND.startswith(f"{volcano} or ")
+    branch = queries.volcano_queue_gpus("request")
+    assert volcano == branch.replace(f"sum by ({queries.QUEUE_LABEL})", f"sum by (cluster, {queries.QUEUE_LABEL})", 1)
+    assert queries.QUEUE_DEMAND.startswith(f"{branch} or ")
 
 
 def test_rightsize_builders_escape_and_share_the_request_selector() -> None:
