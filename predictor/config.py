@@ -268,6 +268,15 @@ class Settings(BaseSettings):
         if len(set(names)) != len(names):
             twice = sorted({name for name in names if names.count(name) > 1})
             raise ValueError(f"clusters names {', '.join(twice)} more than once")
+        # Two clusters read from the central store under one label value would both read the same series.
+        central: dict[str, str] = {}
+        for cluster in self.clusters:
+            if cluster.prometheus is None:
+                other = central.setdefault(cluster.selector_value, cluster.name)
+                if other != cluster.name:
+                    raise ValueError(f"clusters {other} and {cluster.name} both read "
+                                     f"{self.prometheus.cluster_label}=\"{cluster.selector_value}\" "
+                                     "from the central store (set label_value)")
         return self
 
     @classmethod

@@ -77,6 +77,14 @@ def test_bad_cluster_lists_are_refused(clusters: list[dict[str, str]]) -> None:
         _settings(clusters=clusters)
 
 
+def test_two_clusters_reading_one_label_value_of_the_central_store_are_refused() -> None:
+    with pytest.raises(ValidationError, match=r'clusters a and b both read cluster="a" from the central store'):
+        _settings(clusters=[{"name": "a"}, {"name": "b", "label_value": "a"}])
+    # A cluster with its own Prometheus reads nothing from the central store: no clash.
+    own = _settings(clusters=[{"name": "a"}, {"name": "b", "label_value": "a", "prometheus": {"url": "http://b:9090"}}])
+    assert [name for name, _, _ in _urls(own)] == ["a", "b"]
+
+
 @given(cluster=st.from_regex(r"[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?", fullmatch=True),
        queue=st.from_regex(r"[a-z0-9]([-a-z0-9.]{0,20}[a-z0-9])?", fullmatch=True))
 def test_qualified_names_split_back(cluster: str, queue: str) -> None:
