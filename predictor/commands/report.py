@@ -88,10 +88,14 @@ def report(
             outcomes[None] = one(inputs_from_directory(history), None, out)
         else:
             until = parse_time(end, name="--end") if end else pd.Timestamp.now(tz="UTC").floor("h")
+            # Every cluster is read before any report is written: one cluster's Prometheus being down
+            # fails the command with nothing under OUT, not with the reports of the clusters read before it.
+            read = []
             for source in fleet(settings, cluster):
                 say("reading history" if source.name is None else f"reading history of cluster {source.name}")
-                inputs = inputs_from_prometheus(settings.prometheus, end=until, days=days, source=source.source,
-                                                cluster=source.name)
+                read.append((source, inputs_from_prometheus(settings.prometheus, end=until, days=days,
+                                                            source=source.source, cluster=source.name)))
+            for source, inputs in read:
                 outcomes[source.name] = one(inputs, source, out if source.name is None else out / source.name)
     for name, outcome in outcomes.items():
         s = outcome.report.summary
