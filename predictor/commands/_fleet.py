@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from predictor.config import Settings
     from predictor.sources.clusters import ClusterSource
 
-__all__ = ["CLUSTER_COLUMN", "ClusterOpt", "fleet", "with_cluster"]
+__all__ = ["CLUSTER_COLUMN", "ClusterOpt", "check_cluster_option", "fleet", "with_cluster"]
 
 CLUSTER_COLUMN = "cluster"
 ClusterOpt = Annotated[
@@ -31,6 +31,13 @@ def fleet(settings: Settings, only: list[str] | None) -> list[ClusterSource]:
     from predictor.sources.clusters import cluster_sources
 
     return cluster_sources(settings, only=only or None)
+
+
+def check_cluster_option(settings: Settings, only: list[str] | None) -> None:
+    """A one-line error for a ``--cluster`` the settings do not list, before any other option is checked."""
+    from predictor.sources.clusters import check_names
+
+    check_names(settings, only)
 
 
 def with_cluster(frame: pd.DataFrame, cluster: str | None) -> pd.DataFrame:

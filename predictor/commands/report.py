@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from predictor.commands._common import console, settings_from
-from predictor.commands._fleet import ClusterOpt, fleet
+from predictor.commands._fleet import ClusterOpt, check_cluster_option, fleet
 from predictor.errors import DataSourceError, InputError
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ def report(
     from predictor.timeparse import parse_time
 
     settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow={"tracking_uri": registry})
+    check_cluster_option(settings, cluster)
     if (history is None) == (prometheus_url is None) and not (history is None and settings.clusters):
         raise InputError("give exactly one of --history DIR or --prometheus-url URL")
     check_output_directory(out)

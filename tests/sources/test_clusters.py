@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -90,3 +92,21 @@ def test_two_clusters_reading_one_label_value_of_the_central_store_are_refused()
 def test_qualified_names_split_back(cluster: str, queue: str) -> None:
     assert split_qualified(qualify(cluster, queue)) == (cluster, queue)
     assert qualify(None, queue) == queue and split_qualified(queue) == (None, queue)
+
+
+@pytest.mark.parametrize(("command", "out_name"), [
+    (["rightsize", "--start", "2026-11-01", "--end", "2026-11-02"], "out.csv"),
+    (["diagnose", "--at", "2026-11-02"], "out.json"),
+    (["report"], "out"),
+    (["export", "--query", "up", "--start", "2026-11-01", "--end", "2026-11-02"], "out.csv"),
+])
+def test_cluster_option_without_clusters_listed_names_it_before_any_other_option(
+        command: list[str], out_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from predictor.cli import main
+
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(f"prometheus: {{url: {CENTRAL}}}\n")  # no --prometheus-url given: not the error
+    out = tmp_path / out_name
+    assert main(["--config", str(settings), *command, "--out", str(out), "--cluster", "prod-a"]) == 1
+    assert capsys.readouterr().err.strip() == "error: unknown cluster prod-a: the settings list no clusters"
+    assert not out.exists()
