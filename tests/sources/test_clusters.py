@@ -79,6 +79,15 @@ def test_bad_cluster_lists_are_refused(clusters: list[dict[str, str]]) -> None:
         _settings(clusters=clusters)
 
 
+def test_a_settings_file_listing_a_cluster_twice_is_one_line_naming_it(tmp_path: Path) -> None:
+    from predictor.config import load_settings
+
+    path = tmp_path / "fleet.yaml"
+    path.write_text("clusters:\n  - name: a\n  - name: a\n")
+    with pytest.raises(ConfigError, match=rf"^invalid settings in {path}: cluster name a listed more than once$"):
+        load_settings(path)
+
+
 def test_two_clusters_reading_one_label_value_of_the_central_store_are_refused() -> None:
     with pytest.raises(ValidationError, match=r'clusters a and b both read cluster="a" from the central store'):
         _settings(clusters=[{"name": "a"}, {"name": "b", "label_value": "a"}])
