@@ -65,7 +65,7 @@ def diagnose_cmd(
     from predictor.timeparse import parse_duration, parse_time
 
     settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow={"tracking_uri": registry})
-    check_cluster_option(settings, cluster)
+    check_cluster_option(settings, cluster, history)
     if (prometheus_url is None) == (history is None) and not (history is None and settings.clusters):
         raise InputError("give exactly one of --prometheus-url URL or --history FILE")
     if model is not None and registry is not None:

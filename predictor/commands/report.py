@@ -65,7 +65,7 @@ def report(
     from predictor.timeparse import parse_time
 
     settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow={"tracking_uri": registry})
-    check_cluster_option(settings, cluster)
+    check_cluster_option(settings, cluster, history)
     if (history is None) == (prometheus_url is None) and not (history is None and settings.clusters):
         raise InputError("give exactly one of --history DIR or --prometheus-url URL")
     check_output_directory(out)

@@ -58,7 +58,7 @@ def _inputs(
     from predictor.rightsize import RightsizeSettings, from_history, from_source
     from predictor.timeparse import parse_duration, parse_time
 
-    check_cluster_option(settings, clusters)
+    check_cluster_option(settings, clusters, history)
     step_td = parse_duration(step, name="--step")
     rs = RightsizeSettings(step_s=int(step_td.total_seconds()))
     if history is not None and url is not None:

@@ -119,3 +119,38 @@ def test_cluster_option_without_clusters_listed_names_it_before_any_other_option
     assert main(["--config", str(settings), *command, "--out", str(out), "--cluster", "prod-a"]) == 1
     assert capsys.readouterr().err.strip() == "error: unknown cluster prod-a: the settings list no clusters"
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("command", "out_name"), [
+    (["rightsize"], "out.csv"),
+    (["diagnose", "--at", "2026-11-02"], "out.json"),
+    (["report"], "out"),
+])
+def test_cluster_option_with_a_history_file_is_refused_not_ignored(
+        command: list[str], out_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from predictor.cli import main
+
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("clusters: [{name: a}, {name: b}]\n")
+    history, out = tmp_path / "history.csv", tmp_path / out_name
+    history.write_text("series_id,timestamp,value\na/team-a,2026-11-01T00:00:00Z,1\n")
+    assert main(["--config", str(settings), *command, "--history", str(history), "--out", str(out),
+                 "--cluster", "b"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"error: --cluster b with --history {history}: --cluster picks the clusters read from Prometheus; "
+        "a --history file is read whole")
+    assert not out.exists()
+
+
+def test_train_forecast_with_cluster_and_history_registers_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from predictor.cli import main
+
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("clusters: [{name: a}, {name: b}]\n")
+    history, registry = tmp_path / "history.csv", tmp_path / "mlflow.db"
+    history.write_text("series_id,timestamp,value\na/team-a,2026-11-01T00:00:00Z,1\n")
+    assert main(["--config", str(settings), "train", "forecast", "--history", str(history), "--cluster", "b",
+                 "--tracking-uri", f"sqlite:///{registry}"]) == 1
+    assert "--cluster b with --history" in capsys.readouterr().err
+    assert not registry.exists()
