@@ -267,7 +267,16 @@ class Settings(BaseSettings):
         names = [cluster.name for cluster in self.clusters]
         if len(set(names)) != len(names):
             twice = sorted({name for name in names if names.count(name) > 1})
-            raise ValueError(f"clusters names {', '.join(twice)} more than once")
+            raise ValueError(f"cluster name {', '.join(twice)} listed more than once")
+        # Two clusters read from the central store under one label value would both read the same series.
+        central: dict[str, str] = {}
+        for cluster in self.clusters:
+            if cluster.prometheus is None:
+                other = central.setdefault(cluster.selector_value, cluster.name)
+                if other != cluster.name:
+                    raise ValueError(f"clusters {other} and {cluster.name} both read "
+                                     f"{self.prometheus.cluster_label}=\"{cluster.selector_value}\" "
+                                     "from the central store (set label_value)")
         return self
 
     @classmethod
@@ -307,7 +316,8 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
             updated = type(current).model_validate({**current.model_dump(), **values})
             setattr(settings, section, updated)
     except ValidationError as exc:
-        where, problem = first_problem(exc, "settings")
+        where, problem = first_problem(exc, "")
         source = f" in {config_file}" if config_file else ""
-        raise ConfigError(f"invalid setting {where}{source}: {problem}") from exc
+        what = f"setting {where}" if where else "settings"  # a check across sections has no field path
+        raise ConfigError(f"invalid {what}{source}: {problem}") from exc
     return settings

@@ -36,7 +36,8 @@ def read_structured(path: Path, what: str, error: type[PredictorError]) -> Any:
 def first_problem(exc: ValidationError, default: str) -> tuple[str, str]:
     """``(dotted field path, message)`` of the first validation error (``default`` when it has no path)."""
     first = exc.errors()[0]
-    return ".".join(str(p) for p in first["loc"]) or default, str(first["msg"])
+    # pydantic prefixes a validator's own ValueError with "Value error, ": the message already says what is wrong.
+    return ".".join(str(p) for p in first["loc"]) or default, str(first["msg"]).removeprefix("Value error, ")
 
 
 def validate_as(model: type[M], data: Any, what: str, source: object, error: type[PredictorError]) -> M:

@@ -48,6 +48,8 @@ class Outcome:
 def connect(kubeconfig: Path | None = None, context: str | None = None) -> client.ApiClient:
     """An API client from in-cluster credentials, else the kubeconfig (``$KUBECONFIG`` / ``~/.kube/config``)."""
     configuration = client.Configuration()
+    if kubeconfig is not None and not Path(kubeconfig).is_file():  # the client would say "No configuration found"
+        raise ActuatorError(f"kubeconfig {kubeconfig}: no such file")
     try:
         if kubeconfig is None and context is None:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]

@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pandas as pd
 
     from predictor.config import Settings
     from predictor.sources.clusters import ClusterSource
 
-__all__ = ["CLUSTER_COLUMN", "ClusterOpt", "fleet", "with_cluster"]
+__all__ = ["CLUSTER_COLUMN", "ClusterOpt", "check_cluster_option", "fleet", "with_cluster"]
 
 CLUSTER_COLUMN = "cluster"
 ClusterOpt = Annotated[
@@ -31,6 +33,18 @@ def fleet(settings: Settings, only: list[str] | None) -> list[ClusterSource]:
     from predictor.sources.clusters import cluster_sources
 
     return cluster_sources(settings, only=only or None)
+
+
+def check_cluster_option(settings: Settings, only: list[str] | None, history: Path | None = None) -> None:
+    """A one-line error for a ``--cluster`` the settings do not list, before any other option is checked,
+    and for ``--cluster`` with ``--history``: the file is read whole, so the option would be silently ignored."""
+    from predictor.errors import InputError
+    from predictor.sources.clusters import check_names
+
+    check_names(settings, only)
+    if only and history is not None:
+        raise InputError(f"--cluster {' '.join(only)} with --history {history}: --cluster picks the clusters "
+                         "read from Prometheus; a --history file is read whole")
 
 
 def with_cluster(frame: pd.DataFrame, cluster: str | None) -> pd.DataFrame:

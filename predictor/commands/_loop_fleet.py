@@ -72,7 +72,9 @@ def _history(path: Path | None, cluster: str, source: MetricSource) -> HistoryRe
     from predictor.loop import FileHistory, SourceHistory
     from predictor.loop.fleet import ClusterRows
 
-    return ClusterRows(FileHistory(path).history, cluster) if path is not None else SourceHistory(source)
+    if path is None:
+        return SourceHistory(source)
+    return ClusterRows(FileHistory(path).history, cluster, source=f"--history {path}")
 
 
 def _workload(history: Path | None, source: MetricSource) -> WorkloadReader | None:
@@ -88,7 +90,7 @@ def _jobs(pending: Path | None, history: Path | None, cluster: str, source: Metr
     from predictor.loop.fleet import ClusterRows
 
     if pending is not None:
-        return ClusterRows(FileJobs(pending).pending, cluster)
+        return ClusterRows(FileJobs(pending).pending, cluster, source=f"--pending {pending}")
     return None if history is not None else SourceJobs(source)
 
 

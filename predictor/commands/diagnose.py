@@ -15,7 +15,7 @@ import typer
 
 from predictor.atomicio import write_text
 from predictor.commands._common import console, settings_from
-from predictor.commands._fleet import ClusterOpt, fleet
+from predictor.commands._fleet import ClusterOpt, check_cluster_option, fleet
 from predictor.errors import InputError
 
 __all__ = ["register"]
@@ -65,6 +65,7 @@ def diagnose_cmd(
     from predictor.timeparse import parse_duration, parse_time
 
     settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow={"tracking_uri": registry})
+    check_cluster_option(settings, cluster, history)
     if (prometheus_url is None) == (history is None) and not (history is None and settings.clusters):
         raise InputError("give exactly one of --prometheus-url URL or --history FILE")
     if model is not None and registry is not None:

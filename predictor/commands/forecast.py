@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from predictor.commands._common import console, settings_from
-from predictor.commands._fleet import ClusterOpt
+from predictor.commands._fleet import ClusterOpt, check_cluster_option
 from predictor.errors import InputError
 from predictor.registry import FORECAST_FAMILY
 
@@ -167,6 +167,7 @@ def train_forecast_cmd(
     from pipelines.forecast import ForecastJob, load_prometheus_history, train_forecast
 
     settings = settings_from(ctx, mlflow={"tracking_uri": tracking_uri})
+    check_cluster_option(settings, cluster, history)
     if history is not None:
         frame = _read(history, time_col, id_col, value_col)
     else:

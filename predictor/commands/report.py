@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from predictor.commands._common import console, settings_from
-from predictor.commands._fleet import ClusterOpt, fleet
+from predictor.commands._fleet import ClusterOpt, check_cluster_option, fleet
 from predictor.errors import DataSourceError, InputError
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ def report(
     from predictor.timeparse import parse_time
 
     settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow={"tracking_uri": registry})
+    check_cluster_option(settings, cluster, history)
     if (history is None) == (prometheus_url is None) and not (history is None and settings.clusters):
         raise InputError("give exactly one of --history DIR or --prometheus-url URL")
     check_output_directory(out)
@@ -88,10 +89,14 @@ def report(
             outcomes[None] = one(inputs_from_directory(history), None, out)
         else:
             until = parse_time(end, name="--end") if end else pd.Timestamp.now(tz="UTC").floor("h")
+            # Every cluster is read before any report is written: one cluster's Prometheus being down
+            # fails the command with nothing under OUT, not with the reports of the clusters read before it.
+            read = []
             for source in fleet(settings, cluster):
                 say("reading history" if source.name is None else f"reading history of cluster {source.name}")
-                inputs = inputs_from_prometheus(settings.prometheus, end=until, days=days, source=source.source,
-                                                cluster=source.name)
+                read.append((source, inputs_from_prometheus(settings.prometheus, end=until, days=days,
+                                                            source=source.source, cluster=source.name)))
+            for source, inputs in read:
                 outcomes[source.name] = one(inputs, source, out if source.name is None else out / source.name)
     for name, outcome in outcomes.items():
         s = outcome.report.summary

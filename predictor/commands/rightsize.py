@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from predictor.commands._common import console, settings_from
-from predictor.commands._fleet import CLUSTER_COLUMN, ClusterOpt, fleet, with_cluster
+from predictor.commands._fleet import CLUSTER_COLUMN, ClusterOpt, check_cluster_option, fleet, with_cluster
 from predictor.errors import InputError
 
 if TYPE_CHECKING:
@@ -58,6 +58,7 @@ def _inputs(
     from predictor.rightsize import RightsizeSettings, from_history, from_source
     from predictor.timeparse import parse_duration, parse_time
 
+    check_cluster_option(settings, clusters, history)
     step_td = parse_duration(step, name="--step")
     rs = RightsizeSettings(step_s=int(step_td.total_seconds()))
     if history is not None and url is not None:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from models.frames import ID
 from predictor.config import Settings
-from predictor.errors import PredictorError
+from predictor.errors import InputError, PredictorError
 from predictor.loop.cycle import CycleReport, Loop, wait_for_next_cycle
 from predictor.loop.fleet_metrics import FleetMetrics
 from predictor.loop.inputs import Forecaster
@@ -65,12 +65,16 @@ class ClusterRows:
     that holds every cluster, the way training frames name fleet series.
     """
 
-    def __init__(self, read: Callable[[pd.Timestamp], pd.DataFrame], cluster: str) -> None:
-        self.read, self.prefix = read, f"{cluster}{SEPARATOR}"
+    def __init__(self, read: Callable[[pd.Timestamp], pd.DataFrame], cluster: str, *, source: str = "history") -> None:
+        self.read, self.prefix, self.source = read, f"{cluster}{SEPARATOR}", source
 
     def _rows(self, now: pd.Timestamp) -> pd.DataFrame:
         frame = self.read(now)
         ids = frame[ID].astype(str)
+        if len(ids) and not ids.str.contains(SEPARATOR, regex=False).any():
+            # A one-cluster file given to a fleet: no cluster's rows, and "no history" would hide why.
+            raise InputError(f"{self.source}: no series names its cluster (with clusters in the settings, "
+                             f"series are {self.prefix}<queue>; found {ids.iloc[0]!r})")
         mine = ids.str.startswith(self.prefix)
         return frame.loc[mine].assign(**{ID: ids[mine].str.slice(len(self.prefix))}).reset_index(drop=True)
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from predictor.config import ClusterSettings, PrometheusSettings, Settings
     from predictor.sources import MetricSource
 
-__all__ = ["SEPARATOR", "ClusterSource", "cluster_sources", "qualify", "split_qualified"]
+__all__ = ["SEPARATOR", "ClusterSource", "check_names", "cluster_sources", "qualify", "split_qualified"]
 
 SEPARATOR = "/"
 
@@ -50,6 +50,19 @@ class ClusterSource:
         return qualify(self.name, series)
 
 
+def check_names(settings: Settings, only: Sequence[str] | None) -> None:
+    """A ``ConfigError`` naming the names in ``only`` that the settings do not list.
+
+    Commands call it first, so ``--cluster`` with no (or other) clusters listed is named as the problem
+    rather than whatever other option is missing.
+    """
+    known = [cluster.name for cluster in settings.clusters]
+    unknown = sorted(set(only or ()) - set(known))
+    if unknown:
+        listed = ", ".join(known) if known else "no clusters"
+        raise ConfigError(f"unknown cluster {', '.join(unknown)}: the settings list {listed}")
+
+
 def cluster_sources(
     settings: Settings,
     *,
@@ -61,11 +74,7 @@ def cluster_sources(
         from predictor.sources.prometheus import PrometheusSource
 
         make_source = PrometheusSource
-    known = [cluster.name for cluster in settings.clusters]
-    unknown = sorted(set(only or ()) - set(known))
-    if unknown:
-        listed = ", ".join(known) if known else "no clusters"
-        raise ConfigError(f"unknown cluster {', '.join(unknown)}: the settings list {listed}")
+    check_names(settings, only)
     if not settings.clusters:
         return [ClusterSource(None, make_source(settings.prometheus))]
     central: MetricSource | None = None

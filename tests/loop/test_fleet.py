@@ -300,3 +300,30 @@ def test_plan_offline_for_one_cluster_of_a_fleet_file_is_the_plan_of_its_rows_al
     assert main([*common, "--forecast", str(fleet_file), "--out", str(tmp_path / "c"), "--cluster", "c",
                  "--config", str(settings)]) == 1
     assert capsys.readouterr().err.strip() == "error: --cluster c: the settings list a, b"
+
+
+def test_loop_once_with_a_one_cluster_history_file_or_a_missing_kubeconfig_says_which_input(
+        servers: dict[str, FakeApiServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from predictor.cli import main
+
+    config = kubeconfig(tmp_path / "kubeconfig", {n: s.url for n, s in servers.items()})
+    history = tmp_path / "history.csv"
+    frame = History({"team-a": (22.0, FRESH)}).history(pd.Timestamp.now(tz="UTC"))  # no "a/": a one-cluster file
+    frame.assign(timestamp=frame["timestamp"].map(pd.Timestamp.isoformat)).to_csv(history, index=False)
+    clusters = [{"name": n, "kube_context": f"ctx-{n}", "kubeconfig": str(config)} for n in ("a", "b")]
+    settings = tmp_path / "settings.yaml"
+    plans = tmp_path / "plans"
+    actuators = {"mode": "plan", "audit_log": str(tmp_path / "audit.jsonl"), "plan_dir": str(plans)}
+    settings.write_text(json.dumps({"actuators": actuators, "clusters": clusters}))
+    args = ["loop", "--once", "--config", str(settings), "--history", str(history), "--model", "seasonal_naive_24"]
+    assert main(args) == 1
+    captured = capsys.readouterr()
+    assert f"a: failed: --history {history}: no series names its cluster" in captured.out
+    assert "'team-a'" in captured.out
+    assert "2 of 2 clusters failed their cycle: a, b" in captured.err
+    assert not plans.exists() or not any(plans.rglob("*.yaml"))  # nothing planned from the wrong file
+
+    missing = tmp_path / "no-such-kubeconfig"
+    settings.write_text(json.dumps({"actuators": actuators, "clusters": [{**clusters[0], "kubeconfig": str(missing)}]}))
+    assert main(args) == 1
+    assert capsys.readouterr().err.strip() == f"error: clusters a: kubeconfig {missing}: no such file"

@@ -143,3 +143,16 @@ def test_report_per_cluster(central_store: Store, configs: dict[str, Path], tmp_
                                           pd.read_csv(tmp_path / name / table))
         mine = fleet[fleet["cluster"] == name].drop(columns="cluster").reset_index(drop=True)
         pd.testing.assert_frame_equal(mine, pd.read_csv(tmp_path / name / "report.csv"))
+
+
+def test_report_with_one_cluster_down_writes_nothing(central_store: Store, tmp_path: Path) -> None:
+    store, start = central_store
+    settings = tmp_path / "one-down.yaml"
+    settings.write_text(yaml.safe_dump({"clusters": [
+        {"name": "a", "prometheus": {"url": store.clusters["a"]}},
+        {"name": "b", "prometheus": {"url": "http://127.0.0.1:1", "retries": 0, "timeout_s": 2}}]}))
+    out = tmp_path / "fleet"
+    assert main(["--config", str(settings), "report", "--end", (start + pd.Timedelta(days=DAYS)).isoformat(),
+                 "--days", "8", "--window-days", "1", "--model", "seasonal_naive_24", "--no-rightsize",
+                 "--out", str(out)]) == 1
+    assert not out.exists()  # not a's report without b's, nor fleet files of a alone

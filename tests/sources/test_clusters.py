@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -77,8 +79,78 @@ def test_bad_cluster_lists_are_refused(clusters: list[dict[str, str]]) -> None:
         _settings(clusters=clusters)
 
 
+def test_a_settings_file_listing_a_cluster_twice_is_one_line_naming_it(tmp_path: Path) -> None:
+    from predictor.config import load_settings
+
+    path = tmp_path / "fleet.yaml"
+    path.write_text("clusters:\n  - name: a\n  - name: a\n")
+    with pytest.raises(ConfigError, match=rf"^invalid settings in {path}: cluster name a listed more than once$"):
+        load_settings(path)
+
+
+def test_two_clusters_reading_one_label_value_of_the_central_store_are_refused() -> None:
+    with pytest.raises(ValidationError, match=r'clusters a and b both read cluster="a" from the central store'):
+        _settings(clusters=[{"name": "a"}, {"name": "b", "label_value": "a"}])
+    # A cluster with its own Prometheus reads nothing from the central store: no clash.
+    own = _settings(clusters=[{"name": "a"}, {"name": "b", "label_value": "a", "prometheus": {"url": "http://b:9090"}}])
+    assert [name for name, _, _ in _urls(own)] == ["a", "b"]
+
+
 @given(cluster=st.from_regex(r"[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?", fullmatch=True),
        queue=st.from_regex(r"[a-z0-9]([-a-z0-9.]{0,20}[a-z0-9])?", fullmatch=True))
 def test_qualified_names_split_back(cluster: str, queue: str) -> None:
     assert split_qualified(qualify(cluster, queue)) == (cluster, queue)
     assert qualify(None, queue) == queue and split_qualified(queue) == (None, queue)
+
+
+@pytest.mark.parametrize(("command", "out_name"), [
+    (["rightsize", "--start", "2026-11-01", "--end", "2026-11-02"], "out.csv"),
+    (["diagnose", "--at", "2026-11-02"], "out.json"),
+    (["report"], "out"),
+    (["export", "--query", "up", "--start", "2026-11-01", "--end", "2026-11-02"], "out.csv"),
+])
+def test_cluster_option_without_clusters_listed_names_it_before_any_other_option(
+        command: list[str], out_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from predictor.cli import main
+
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(f"prometheus: {{url: {CENTRAL}}}\n")  # no --prometheus-url given: not the error
+    out = tmp_path / out_name
+    assert main(["--config", str(settings), *command, "--out", str(out), "--cluster", "prod-a"]) == 1
+    assert capsys.readouterr().err.strip() == "error: unknown cluster prod-a: the settings list no clusters"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("command", "out_name"), [
+    (["rightsize"], "out.csv"),
+    (["diagnose", "--at", "2026-11-02"], "out.json"),
+    (["report"], "out"),
+])
+def test_cluster_option_with_a_history_file_is_refused_not_ignored(
+        command: list[str], out_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from predictor.cli import main
+
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("clusters: [{name: a}, {name: b}]\n")
+    history, out = tmp_path / "history.csv", tmp_path / out_name
+    history.write_text("series_id,timestamp,value\na/team-a,2026-11-01T00:00:00Z,1\n")
+    assert main(["--config", str(settings), *command, "--history", str(history), "--out", str(out),
+                 "--cluster", "b"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"error: --cluster b with --history {history}: --cluster picks the clusters read from Prometheus; "
+        "a --history file is read whole")
+    assert not out.exists()
+
+
+def test_train_forecast_with_cluster_and_history_registers_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from predictor.cli import main
+
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("clusters: [{name: a}, {name: b}]\n")
+    history, registry = tmp_path / "history.csv", tmp_path / "mlflow.db"
+    history.write_text("series_id,timestamp,value\na/team-a,2026-11-01T00:00:00Z,1\n")
+    assert main(["--config", str(settings), "train", "forecast", "--history", str(history), "--cluster", "b",
+                 "--tracking-uri", f"sqlite:///{registry}"]) == 1
+    assert "--cluster b with --history" in capsys.readouterr().err
+    assert not registry.exists()
