@@ -5,7 +5,10 @@ person paging through a slow job: every prediction comes with the conditions it 
 included ("gpu_temp_p95_max = 91 °C > 86.5 and sm_clock_drop_max = 31 % > 12 % → gpu_thermal"). Classes
 are balanced (faults are rare next to healthy windows), depth is capped (16: node and queue candidates
 share one tree, and a shallower cap left leaves that mix them), and the cost-complexity
-pruning strength is chosen by stratified cross-validation on macro-F1.
+pruning strength is chosen by stratified cross-validation on macro-F1. Balancing is for choosing splits, not
+for answering: a leaf where most training rows were healthy (or another class) but the balanced weights make
+a rare cause win answers with its rows' own mix instead (``_by_base_rate``), so the cause ranks there without
+being named on every quiet window that lands in it.
 
 Missing data are unknown, not evidence: at a split on a feature that is NaN (a series not scraped here),
 prediction follows *both* branches, weighted by the training samples that went each way (C4.5's rule),
@@ -91,7 +94,7 @@ class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         # mix node and queue candidates, whose macro-F1 cost hides in CV but not on held-out families.
         best = max(self.cv_scores_.values())
         self.ccp_alpha_ = max(a for a, s in self.cv_scores_.items() if s >= best)
-        self.tree_ = self._tree(self.ccp_alpha_).fit(X, y)
+        self.tree_ = _by_base_rate(self._tree(self.ccp_alpha_).fit(X, y), X, y)
         names = [str(n) for n in getattr(self, "feature_names_in_", [])]
         self.reduced_: list[_Reduced] = []
         for group in sorted((g for g in self.reduced if set(g) & set(names)), key=len):
@@ -334,6 +337,28 @@ def _unsure_leaves(fitted: DecisionTreeClassifier, X: np.ndarray, y: np.ndarray)
     answer = np.argmax(tree.value[:, 0, :], axis=1)
     share = counts[np.arange(tree.node_count), answer] / np.maximum(counts.sum(axis=1), 1.0)
     return np.asarray((tree.children_left == -1) & (share < 0.5) & (fitted.classes_[answer] != HEALTHY))
+
+
+def _by_base_rate(fitted: DecisionTreeClassifier, X: np.ndarray, y: np.ndarray) -> DecisionTreeClassifier:
+    """``fitted`` with each leaf that names a cause only through class balancing (``_unsure_leaves``: most of
+    its training rows were something else, e.g. 134 healthy to 14 NVLink rows) answering with its rows' own
+    class mix instead, so the most likely class there is what most of them were.
+
+    Why: balancing lets rare causes win splits, but such a leaf is a patch of ordinary windows with a few
+    faults in it; at the balanced weights (a fault row counts ~40 healthy ones) a quiet cluster whose
+    windows land there is blamed on that cause every time (held-out tight-quota: 47 healthy rows named
+    nvlink). The cause keeps its share of the probability, so it still ranks among the answers."""
+    unsure = _unsure_leaves(fitted, X, y)
+    if not unsure.any():
+        return fitted
+    codes = np.searchsorted(fitted.classes_, y)
+    counts = np.zeros((fitted.tree_.node_count, len(fitted.classes_)))
+    np.add.at(counts, (fitted.apply(X), codes), 1.0)
+    state = fitted.tree_.__getstate__()
+    values = np.array(state["values"], dtype=np.float64)
+    values[unsure, 0, :] = counts[unsure] / np.maximum(counts[unsure].sum(axis=1, keepdims=True), 1.0)
+    fitted.tree_.__setstate__({**state, "values": values})
+    return fitted
 
 
 def _tree_state(fitted: DecisionTreeClassifier) -> dict[str, Any]:
