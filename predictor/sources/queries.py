@@ -173,6 +173,9 @@ CATALOGUE: Mapping[str, str] = MappingProxyType({
 # annotations and node labels need kube-state-metrics' --metric-{labels,annotations}-allowlist; where they
 # are absent the parser falls back (a pod is its own gang, no selector, no recurring marks: unknown).
 _ACTIVE = f"max by (namespace, pod, phase) ({_ACTIVE_PODS} == 1)"
+# The join side holds one series per pod: a pod Pending then Running within the lookback has two phase
+# series (pushed or federated data carry no staleness markers), and a join on them is many-to-many (422).
+_ACTIVE_POD = f"max by (namespace, pod) ({_ACTIVE_PODS} == 1)"
 
 
 def _renamed_value(expr: str, name: str) -> str:
@@ -184,11 +187,11 @@ def _renamed_value(expr: str, name: str) -> str:
 WORKLOAD: Mapping[str, str] = MappingProxyType({
     "pod_gpus": f"sum by (namespace, pod, node) ({KSM_GPU_REQUESTS})",
     "pod_phase": _ACTIVE,
-    "pod_labels": f"kube_pod_labels * on(namespace, pod) group_left() {_ACTIVE}",
-    "pod_annotations": f"kube_pod_annotations * on(namespace, pod) group_left() {_ACTIVE}",
-    "pod_tolerations": _renamed_value(f"kube_pod_tolerations * on(namespace, pod) group_left() {_ACTIVE}",
+    "pod_labels": f"kube_pod_labels * on(namespace, pod) group_left() {_ACTIVE_POD}",
+    "pod_annotations": f"kube_pod_annotations * on(namespace, pod) group_left() {_ACTIVE_POD}",
+    "pod_tolerations": _renamed_value(f"kube_pod_tolerations * on(namespace, pod) group_left() {_ACTIVE_POD}",
                                       "toleration_value"),
-    "pod_nodeselectors": f"kube_pod_nodeselectors * on(namespace, pod) group_left() {_ACTIVE}",
+    "pod_nodeselectors": f"kube_pod_nodeselectors * on(namespace, pod) group_left() {_ACTIVE_POD}",
     "node_gpus": str(Selector.of("kube_node_status_allocatable", resource=KSM_GPU_RESOURCE)),
     "node_taints": _renamed_value("kube_node_spec_taint", "taint_value"),
     "node_labels": "kube_node_labels",

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from models.frames import ID, TIME, VALUE
 from predictor.config import PrometheusSettings
 from predictor.sources.prometheus import PrometheusSource
-from predictor.sources.queries import QUEUE_DEMAND, workload_frames
+from predictor.sources.queries import volcano_queue_gpus, workload_frames
 from predictor.sources.scoped import ScopedSource, scope_query
 from tests.sources.fleetdata import DAYS, SEEDS, STEP
 from tests.support.centralprom import CentralStore
@@ -70,14 +70,17 @@ def test_equal_queue_names_stay_apart(central_store: tuple[CentralStore, pd.Time
     store, start = central_store
     end = start + pd.Timedelta(days=DAYS) - STEP
     hour = pd.Timedelta(hours=1)
-    per_cluster = {c: _sources(store, c)[1].query_range(QUEUE_DEMAND, start, end, hour) for c in SEEDS}
+    # The Volcano branch of QUEUE_DEMAND: unscoped, its pod-level fallback cannot even be evaluated on a central
+    # store whose clusters hold equal pod names (the join on (namespace, pod) is many-to-many, HTTP 422).
+    demand = volcano_queue_gpus("request")
+    per_cluster = {c: _sources(store, c)[1].query_range(demand, start, end, hour) for c in SEEDS}
     queues = {c: set(frame[ID]) for c, frame in per_cluster.items()}
     assert queues["a"] & queues["b"], "both clusters should share queue names"
     shared = sorted(queues["a"] & queues["b"])
     a, b = (per_cluster[c][per_cluster[c][ID].isin(shared)].set_index([ID, TIME])[VALUE] for c in SEEDS)
     assert not a.equals(b)
     # Unscoped, the central store merges them: what the cluster matcher prevents.
-    unscoped = PrometheusSource(PrometheusSettings(url=store.url)).query_range(QUEUE_DEMAND, start, end, hour)
+    unscoped = PrometheusSource(PrometheusSettings(url=store.url)).query_range(demand, start, end, hour)
     merged = unscoped[unscoped[ID].isin(shared)].set_index([ID, TIME])[VALUE]
     total = a.add(b, fill_value=0).reindex(merged.index)
     pd.testing.assert_series_equal(merged, total, check_names=False)
