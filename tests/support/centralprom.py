@@ -32,7 +32,7 @@ from types import TracebackType
 import requests
 
 from predictor.errors import EnvironmentUnsupportedError
-from tests.support.localprom import free_port
+from tests.support.localprom import free_port, stop_process, wait_ready
 
 __all__ = ["CentralStore", "Series", "openmetrics_series", "push"]
 
@@ -134,26 +134,10 @@ class _Server:
         return f"http://127.0.0.1:{self.port}"
 
     def wait_ready(self, deadline: float) -> None:
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                tail = self.log.read_text()[-500:]
-                raise EnvironmentUnsupportedError(f"prometheus {self.name} exited at start: {tail}")
-            try:
-                if requests.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.05)
-        raise EnvironmentUnsupportedError(f"prometheus {self.name} not ready in time")
+        wait_ready(self.process, self.url, deadline, f"prometheus {self.name} (log: {self.log})")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_process(self.process)
 
 
 class CentralStore:

@@ -19,7 +19,7 @@ import requests
 
 from predictor.errors import EnvironmentUnsupportedError, InputError
 
-__all__ = ["LocalPrometheus", "backfill", "free_port", "prometheus_available"]
+__all__ = ["LocalPrometheus", "backfill", "free_port", "prometheus_available", "stop_process", "wait_ready"]
 
 # promtool cuts blocks at 2 h by default: 35 days then take minutes and the server spends minutes
 # compacting hundreds of blocks. One large block per backfill is what makes tests fast.
@@ -45,6 +45,31 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def wait_ready(process: subprocess.Popen[bytes], url: str, deadline: float, what: str) -> None:
+    """Poll ``url``/-/ready until 200 or ``deadline`` (monotonic); a process that exits first is an error."""
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise EnvironmentUnsupportedError(f"{what} exited with {process.returncode} at start")
+        try:
+            if requests.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.05)
+    raise EnvironmentUnsupportedError(f"{what} not ready in time")
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """Terminate ``process``, killing it if it has not exited within 20 s."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
 
 
 def backfill(openmetrics_path: Path, tsdb_dir: Path) -> float:
@@ -112,34 +137,21 @@ class LocalPrometheus:
         return self
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.ready_timeout_s
-        while time.monotonic() < deadline:
-            assert self._process is not None
-            if self._process.poll() is not None:
-                raise EnvironmentUnsupportedError(
-                    f"prometheus exited with {self._process.returncode} at start; see {self.log_path}"
-                )
-            try:
-                if requests.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise EnvironmentUnsupportedError(f"prometheus not ready within {self.ready_timeout_s:.0f} s")
+        assert self._process is not None
+        try:
+            wait_ready(self._process, self.url, time.monotonic() + self.ready_timeout_s,
+                       f"prometheus (log: {self.log_path})")
+        except EnvironmentUnsupportedError:
+            self.stop()
+            raise
 
     @property
     def log_path(self) -> Path | None:
         return None if self._workdir is None else self._workdir / "prometheus.log"
 
     def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(timeout=10)
+        if self._process is not None:
+            stop_process(self._process)
         self._process = None
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
