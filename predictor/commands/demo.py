@@ -1,7 +1,7 @@
 """``predictor demo``: the README's main job on embedded defaults (no cluster needed).
 
 simulate 5 weeks → right-size → train the three model families into a local sqlite MLflow
-(``DIR/mlflow.db``, champion aliases) → one loop cycle in plan mode → XDP profile plan → report.
+(``DIR/mlflow.db``, champion aliases) → hourly loop cycles in plan mode → XDP profile plan → report.
 Stages are listed in ``STAGES``: one function each, taking the shared ``DemoContext`` and returning what it
 wrote (see ``predictor.demo``). The training stages live here because only the CLI may import ``pipelines``.
 """
@@ -107,7 +107,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("train forecasts", train_forecast_stage, requires=("inputs",)),
     Stage("train demand regressors", train_demand_stage, requires=("runs",)),
     Stage("train root-cause tree", train_rca_stage),
-    Stage("plan queues (one loop cycle)", plan_stage, requires=("inputs", "forecaster")),
+    Stage("plan queues (hourly loop cycles, plan mode)", plan_stage, requires=("inputs", "forecaster")),
     Stage("plan XDP profiles", xdp_stage, requires=("history_dir", "as_of")),
     Stage("write report", report_stage, requires=("inputs", "forecaster")),
 )

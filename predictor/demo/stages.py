@@ -1,4 +1,4 @@
-"""The demo's runtime stages: history, right-sizing, one loop cycle in plan mode (queues and XDP), the report.
+"""The demo's runtime stages: history, right-sizing, hourly loop cycles in plan mode (queues and XDP), the report.
 
 Each takes the shared ``DemoContext`` and returns what it wrote. Training stages live with the CLI
 (``predictor.commands.demo``) because only the CLI may import ``pipelines``; they hand their results to

@@ -15,14 +15,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from predictor.errors import ConfigError
+from predictor.errors import ConfigError, DataSourceError
 from predictor.sources.scoped import ScopedSource
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from predictor.config import ClusterSettings, PrometheusSettings, Settings
     from predictor.sources import MetricSource
 
-__all__ = ["SEPARATOR", "ClusterSource", "check_names", "cluster_sources", "qualify", "split_qualified"]
+__all__ = [
+    "SEPARATOR", "ClusterSource", "NamedClusterSource", "check_names", "cluster_sources", "qualify", "split_qualified",
+]
 
 SEPARATOR = "/"
 
@@ -48,6 +52,21 @@ class ClusterSource:
 
     def qualify(self, series: str) -> str:
         return qualify(self.name, series)
+
+
+class NamedClusterSource:
+    """A cluster's source whose errors name the cluster: in a fleet, "connection refused" alone does not
+    say which of ten Prometheus servers (or which scope of the central store) failed. The error keeps its
+    class, so retries and exit codes are unchanged."""
+
+    def __init__(self, name: str, source: MetricSource) -> None:
+        self.name, self.source = name, source
+
+    def query_range(self, query: str, start: pd.Timestamp, end: pd.Timestamp, step: pd.Timedelta) -> pd.DataFrame:
+        try:
+            return self.source.query_range(query, start, end, step)
+        except DataSourceError as error:
+            raise type(error)(f"cluster {self.name}: {error}") from error
 
 
 def check_names(settings: Settings, only: Sequence[str] | None) -> None:
@@ -87,5 +106,5 @@ def cluster_sources(
         else:
             central = central or make_source(settings.prometheus)
             source = ScopedSource(central, {settings.prometheus.cluster_label: cluster.selector_value})
-        out.append(ClusterSource(cluster.name, source, cluster))
+        out.append(ClusterSource(cluster.name, NamedClusterSource(cluster.name, source), cluster))
     return out

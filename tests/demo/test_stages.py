@@ -42,6 +42,6 @@ def test_missing_input_skips_and_errors_fail_only_their_stage(tmp_path: Path) ->
 def test_stage_list_covers_the_main_job() -> None:
     names = [s.name for s in STAGES]
     assert names[0] == "history" and names[-1] == "write report"
-    assert {"train forecasts", "train demand regressors", "train root-cause tree", "plan queues (one loop cycle)",
-            "plan XDP profiles"} <= set(names)
+    assert {"train forecasts", "train demand regressors", "train root-cause tree",
+            "plan queues (hourly loop cycles, plan mode)", "plan XDP profiles"} <= set(names)
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from predictor.config import PrometheusSettings, Settings
-from predictor.errors import ConfigError
-from predictor.sources.clusters import cluster_sources, qualify, split_qualified
+from predictor.errors import ConfigError, QueryError, TemporaryDataSourceError
+from predictor.sources.clusters import ClusterSource, NamedClusterSource, cluster_sources, qualify, split_qualified
 from predictor.sources.scoped import ScopedSource
 
 CENTRAL = "http://central:9090"
@@ -19,6 +19,12 @@ CENTRAL = "http://central:9090"
 
 def _settings(**extra: object) -> Settings:
     return Settings.model_validate({"prometheus": {"url": CENTRAL, "headers": {"X-Scope-OrgID": "fleet"}}, **extra})
+
+
+def _unnamed(cluster: ClusterSource) -> object:
+    """The source under the error-naming wrapper every named cluster gets."""
+    source = cluster.source
+    return source.source if isinstance(source, NamedClusterSource) else source
 
 
 def _urls(settings: Settings, only: list[str] | None = None) -> list[tuple[str | None, str, bool]]:
@@ -30,7 +36,7 @@ def _urls(settings: Settings, only: list[str] | None = None) -> list[tuple[str |
 
     out = []
     for cluster in cluster_sources(settings, make_source=make, only=only):  # type: ignore[arg-type]
-        source = cluster.source
+        source = _unnamed(cluster)
         scoped = isinstance(source, ScopedSource)
         inner = source.source if isinstance(source, ScopedSource) else source
         assert isinstance(inner, PrometheusSettings)
@@ -48,18 +54,42 @@ def test_clusters_read_their_own_prometheus_or_the_central_store_scoped() -> Non
                                    {"name": "c", "label_value": "prod-c"}])
     assert _urls(settings) == [("a", CENTRAL, True), ("b", "http://b:9090", False), ("c", CENTRAL, True)]
     sources = cluster_sources(settings, make_source=lambda p: p)  # type: ignore[arg-type,return-value]
-    scoped = {c.name: c.source.matchers for c in sources if isinstance(c.source, ScopedSource)}
+    scoped = {c.name: s.matchers for c in sources if isinstance(s := _unnamed(c), ScopedSource)}
     assert scoped == {"a": {"cluster": "a"}, "c": {"cluster": "prod-c"}}
     # The central store's tenant header and other settings travel with every scoped read.
-    first = sources[0].source
+    first = _unnamed(sources[0])
     assert isinstance(first, ScopedSource) and first.source.headers == {"X-Scope-OrgID": "fleet"}  # type: ignore[attr-defined]
 
 
 def test_cluster_label_is_configurable() -> None:
     settings = _settings(clusters=[{"name": "a"}])
     settings.prometheus.cluster_label = "k8s_cluster"
-    source = cluster_sources(settings, make_source=lambda p: p)[0].source  # type: ignore[arg-type,return-value]
+    source = _unnamed(cluster_sources(settings, make_source=lambda p: p)[0])  # type: ignore[arg-type,return-value]
     assert isinstance(source, ScopedSource) and source.matchers == {"k8s_cluster": "a"}
+
+
+class _Failing:
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def query_range(self, *args: object) -> object:
+        raise self.error
+
+
+@pytest.mark.parametrize("error", [TemporaryDataSourceError("connection refused"), QueryError("HTTP 400: bad")])
+def test_a_named_clusters_read_errors_name_the_cluster_and_keep_their_class(error: Exception) -> None:
+    settings = _settings(clusters=[{"name": "a"}, {"name": "b", "prometheus": {"url": "http://b:9090"}}])
+    sources = cluster_sources(settings, make_source=lambda p: _Failing(error))  # type: ignore[arg-type,return-value]
+    for cluster in sources:
+        with pytest.raises(type(error), match=f"^cluster {cluster.name}: {error}$"):
+            cluster.source.query_range("up", *[None] * 3)  # type: ignore[arg-type]
+
+
+def test_the_unnamed_clusters_errors_are_unchanged() -> None:
+    error = TemporaryDataSourceError("connection refused")
+    [cluster] = cluster_sources(_settings(), make_source=lambda p: _Failing(error))  # type: ignore[arg-type,return-value]
+    with pytest.raises(TemporaryDataSourceError, match=r"^connection refused$"):
+        cluster.source.query_range("up", *[None] * 3)  # type: ignore[arg-type]
 
 
 def test_only_narrows_in_settings_order_and_unknown_names_are_one_line_errors() -> None:
