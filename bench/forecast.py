@@ -16,6 +16,8 @@ origin on 2 shared cores). With N ≥ --outer (the recorded run: --outer 8 --slo
 2 cores, seconds from the cache) they are full candidates, so every rule, per-series choices included,
 sees them at every origin; with fewer, pools that contain them are scored as fixed pools (always served)
 and their coverage only where their bands could be conformalised.
+``lstm_global`` (bench/forecast_global.py) is one LSTM per held-out trace trained on the other traces and
+served frozen, so it is a full candidate at every origin whatever --slow-inner is.
 """
 
 from __future__ import annotations
