@@ -16,6 +16,8 @@ origin on 2 shared cores). With N ≥ --outer (the recorded run: --outer 8 --slo
 2 cores, seconds from the cache) they are full candidates, so every rule, per-series choices included,
 sees them at every origin; with fewer, pools that contain them are scored as fixed pools (always served)
 and their coverage only where their bands could be conformalised.
+``lstm_global`` (bench/forecast_global.py) is one LSTM per held-out trace trained on the other traces and
+served frozen, so it is a full candidate at every origin whatever --slow-inner is.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+from forecast_global import GLOBAL, GLOBAL_POOLS, GLOBAL_WEIGHTED, backtest_global, global_jobs  # noqa: E402
 from forecast_traces import load_traces  # noqa: E402
 
 from models.forecast import forecasters, run_backtest  # noqa: E402
@@ -79,6 +82,8 @@ WEIGHTED = tuple(
     for rest in (("naive",), ("drift",), ("ets",), ("naive", "drift"), ("naive", "ets"))
     for w in (0.5, 0.6, 0.7, 0.8, 0.9)
 )
+POOLS.update(GLOBAL_POOLS)  # pools led by, or containing, the network trained on the other traces
+WEIGHTED = (*WEIGHTED, *GLOBAL_WEIGHTED)
 # Fits too slow on 2 shared cores to backtest at every inner origin: scored at the outer ones only.
 SLOW = ("mstl", "lstm")
 MARGINS = (0.0, 0.05, 0.1, 0.2, 1.0)  # 1: the pool is always served
@@ -259,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     parser.add_argument("--traces", default="philly,alibaba,sim")
-    parser.add_argument("--models", default=",".join((*BASELINES, "lstm")))
+    parser.add_argument("--models", default=",".join((*BASELINES, "lstm", *GLOBAL)))
     parser.add_argument("--outer", type=int, default=28, help="scored origins per trace (at most)")
     parser.add_argument("--quick", action="store_true", help="no mstl/lstm, 8 scored origins")
     parser.add_argument("--jobs", type=int, default=2)
@@ -273,15 +278,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     if args.quick:
-        models = [m for m in models if m not in ("mstl", "lstm")]
+        models = [m for m in models if m not in ("mstl", "lstm", *GLOBAL)]
         args.outer = min(args.outer, 8)
     args.cache.mkdir(parents=True, exist_ok=True)
     traces = load_traces(args.data, args.traces.split(","))
     windows = args.outer + INNER * INNER_STEP // STEP
     started = time.perf_counter()
-    jobs = [(t, f, m, windows, args.cache, args.slow_inner) for t, f in traces.items() for m in models]
+    jobs: list[tuple[Any, ...]] = [
+        (t, f, m, windows, args.cache, args.slow_inner) for t, f in traces.items() for m in models if m not in GLOBAL
+    ]
+    # lstm_global: one network per held-out trace, trained on the other traces (bench/forecast_global.py)
+    gjobs = global_jobs(traces, windows, args.cache, H, STEP, LEVELS) if any(m in GLOBAL for m in models) else []
     with ProcessPoolExecutor(args.jobs) as pool:
-        done = list(pool.map(_backtest_one, jobs))
+        done = list(pool.map(backtest_global, gjobs)) + list(pool.map(_backtest_one, jobs))
+    jobs = [*gjobs, *jobs]
     per_trace: dict[str, Any] = {}
     for (trace, frame, *_), (model, records, seconds, fits) in zip(jobs, done, strict=True):
         entry = per_trace.setdefault(trace, {"frame": frame, "records": [], "seconds": {}})

@@ -14,6 +14,11 @@ recoveries look like. Design choices, each for a reason:
 * Loss only on observed targets; time-ordered validation origins drive early stopping; a fixed seed and
   bounded torch threads make fits reproducible and polite on shared machines; CUDA when present.
 
+Warm start (``init_state``, the ``net_.state_dict()`` of an LSTM fitted on other histories, e.g. other
+clusters): training starts from those weights instead of random ones, and early stopping starts from them
+too, so a fine-tune that does not improve the validation loss keeps the pre-trained network. Measured
+leave-one-trace-out (``bench/forecast_finetune.py``): see docs/design.md, "Forecasting".
+
 Serving (``update``) keeps the trained network frozen and rebuilds only its inputs from the new window:
 each series' scale (its mean observed demand in that window), the lookback chunks, the last day and the
 origin's calendar, for every series (a global model serves series it was not trained on); ``predict`` is
@@ -165,6 +170,7 @@ class LSTMForecaster(BaseForecaster):
         num_threads: int | None = None,
         device: str = "auto",
         freq: str = "1h",
+        init_state: dict[str, torch.Tensor] | None = None,
     ) -> None:
         self.horizon = horizon
         self.lookback_days = lookback_days
@@ -180,6 +186,7 @@ class LSTMForecaster(BaseForecaster):
         self.num_threads = num_threads
         self.device = device
         self.freq = freq
+        self.init_state = init_state
 
     # sample_stride=1 (every hour an origin) on purpose: stride 2 halved the fit time on Philly but the
     # backtest MASE went 0.905 → 0.977 and 80 % coverage 68 % → 51 %.
@@ -251,6 +258,14 @@ class LSTMForecaster(BaseForecaster):
         train_idx = np.flatnonzero(~val)
         val_idx = np.flatnonzero(val)
         net = _Net(data["seq"].shape[2], data["static"].shape[1], int(self.hidden_size), int(self.horizon), q.size)
+        if self.init_state is not None:  # warm start: fine-tune a network pre-trained on other histories
+            try:
+                net.load_state_dict(self.init_state)
+            except RuntimeError as exc:
+                raise ForecastInputError(
+                    "LSTM init_state does not fit this network (horizon, hidden_size and the quantile grid "
+                    f"quantiles must match the pre-trained one's): {str(exc).splitlines()[-1].strip()}"
+                ) from exc
         net.to(device)
         qt = torch.from_numpy(q).to(device)
         optimiser = torch.optim.Adam(net.parameters(), lr=float(self.learning_rate))
