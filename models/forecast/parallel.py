@@ -66,8 +66,8 @@ def available_workers() -> int:
 
 def spare_workers(series: Sequence[RegularSeries]) -> int:
     """Worker processes worth starting for a fit on ``series``: the other cores, when the history is big."""
-    big = sum(len(s) for s in series) >= MIN_POINTS
-    return available_workers() - 1 if big else 0
+    allowed = available_workers()  # read first: a bad setting is an error whatever the history's size
+    return allowed - 1 if sum(len(s) for s in series) >= MIN_POINTS else 0
 
 
 def one_thread_each() -> None:
