@@ -4,7 +4,7 @@ Why: on a fleet, ``auto``'s time is two trainings of the global LSTM, each on on
 ``_threads``: two OpenMP threads on a busy 2-core machine were 12× slower than one), plus per-series work
 that grows with the fleet (the baselines' backtests, the per-series choice). Only one piece is on the
 critical path: the network the backtest forecasts with must be trained before the backtest can use it.
-Everything else does not wait for it, so it runs in spawned workers meanwhile: the served network's own
+Everything else does not wait for it, so it runs in worker processes meanwhile: the served network's own
 training (it needs nothing from the backtest), the backtest of the fast members, and then half of the
 per-series plans. Each piece is the serial code on a part of the work (same seeds, one thread), put back
 in the serial order, so the forecast is the serial one (a test compares them).
@@ -12,7 +12,8 @@ in the serial order, so the forecast is the serial one (a test compares them).
 Workers are fresh interpreters (``Workers``: forking a process that loaded torch is not safe) running one
 math thread each (as ``pipelines.fanout``'s do). Starting one costs a few seconds of imports, so they are used
 only for histories of at least ``MIN_POINTS`` steps in all. ``PREDICTOR_FORECAST_WORKERS`` caps the
-processes (``1``: everything in this process); by default it is the cores this process may run on.
+processes (``1``: everything in this process); by default it is the cores this process may run on (one
+inside a fan-out's worker or a Ray task, ``available_workers``).
 """
 
 from __future__ import annotations
@@ -51,7 +52,11 @@ R = TypeVar("R")
 
 
 def available_workers() -> int:
-    """Processes a fit may use: ``PREDICTOR_FORECAST_WORKERS`` if set, else the cores this process may run on."""
+    """Processes a fit may use: ``PREDICTOR_FORECAST_WORKERS`` if set, else the cores this process may run on.
+
+    A process told to use one math thread (``OMP_NUM_THREADS=1``: how Ray tells a one-CPU task, and what
+    ``pipelines.fanout``'s workers and ours set) already is one of several: it starts no workers of its own.
+    """
     raw = os.environ.get(WORKERS_ENV, "").strip()
     if raw:
         try:
@@ -61,6 +66,8 @@ def available_workers() -> int:
         if value < 1:
             raise ForecastInputError(f"{WORKERS_ENV} must be a positive integer, got {raw!r}")
         return value
+    if os.environ.get("OMP_NUM_THREADS", "").strip() == "1":
+        return 1
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 

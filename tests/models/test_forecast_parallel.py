@@ -50,3 +50,12 @@ def test_a_bad_worker_count_is_one_error_naming_the_variable(monkeypatch: pytest
     monkeypatch.setenv(WORKERS_ENV, value)  # refused even for a history too small to use a worker
     with pytest.raises(ForecastInputError, match=WORKERS_ENV):
         _forecast()
+
+
+def test_a_process_told_to_use_one_thread_starts_no_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ray task or a fan-out worker (OMP_NUM_THREADS=1) is already one of several processes."""
+    monkeypatch.delenv(WORKERS_ENV, raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert parallel.available_workers() == 1
+    monkeypatch.setenv(WORKERS_ENV, "2")  # an explicit setting wins
+    assert parallel.available_workers() == 2
