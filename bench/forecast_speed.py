@@ -5,14 +5,17 @@ Usage: python bench/forecast_speed.py [--series 20,100] [--weeks 5] [--model aut
 Series come from the benchmark's simulated queues (``bench/forecast_traces.py``: daily rhythm, level shifts,
 drains), hourly. Each size runs ``pipelines.forecast.run_forecast`` (the code path of ``predictor forecast``)
 for ``--model`` and for ``--baseline`` in the same process, and prints seconds and their ratio. Run small
-sizes first; the full 1,000-series figure takes minutes on 2 cores. CPU seconds are printed beside wall
-seconds because on a shared machine the wall time measures the neighbours too (the LSTM trains on one
-thread, so on an idle machine wall ≈ CPU).
+sizes first; the full 1,000-series figure takes minutes on 2 cores. CPU seconds (this process and the
+workers ``auto`` starts, ``models.forecast.parallel``) are printed beside wall seconds because on a shared
+machine the wall time measures the neighbours too; ``load`` is the 1-minute load average at the end of the
+run and ``workers`` the processes ``auto`` could use (``PREDICTOR_FORECAST_WORKERS``, else the cores).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -25,7 +28,14 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from forecast_traces import simulated_trace  # noqa: E402
 
+from models.forecast.parallel import available_workers  # noqa: E402
 from pipelines.forecast import run_forecast  # noqa: E402
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished children (the fit's workers end with it)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,10 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         history = simulated_trace(n_series=n, weeks=args.weeks, seed=11)
         seconds, cpu = {}, {}
         for name in (args.baseline, args.model):
-            started, started_cpu = time.perf_counter(), time.process_time()
+            started, started_cpu = time.perf_counter(), cpu_seconds()
             out = run_forecast(history, model=name, horizon=args.horizon)
             seconds[name] = time.perf_counter() - started
-            cpu[name] = time.process_time() - started_cpu
+            cpu[name] = cpu_seconds() - started_cpu
             assert out.forecast["series_id"].nunique() == n
         rows.append(
             {
@@ -55,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{args.baseline} s": seconds[args.baseline],
                 "ratio": seconds[args.model] / seconds[args.baseline],
                 f"{args.model} ms/series": 1000 * seconds[args.model] / n,
+                "workers": available_workers(),
+                "load": os.getloadavg()[0],
             }
         )
         print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.2f}"), flush=True)

@@ -26,15 +26,18 @@ the pipeline scores ``auto`` without refitting every candidate at every nested o
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
+from sklearn.base import clone
 
 from models.forecast.backtest import BacktestResult, run_backtest
 from models.forecast.base import Bands, BaseForecaster, PointForecast, _tidy
 from models.forecast.frozen import train_once
+from models.forecast.parallel import Workers, backtest_part, by_series, fit_model, merge_backtests, spare_workers
 from models.forecast.prep import RegularSeries, to_frame
 from models.forecast.registry import forecasters
 from models.forecast.selection import DEFAULT_RULE, SelectionRule, choose, cqr_shift, label_of, pool_weights
@@ -253,20 +256,39 @@ class AutoForecaster(BaseForecaster):
 
     def _fit_all(self, series: list[RegularSeries]) -> dict[str, Any]:
         models = self.make_candidates()
+        slow = [name for name, model in models.items() if getattr(model, "backtest_frozen", False)]
+        spare = spare_workers(series) if slow else 0
+        if not spare:
+            return self._fit_with(models, series, slow, None)
+        with Workers(spare) as workers:  # models.forecast.parallel: what runs beside the backtest's training
+            return self._fit_with(models, series, slow, workers)
+
+    def _fit_with(
+        self, models: dict[str, BaseForecaster], series: list[RegularSeries], slow: list[str], workers: Workers | None
+    ) -> dict[str, Any]:
         frame = to_frame(series)
+        options: dict[str, Any] = {
+            "horizon": self.horizon, "windows": self.windows, "step": self.step, "freq": self.freq,
+            "level": CALIBRATED_LEVELS,
+        }
+        ahead: dict[str, Future[BaseForecaster]] = {}
+        quick: Future[Any] | None = None
+        if workers is not None:  # the served slow models and the fast members' backtest, started now
+            for name in slow:
+                if usable := _usable(models[name], series):
+                    ahead[name] = workers.submit(fit_model, clone(models[name]), to_frame(usable))
+            if fast := {name: model for name, model in models.items() if name not in slow}:
+                quick = workers.submit(backtest_part, frame, fast, options)
         plans: dict[str, SeriesPlan] = {}
         skipped: list[str] = []
         try:
-            result = run_backtest(
-                frame,
-                train_once(models, series, horizon=self.horizon, windows=self.windows, step=self.step),
-                horizon=self.horizon,
-                windows=self.windows,
-                step=self.step,
-                freq=self.freq,
-                level=CALIBRATED_LEVELS,
-            )
-            plans = plan_from_records(result.records, self.ensemble_sizes, self.rule())
+            here = {name: models[name] for name in slow} if quick is not None else models
+            trained = train_once(here, series, horizon=self.horizon, windows=self.windows, step=self.step)
+            if quick is None:
+                result = run_backtest(frame, trained, **options)
+            else:
+                result = merge_backtests([backtest_part(frame, trained, options), quick.result()], list(models))
+            plans = by_series(plan_from_records, result.records, workers, self.ensemble_sizes, self.rule())
             skipped = result.skipped
         except ValueError as exc:  # every series too short to backtest: all fall back below
             skipped = [str(exc)]
@@ -290,9 +312,11 @@ class AutoForecaster(BaseForecaster):
         needed = sorted({m for p in plans.values() for m in p.weights})
         self.members_ = {}
         for name in needed:
+            if name in ahead:
+                self.members_[name] = ahead[name].result()
+                continue
             model = models.get(name) or forecasters.create(name, freq=self.freq)
-            usable = [s for s in series if len(s) >= model.min_history()]
-            self.members_[name] = model.fit(to_frame(usable))
+            self.members_[name] = model.fit(to_frame(_usable(model, series)))
         self.notes_ = notes
         self.skipped_ = skipped
         self.choices_ = {sid: p.choice for sid, p in plans.items()}
@@ -336,6 +360,11 @@ class AutoForecaster(BaseForecaster):
         for sid, plan in self.states_.items():
             out[sid] = combine(plan, {m: member_points[m][sid] for m in plan.weights}, levels)
         return out
+
+
+def _usable(model: BaseForecaster, series: list[RegularSeries]) -> list[RegularSeries]:
+    """The series long enough for ``model``: what its served copy is fitted on."""
+    return [s for s in series if len(s) >= model.min_history()]
 
 
 def _parameter_free(name: str, freq: str, series: list[RegularSeries]) -> BaseForecaster:
