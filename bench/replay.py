@@ -8,7 +8,12 @@ Each trace runs on a cluster sized so its mean zero-wait demand over the replay 
 (demand close to capacity), with Volcano's reclaim and preempt actions on, jobs checkpointing hourly and
 paying 5 minutes to restart (``predictor.replay`` defaults). Printed: one table per trace with every
 policy's ``summary.json`` measures and its wall time, then the issue's goals, each checked against the
-numbers above it (a goal that is missed says so).
+numbers above it (a goal that is missed says so). "Where demand allows" is computed per trace, on the same
+jobs and cluster: the work-conserving fluid bound (zero-wait demand with the backlog carried hour to hour, no
+gangs: no scheduler allocates more of the jobs' own GPU-time) and a quota-free run (all jobs in one queue
+owning the cluster, same gangs, nodes and scheduler). The allocation goal is ≥ min(89 %, fluid bound).
+Measured (session 5): Philly fluid 88.8 %, quota-free 84.1 %; Alibaba 81.5 % / 81.5 %; synthetic 96.0 % /
+96.0 %: 89 % is reachable only on synthetic.
 
 - Philly (``../shared/data/philly/jobs.csv``, CC BY 4.0): 4 weeks from 2017-10-09; no workload ids, so
   nothing recurs and ``rightsize+loop`` equals ``loop`` there.
@@ -121,8 +126,7 @@ def run_trace(name: str, jobs: pd.DataFrame, start: pd.Timestamp, weeks: float, 
     hourly = float(demand.clip(upper=nodes * 8).mean()) / (nodes * 8)
     fluid = fluid_bound(jobs, start, end, nodes * 8)
     free = quota_free(jobs, nodes, start, weeks, seed)
-    allows = free["allocation"]  # shown reachable on these jobs; the fluid bound says nothing reaches more
-    verdict = ("reachable (the quota-free scheduler reaches it)" if allows >= 0.89 else
+    verdict = ("reachable (the quota-free scheduler reaches it)" if free["allocation"] >= 0.89 else
                "NOT reachable (above the fluid bound)" if fluid < 0.89 else "not shown reachable")
     print(f"\n## {name}: {weeks:.2f} weeks from {start.date()}, {nodes} nodes × 8 = {nodes * 8} GPUs; zero-wait "
           f"demand mean {demand.mean():,.0f}, p95 {demand.quantile(0.95):,.0f} GPUs "
@@ -144,11 +148,11 @@ def run_trace(name: str, jobs: pd.DataFrame, start: pd.Timestamp, weeks: float, 
                  f"{r.summary[c]:,.1f}" for c in COLUMNS]
         print(f"| {policy} | " + " | ".join(cells) + f" | {r.rightsized_jobs:,} | {r.quota_changes:,} | "
               f"{seconds:,.0f} |", flush=True)
-    goals(results, allows)
+    goals(results, fluid, free["allocation"])
     return results
 
 
-def goals(r: dict[str, dict[str, float]], allows: float) -> None:
+def goals(r: dict[str, dict[str, float]], fluid: float, quota_free: float) -> None:
     """The issue's goals, checked on this table."""
     print()
     if {"loop", "static-elastic"} <= set(r):
@@ -163,9 +167,11 @@ def goals(r: dict[str, dict[str, float]], allows: float) -> None:
               f"({'no worse' if worse <= 0 else f'worse by {worse:,.0f} min'})")
     if "rightsize+loop" in r:
         rs = r["rightsize+loop"]
-        print(f"- rightsize+loop allocation {rs['allocation']:.1%} (goal ≥ 89 % where demand allows; the quota-free "
-              f"scheduler reaches {allows:.1%}, so the goal here is ≥ {min(0.89, allows):.1%}: "
-              f"{'met' if rs['allocation'] >= min(0.89, allows) - 5e-4 else 'NOT met'}), fragmentation "
+        goal = min(0.89, fluid)  # where demand allows: 89 %, or the most any scheduler can allocate
+        print(f"- rightsize+loop allocation {rs['allocation']:.1%} (goal ≥ 89 % where demand allows: the fluid "
+              f"bound is {fluid:.1%}, so the goal here is ≥ {goal:.1%}: "
+              f"{'met' if rs['allocation'] >= goal - 5e-4 else 'NOT met'}; the quota-free scheduler reaches "
+              f"{quota_free:.1%}), fragmentation "
               f"{rs['fragmentation']:.1%} "
               f"(goal ≤ 5 %: {'met' if rs['fragmentation'] <= 0.05 else 'NOT met'})")
     if "oracle" in r:
