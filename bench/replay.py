@@ -2,13 +2,18 @@
 
 Usage: .venv/bin/python bench/replay.py [--weeks 4] [--load 0.95] [--datasets philly,alibaba[,synthetic]]
                                         [--policies static-hard,...] [--seed 0] [--borrow idle|forecast]
-                                        [--objective] [--deserved-below-allocated]
+                                        [--objective] [--deserved-below-allocated] [--guarantee-within-demand]
 
 Each trace runs on a cluster sized so its mean zero-wait demand over the replay is ``--load`` of capacity
 (demand close to capacity), with Volcano's reclaim and preempt actions on, jobs checkpointing hourly and
 paying 5 minutes to restart (``predictor.replay`` defaults). Printed: one table per trace with every
 policy's ``summary.json`` measures and its wall time, then the issue's goals, each checked against the
-numbers above it (a goal that is missed says so).
+numbers above it (a goal that is missed says so). "Where demand allows" is computed per trace, on the same
+jobs and cluster: the work-conserving fluid bound (zero-wait demand with the backlog carried hour to hour, no
+gangs: no scheduler allocates more of the jobs' own GPU-time) and a quota-free run (all jobs in one queue
+owning the cluster, same gangs, nodes and scheduler). The allocation goal is ≥ min(89 %, fluid bound).
+Measured (session 5): Philly fluid 88.8 %, quota-free 84.1 %; Alibaba 81.5 % / 81.5 %; synthetic 96.0 % /
+96.0 %: 89 % is reachable only on synthetic.
 
 - Philly (``../shared/data/philly/jobs.csv``, CC BY 4.0): 4 weeks from 2017-10-09; no workload ids, so
   nothing recurs and ``rightsize+loop`` equals ``loop`` there.
@@ -83,17 +88,53 @@ def sized_nodes(jobs: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp, load
     return max(1, round(float(demand.mean()) / (load * per_node)))
 
 
+def fluid_bound(jobs: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp, capacity: int) -> float:
+    """The allocation a work-conserving, quota-free scheduler reaches if GPUs were fluid (no gangs, no nodes).
+
+    Hour by hour from the warm-up week: it serves ``min(capacity, zero-wait demand + backlog)`` and carries
+    the rest as backlog, so a burst above capacity fills later idle hours (the hourly ``min(demand,
+    capacity)`` does not, and understates what a queueing scheduler can allocate). No scheduler allocates
+    more of the jobs' own GPU-time: an upper bound on "where demand allows" (a replay's allocation can exceed
+    it only by work evicted jobs run again and their restart overhead)."""
+    warm = start - pd.Timedelta(days=7)
+    window = jobs[(jobs["submit"] >= warm) & (jobs["submit"] < end)]  # the jobs a replay schedules
+    demand = zero_wait_demand(window, warm, end).groupby("timestamp")["value"].sum()
+    inside = (demand.index >= start).tolist()
+    backlog, served = 0.0, []
+    for value, counted in zip(demand.to_numpy(float).tolist(), inside, strict=True):
+        serve = min(float(capacity), value + backlog)
+        backlog += value - serve
+        if counted:
+            served.append(serve)
+    return float(np.mean(served)) / capacity if served else 0.0
+
+
+def quota_free(jobs: pd.DataFrame, nodes: int, start: pd.Timestamp, weeks: float, seed: int) -> dict[str, float]:
+    """The same jobs through the same scheduler as one queue owning the cluster (no quotas, no reclaim): what
+    a quota-free scheduler allocates with gangs on whole nodes (binpack, FIFO with a 64-job backfill scan)."""
+    one = jobs.assign(queue="all")
+    return replay(one, ReplaySettings(nodes=nodes, start=start, weeks=weeks, policy="static-elastic",
+                                      seed=seed)).summary
+
+
 def run_trace(name: str, jobs: pd.DataFrame, start: pd.Timestamp, weeks: float, load: float,
               policies: list[str], seed: int, planner: PlannerSettings | None = None) -> dict[str, dict[str, float]]:
     weeks = min(weeks, (jobs["submit"].max() - start) / pd.Timedelta(days=7))
     end = start + pd.Timedelta(weeks=weeks)
     nodes = sized_nodes(jobs, start, end, load, 8)
     demand = zero_wait_demand(jobs, start, end).groupby("timestamp")["value"].sum()
-    allows = float(demand.clip(upper=nodes * 8).mean()) / (nodes * 8)
+    hourly = float(demand.clip(upper=nodes * 8).mean()) / (nodes * 8)
+    fluid = fluid_bound(jobs, start, end, nodes * 8)
+    free = quota_free(jobs, nodes, start, weeks, seed)
+    verdict = ("reachable (the quota-free scheduler reaches it)" if free["allocation"] >= 0.89 else
+               "NOT reachable (above the fluid bound)" if fluid < 0.89 else "not shown reachable")
     print(f"\n## {name}: {weeks:.2f} weeks from {start.date()}, {nodes} nodes × 8 = {nodes * 8} GPUs; zero-wait "
           f"demand mean {demand.mean():,.0f}, p95 {demand.quantile(0.95):,.0f} GPUs "
-          f"({demand.mean() / (nodes * 8):.0%} of capacity); allocation the demand allows (mean of "
-          f"min(zero-wait demand, capacity) ÷ capacity, hourly): {allows:.1%}\n")
+          f"({demand.mean() / (nodes * 8):.0%} of capacity)\n")
+    print("Allocation where demand allows (computed on the same jobs and cluster): hourly min(zero-wait demand, "
+          f"capacity) {hourly:.1%}; work-conserving fluid bound (backlog carried, no gangs) {fluid:.1%}; "
+          f"quota-free scheduler (one queue, same gangs and nodes) {free['allocation']:.1%} "
+          f"(p95 wait {free['wait_p95_min']:,.0f} min). 89 % is {verdict} on this trace.\n")
     print("| policy | " + " | ".join(COLUMNS) + " | changed requests | quota changes | s |")
     print("|---|" + "---:|" * (len(COLUMNS) + 3))
     results: dict[str, dict[str, float]] = {}
@@ -107,11 +148,11 @@ def run_trace(name: str, jobs: pd.DataFrame, start: pd.Timestamp, weeks: float, 
                  f"{r.summary[c]:,.1f}" for c in COLUMNS]
         print(f"| {policy} | " + " | ".join(cells) + f" | {r.rightsized_jobs:,} | {r.quota_changes:,} | "
               f"{seconds:,.0f} |", flush=True)
-    goals(results, allows)
+    goals(results, fluid, free["allocation"])
     return results
 
 
-def goals(r: dict[str, dict[str, float]], allows: float) -> None:
+def goals(r: dict[str, dict[str, float]], fluid: float, quota_free: float) -> None:
     """The issue's goals, checked on this table."""
     print()
     if {"loop", "static-elastic"} <= set(r):
@@ -126,8 +167,11 @@ def goals(r: dict[str, dict[str, float]], allows: float) -> None:
               f"({'no worse' if worse <= 0 else f'worse by {worse:,.0f} min'})")
     if "rightsize+loop" in r:
         rs = r["rightsize+loop"]
-        print(f"- rightsize+loop allocation {rs['allocation']:.1%} (goal ≥ 89 % where demand allows; it allows "
-              f"{allows:.1%}: {'met' if rs['allocation'] >= min(0.89, allows) else 'NOT met'}), fragmentation "
+        goal = min(0.89, fluid)  # where demand allows: 89 %, or the most any scheduler can allocate
+        print(f"- rightsize+loop allocation {rs['allocation']:.1%} (goal ≥ 89 % where demand allows: the fluid "
+              f"bound is {fluid:.1%}, so the goal here is ≥ {goal:.1%}: "
+              f"{'met' if rs['allocation'] >= goal - 5e-4 else 'NOT met'}; the quota-free scheduler reaches "
+              f"{quota_free:.1%}), fragmentation "
               f"{rs['fragmentation']:.1%} "
               f"(goal ≤ 5 %: {'met' if rs['fragmentation'] <= 0.05 else 'NOT met'})")
     if "oracle" in r:
@@ -153,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deserved-below-allocated", action="store_true",
                         help="planner.deserved_below_allocated: with borrow idle, deserved may be planned below "
                         "what a queue holds, so the rest is reclaimable.")
+    parser.add_argument("--guarantee-within-demand", action="store_true",
+                        help="planner.guarantee_within_demand: no guarantee above what a queue holds or its pending "
+                        "gangs ask for.")
     parser.add_argument("--objective", action="store_true",
                         help="Plan deserved and guarantee with planner.objective (the newsvendor, default costs).")
     args = parser.parse_args(argv)
@@ -160,9 +207,10 @@ def main(argv: list[str] | None = None) -> int:
 
     planner = PlannerSettings.model_validate({"borrow": args.borrow, "deserved_below_allocated":
                                               args.deserved_below_allocated,
+                                              "guarantee_within_demand": args.guarantee_within_demand,
                                               "objective": Objective() if args.objective else None})
     print(f"planner.borrow: {args.borrow}; planner.deserved_below_allocated: {planner.deserved_below_allocated}; "
-          f"planner.objective: {planner.objective}")
+          f"planner.guarantee_within_demand: {planner.guarantee_within_demand}; planner.objective: {planner.objective}")
     policies = [p for p in args.policies.split(",") if p]
     loaders = {"philly": philly, "alibaba": alibaba, "synthetic": synthetic}
     for name in args.datasets.split(","):

@@ -78,6 +78,14 @@ def _plan_queue(
             # (forecast or demand, and from which model): the reason alone tells the whole story.
             why = f"{decided.note}; {note}" if decided.note and decided.value is not None else (decided.note or note)
             notes[(queue.name, name, resource)] = (decided.code or code, why)
+        guaranteed = values["guarantee"].get(resource)
+        asked = allocated + queue.pending.get(resource, 0.0)
+        if settings.guarantee_within_demand and "guarantee" in fields and guaranteed is not None \
+                and guaranteed > asked:
+            values["guarantee"][resource] = asked
+            notes[(queue.name, "guarantee", resource)] = (
+                "guarantee_held", f"lowered to {asked:g} GPUs allocated or pending: a guarantee nobody asks for "
+                "idles GPUs other queues wait for")
         floor = allocated_floor("deserved", allocated, reclaimable=queue.reclaimable, settings=settings)
         for name, code, note in hard_bounds(values, resource, target, allocated, deserved_floor=floor):
             notes[(queue.name, name, resource)] = (code, note)

@@ -72,6 +72,13 @@ class PlannerSettings(BaseModel):
         "that queue gives nothing back, so on an over-committed cluster reclaim finds no victim (docs/design.md, "
         "'Borrowing': in replay it cuts the p95 wait but costs reclaim-lost GPU-hours on Philly).",
     )
+    guarantee_within_demand: bool = Field(
+        False,
+        description="Never plan a guarantee above what the queue holds or its pending gangs ask for now (where the "
+        "queue state says what is pending; else what it holds). A guarantee is withheld from every other queue "
+        "(Volcano's realCapability = total − Σ guarantee + own), so a guaranteed GPU nobody in the queue asks for "
+        "sits idle while other queues' jobs wait (docs/design.md, 'Guarantees nobody asks for').",
+    )
     headroom: float = Field(0.10, ge=0, le=2, description="Fraction added to deserved and capability targets.")
     fit_deserved_to_cluster: bool = Field(
         True,

@@ -183,11 +183,11 @@ class _Planner:
         self.last_changed: dict[str, float] = {}
 
     def states(self) -> list[QueueState]:
-        allocated = self.sched.allocated
+        allocated, pending = self.sched.allocated, self.sched.pending
         r = self.resource
         return [QueueState(name=name, guarantee={r: g}, deserved={r: d},
                            capability={r: c} if math.isfinite(c) else {}, allocated={r: float(allocated[name])},
-                           reclaimable=self.reclaimable[name])
+                           pending={r: float(pending[name])}, reclaimable=self.reclaimable[name])
                 for name, (g, d, c) in self.quota.items()]
 
     def cycle(self, t: pd.Timestamp, out: ReplayResult) -> None:
