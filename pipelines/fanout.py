@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import socket
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextvars import ContextVar
 from multiprocessing import get_context
 from typing import Any, Protocol, TypeVar
 
+from models.forecast.parallel import one_thread_each
 from predictor.errors import InputError
 
 __all__ = [
@@ -61,22 +60,6 @@ class SerialExecutor:
         return None
 
 
-def _one_thread_each() -> None:
-    """Runs first in each worker process: one math thread each, as Ray gives a task with ``num_cpus=1``.
-
-    Otherwise every worker starts a BLAS/OpenMP/torch pool as wide as the machine, and N workers on N cores
-    run N² threads and lose to the serial run (measured by ``bench/fleet.py``).
-    """
-    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[name] = "1"  # for libraries loaded from now on
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=1)  # and those a spawned worker's __main__ already loaded
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.set_num_threads(1)
-
-
 class ProcessExecutor:
     """Chunks in ``workers`` local processes (spawned: forking a process that loaded torch is not safe)."""
 
@@ -92,7 +75,7 @@ class ProcessExecutor:
             return [fn(item) for item in items]
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=get_context("spawn"), initializer=_one_thread_each
+                self.workers, mp_context=get_context("spawn"), initializer=one_thread_each
             )
         return list(self._pool.map(fn, items))
 
