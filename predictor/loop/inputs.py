@@ -72,7 +72,7 @@ class WorkloadReader(Protocol):
 class SourceWorkload:
     """The workload from kube-state-metrics through any ``MetricSource`` (one instant per family)."""
 
-    def __init__(self, source: MetricSource, *, gpus_per_node: int = 8, step_s: float = 60) -> None:
+    def __init__(self, source: MetricSource, *, gpus_per_node: int | None = None, step_s: float = 60) -> None:
         self.source, self.gpus_per_node, self.step_s = source, gpus_per_node, step_s
 
     def workload(self, now: pd.Timestamp) -> Workload | None:

@@ -11,6 +11,7 @@ GPUs no typical task can use. They are pure data: the loop builds them from the 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,7 @@ __all__ = [
     "Taint",
     "Toleration",
     "Workload",
+    "node_size",
     "workload_from_objects",
 ]
 
@@ -106,6 +108,22 @@ class NodeSummary:
     @property
     def free(self) -> int:
         return max(self.gpus - self.used, 0)
+
+
+DEFAULT_NODE_GPUS = 8  # the node size assumed when no GPU node is known (DGX/HGX-class nodes)
+
+
+def node_size(nodes: Sequence[NodeSummary], default: int = DEFAULT_NODE_GPUS) -> int:
+    """The GPUs of the typical schedulable GPU node: the most common allocatable count (the larger on a tie).
+
+    Whole-node jobs, free whole nodes and drain advice are counted in this unit, so it is read from the
+    cluster rather than assumed: on 4-GPU nodes an 8-GPU assumption would round guarantees to nodes that
+    do not exist. Cordoned or not-ready nodes (0 allocatable here) do not vote; with none, ``default``.
+    """
+    sizes = Counter(n.gpus for n in nodes if n.gpus > 0)
+    if not sizes:
+        return default
+    return max(sizes, key=lambda size: (sizes[size], size))
 
 
 @dataclass(frozen=True)
@@ -204,11 +222,12 @@ def _toleration(t: Mapping[str, Any], where: str) -> Toleration:
     return Toleration(str(t.get("key") or ""), operator, str(t.get("value") or ""), effect)
 
 
-def workload_from_objects(pods: Any, nodes: Any, *, gpus_per_node: int = 8, source: str = "live",
+def workload_from_objects(pods: Any, nodes: Any, *, gpus_per_node: int | None = None, source: str = "live",
                           node_source: str | None = None) -> Workload:
     """Gangs from a Pod list (grouped by PodGroup annotation, else Volcano job name) and GPU nodes from a
     Node list. Pods without a queue label or without GPUs are left out; finished pods too. Errors name
-    ``source`` (``node_source`` for the Node list, when it came from another file)."""
+    ``source`` (``node_source`` for the Node list, when it came from another file). ``gpus_per_node``:
+    by default the nodes' typical size (``node_size``)."""
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     used: dict[str, int] = {}
     for i, pod in enumerate(_items(pods, f"{source} pods")):
@@ -230,7 +249,7 @@ def workload_from_objects(pods: Any, nodes: Any, *, gpus_per_node: int = 8, sour
     jobs = [_job(f"{ns}/{group}", members, f"{source} pods") for (ns, group), members in sorted(groups.items())]
     node_list = [n for n in (_node(item, used, node_source or f"{source} nodes", i)
                              for i, item in enumerate(_items(nodes, node_source or f"{source} nodes"))) if n]
-    return Workload(tuple(jobs), tuple(node_list), gpus_per_node)
+    return Workload(tuple(jobs), tuple(node_list), gpus_per_node or node_size(node_list))
 
 
 def _job(name: str, pods: list[Mapping[str, Any]], source: str) -> JobSummary:

@@ -20,7 +20,7 @@ import pandas as pd
 from models.frames import ID, TIME, VALUE
 from predictor.errors import InputError
 from predictor.planner.quantity import MAX_GPUS
-from predictor.planner.workload import JobSummary, NodeSummary, Taint, Toleration, Workload
+from predictor.planner.workload import JobSummary, NodeSummary, Taint, Toleration, Workload, node_size
 
 __all__ = ["workload_from_ksm"]
 
@@ -56,11 +56,12 @@ def _by_pod(frame: pd.DataFrame, prefix: str) -> dict[Pod, dict[str, str]]:
             for r in frame.to_dict("records")}
 
 
-def workload_from_ksm(frames: Mapping[str, pd.DataFrame], *, gpus_per_node: int = 8) -> Workload | None:
+def workload_from_ksm(frames: Mapping[str, pd.DataFrame], *, gpus_per_node: int | None = None) -> Workload | None:
     """Gangs (grouped by the PodGroup annotation, else the Volcano job label, else the pod) and GPU nodes.
 
     ``None`` without any pod GPU request: kube-state-metrics is absent (or the cluster idle); either way
     the gangs are unknown, not an empty cluster, so nothing is floored or measured on them.
+    ``gpus_per_node``: by default the nodes' typical size (``node_size``).
     """
     if frames.get("pod_gpus") is None or frames["pod_gpus"].empty:
         return None
@@ -102,7 +103,8 @@ def workload_from_ksm(frames: Mapping[str, pd.DataFrame], *, gpus_per_node: int 
             recurring=notes.get(first, {}).get("gpu_capacity_predictor_recurring", "").lower() == "true",
             priority=None, tolerations=tuple(tolerations.get(first, [])),
             node_selector=tuple(sorted(selectors.get(first, {}).items())), nodes=tuple(running)))
-    return Workload(tuple(jobs), _nodes(frames, used), gpus_per_node)
+    nodes = _nodes(frames, used)
+    return Workload(tuple(jobs), nodes, gpus_per_node or node_size(nodes))
 
 
 def _nodes(frames: Mapping[str, pd.DataFrame], used: Mapping[str, int]) -> tuple[NodeSummary, ...]:

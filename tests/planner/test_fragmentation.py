@@ -8,7 +8,15 @@ import pytest
 
 from predictor.errors import InputError
 from predictor.planner.fragmentation import Move, defrag_advice, fgd, task_mix
-from predictor.planner.workload import JobSummary, NodeSummary, Taint, Toleration, Workload, workload_from_objects
+from predictor.planner.workload import (
+    JobSummary,
+    NodeSummary,
+    Taint,
+    Toleration,
+    Workload,
+    node_size,
+    workload_from_objects,
+)
 
 TAINT = Taint("dedicated", "infer", "NoSchedule")
 
@@ -96,3 +104,13 @@ def test_workload_from_the_pod_and_node_lists() -> None:
         workload_from_objects("nope", nodes)
     with pytest.raises(InputError, match=r"pod 'w-0' nvidia\.com/gpu"):
         workload_from_objects({"items": [pod("w-0", -1)]}, nodes)
+
+
+def test_the_node_size_is_read_from_the_nodes_so_whole_nodes_mean_the_cluster_s_nodes() -> None:
+    four = {"items": [node(f"n{i}", "4") for i in range(3)] + [node("big", "8"), node("off", "4", unschedulable=True)]}
+    pods = {"items": [pod("w-0", 4, node="n0"), pod("w-1", 4, phase="Pending", node=None, group="q")]}
+    workload = workload_from_objects(pods, four)
+    assert workload.gpus_per_node == 4  # three 4-GPU nodes outvote one 8-GPU node; the cordoned one has no vote
+    assert defrag_advice(workload).reason == "no pending whole-node gang waits on fragmentation"  # n1, n2 free
+    assert workload_from_objects(pods, four, gpus_per_node=8).gpus_per_node == 8  # an explicit size wins
+    assert node_size([]) == 8 and node_size([NodeSummary("a", 2), NodeSummary("b", 4)]) == 4  # tie: the larger

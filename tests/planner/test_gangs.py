@@ -191,3 +191,11 @@ def test_shaped_targets_stay_ordered_inside_their_pool_and_above_their_gang(
         gang = max((j.gpus for j in jobs if j.phase == "pending" or j.recurring), default=0)
         assert target.capability >= min(gang, pool if pool is not None else gang)
         assert {code for _, code, _ in target.notes} <= {"gang_floor", "whole_nodes", "pool", "steady_priority"}
+
+
+def test_whole_nodes_round_to_the_node_size_of_the_workload() -> None:
+    four = tuple(NodeSummary(f"n{i}", 4) for i in range(6))
+    targets = targets_from_mapping({("train", GPU): (6.0, 10.0, 5.0)})
+    workload = Workload((job("train", 2, 4), job("train", 1, 4, phase="running")), four, gpus_per_node=4)
+    target = shape_targets(targets, workload, SETTINGS)[("train", GPU)]
+    assert (target.deserved, target.capability, target.guarantee) == (8.0, 12.0, 4.0)  # 4-GPU nodes, not 8
