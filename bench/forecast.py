@@ -1,7 +1,7 @@
 """Benchmark every forecaster and ``auto`` across traces, worst held-out trace first.
 
 Usage: python bench/forecast.py [--data ../shared/data] [--traces philly,alibaba,sim] [--quick] [--jobs N]
-       [--outer 8] [--slow-inner 2]
+       [--outer 8] [--slow-inner 2 | --frozen] [--calibration weekly|daily|self]
 
 Every model is backtested once per trace over many rolling origins (h = 168, a new origin every 24 h;
 cached under --cache). ``auto`` is replayed on those records exactly as ``AutoForecaster`` would choose at
@@ -16,6 +16,13 @@ origin on 2 shared cores). With N ≥ --outer (the recorded run: --outer 8 --slo
 2 cores, seconds from the cache) they are full candidates, so every rule, per-series choices included,
 sees them at every origin; with fewer, pools that contain them are scored as fixed pools (always served)
 and their coverage only where their bands could be conformalised.
+With --frozen the slow models' inner origins are forecast as ``auto``'s own backtest forecasts them: by one
+network trained at the oldest origin and fed each newer history (``models.forecast.frozen``; one network
+per trace, so at the first scored origins a little staler than auto's own), while the scored origins keep
+a network trained there, as auto serves one. --calibration picks how ``auto``'s intervals are replayed
+(``bench/forecast_intervals.py``): ``weekly`` (shipped), ``daily`` or ``self`` (the fit's self-tuned
+multiplier, ``models.forecast.calibration``; no gamma tuned across traces). The recorded calibration run:
+``--outer 8 --frozen --models <every baseline but mstl>,lstm`` (cached networks: minutes).
 ``lstm_global`` (bench/forecast_global.py) is one LSTM per held-out trace trained on the other traces and
 served frozen, so it is a full candidate at every origin whatever --slow-inner is.
 """
@@ -40,14 +47,17 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from forecast_global import GLOBAL, GLOBAL_POOLS, GLOBAL_WEIGHTED, backtest_global, global_jobs  # noqa: E402
+from forecast_intervals import GAP, calibrated, fit_gammas  # noqa: E402
 from forecast_traces import load_traces  # noqa: E402
 
 from models.forecast import forecasters, run_backtest  # noqa: E402
 from models.forecast.auto import DEFAULT_CANDIDATES  # noqa: E402
-from models.forecast.base import _tidy  # noqa: E402
-from models.forecast.selection import SelectionRule, choose, cqr_shift  # noqa: E402
+from models.forecast.frozen import train_once  # noqa: E402
+from models.forecast.prep import regularize  # noqa: E402
+from models.forecast.selection import SelectionRule, choose  # noqa: E402
 
 H, STEP, INNER_STEP, INNER = 168, 24, 168, 3
+FROZEN = -1  # --slow-inner's value under --frozen
 LEVELS = (80, 95)
 BASELINES = tuple(name for name in DEFAULT_CANDIDATES if name != "lstm")  # every candidate but the LSTM
 POOLS = {
@@ -94,8 +104,14 @@ def _backtest_one(args: tuple[str, pd.DataFrame, str, int, Path, int]) -> tuple[
     trace, frame, model, windows, cache, slow_inner = args
     if model not in SLOW:
         return _backtest_cached(frame, model, windows, cache / f"{trace}-{model}-w{windows}.pkl")
-    # slow models: the scored origins, plus the inner origins of the first ``slow_inner`` scored ones
     outer = windows - INNER * INNER_STEP // STEP
+    if slow_inner < 0:  # --frozen: the inner origins as auto's backtest sees them (models.forecast.frozen)
+        parts = [_backtest_cached(frame, model, outer, cache / f"{trace}-{model}-w{outer}.pkl")]
+        path = cache / f"{trace}-{model}-frozen{windows}.pkl"
+        _, rec, sec, fits = _backtest_cached(frame, model, windows, path, frozen=True)
+        parts.append((model, rec[rec["window"] >= outer], sec, fits))
+        return model, pd.concat([p[1] for p in parts], ignore_index=True), sum(p[2] for p in parts), outer + 1
+    # slow models: the scored origins, plus the inner origins of the first ``slow_inner`` scored ones
     parts = [_backtest_cached(frame, model, outer, cache / f"{trace}-{model}-w{outer}.pkl")]
     extra = sorted(
         {o + j * INNER_STEP // STEP for o in range(slow_inner) for j in range(1, INNER + 1)} - {*range(outer)}
@@ -113,14 +129,17 @@ def _backtest_one(args: tuple[str, pd.DataFrame, str, int, Path, int]) -> tuple[
     return model, records, sum(p[2] for p in parts), sum(p[3] for p in parts)
 
 
-def _backtest_cached(frame: pd.DataFrame, model: str, windows: int, path: Path) -> tuple[str, pd.DataFrame, float, int]:
+def _backtest_cached(
+    frame: pd.DataFrame, model: str, windows: int, path: Path, frozen: bool = False
+) -> tuple[str, pd.DataFrame, float, int]:
     if path.is_file():
         records, seconds, fits = pickle.loads(path.read_bytes())
         return model, records, seconds, fits
-    result = run_backtest(
-        frame, {model: forecasters.create(model)}, horizon=H, windows=windows, step=STEP, level=LEVELS, min_train=240
-    )
-    fits = int(result.records["window"].nunique())
+    models = {model: forecasters.create(model)}
+    if frozen:  # trained once at the oldest origin, every newer one forecast by update (as auto's backtest)
+        models = train_once(models, regularize(frame), horizon=H, windows=windows, step=STEP)
+    result = run_backtest(frame, models, horizon=H, windows=windows, step=STEP, level=LEVELS, min_train=240)
+    fits = 1 if frozen else int(result.records["window"].nunique())
     out = (result.records, result.seconds[model], fits)
     path.write_bytes(pickle.dumps(out))
     return model, *out
@@ -155,6 +174,7 @@ def replay(
         "actual": [],
         "bands": {lvl: [] for lvl in LEVELS},
         "scores": {lvl: [] for lvl in LEVELS},
+        "rows": {lvl: [] for lvl in LEVELS},  # daily windows' scores, newest known first (--calibration)
         "choice": [],
         "key": [],
         "scale": [],
@@ -195,22 +215,12 @@ def replay(
                 else:
                     s = np.zeros(0)
                 out["scores"][lvl].append(s)
+                rows = list(range(o + GAP, windows))  # every window whose actuals all precede origin o
+                a = c["actual"][rows]
+                lo_r = sum(wt * c[f"lo-{lvl}"][idx[m], rows] for m, wt in weights.items())
+                hi_r = sum(wt * c[f"hi-{lvl}"][idx[m], rows] for m, wt in weights.items())
+                out["rows"][lvl].append(np.maximum(lo_r - a, a - hi_r))
     return out
-
-
-def calibrated(rep: dict[str, Any], gamma: float) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    bands: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = {lvl: ([], []) for lvl in LEVELS}
-    for i, mean in enumerate(rep["mean"]):
-        raw = {}
-        for lvl in LEVELS:
-            lo, hi = rep["bands"][lvl][i]
-            q = cqr_shift(rep["scores"][lvl][i], lvl, gamma)
-            raw[lvl] = (lo - q, hi + q) if q is not None else (lo, hi)
-        _, tidy = _tidy(mean, raw, LEVELS, fallback=float(mean[0]))
-        for lvl in LEVELS:
-            bands[lvl][0].append(tidy[lvl][0])
-            bands[lvl][1].append(tidy[lvl][1])
-    return {lvl: (np.array(lo), np.array(hi)) for lvl, (lo, hi) in bands.items()}
 
 
 def score(
@@ -274,8 +284,22 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="also backtest mstl/lstm at the inner origins of the first N scored ones",
     )
+    parser.add_argument(
+        "--frozen",
+        action="store_true",
+        help="mstl/lstm at the inner origins from one network frozen at the oldest (as auto's backtest)",
+    )
+    parser.add_argument(
+        "--calibration",
+        choices=("weekly", "daily", "self"),
+        default="weekly",
+        help="auto's intervals: CQR on its weekly inner windows (shipped), on 7 daily ones, or daily "
+        "with the fit's self-tuned multiplier (then no gamma is tuned across traces)",
+    )
     parser.add_argument("--cache", type=Path, default=Path("/tmp/bench-forecast-cache"))
     args = parser.parse_args(argv)
+    if args.frozen:
+        args.slow_inner = FROZEN
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     if args.quick:
         models = [m for m in models if m not in ("mstl", "lstm", *GLOBAL)]
@@ -330,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
             rep = replay(entry["cubes"], models, entry["outer"], rule, rule.pool if fixed else candidates)
             assert rep["key"] == entry["keys"]
             results[trace][rule] = rep
-    return report(per_trace, results, rules, candidates, time.perf_counter() - started, args.slow_inner)
+    wall = time.perf_counter() - started
+    return report(per_trace, results, rules, candidates, wall, args.slow_inner, args.calibration)
 
 
 def report(
@@ -340,6 +365,7 @@ def report(
     candidates: tuple[str, ...],
     wall: float,
     slow_inner: int = 0,
+    how: str = "weekly",
 ) -> int:
     def ratio(trace: str, rule: SelectionRule) -> float:
         e, rep = per_trace[trace], results[trace][rule]
@@ -351,9 +377,9 @@ def report(
         first ``slow_inner`` origins)."""
         rep = results[trace][rule]
         keep = np.ones(len(rep["key"]), bool)
-        if slow_inner and any(m in SLOW for m in rule.pool):
+        if slow_inner > 0 and any(m in SLOW for m in rule.pool):
             keep = np.array([o < slow_inner for _, o in rep["key"]])
-        bands = {lvl: (lo[keep], hi[keep]) for lvl, (lo, hi) in calibrated(rep, gamma).items()}
+        bands = {lvl: (lo[keep], hi[keep]) for lvl, (lo, hi) in calibrated(rep, gamma, how).items()}
         scales = per_trace[trace]["scales"][keep]
         out = score(np.array(rep["mean"])[keep], np.array(rep["actual"])[keep], scales, bands)
         out["n"] = float(keep.sum())
@@ -364,13 +390,14 @@ def report(
         return abs(s["cov80"] - 0.8) + abs(s["cov95"] - 0.95)
 
     traces = list(per_trace)
-    headline = []
+    headline, held_cov = [], []
+    gammas = (1.0,) if how == "self" else GAMMAS  # self: nothing about the intervals is tuned across traces
     for held in traces:
         train = [t for t in traces if t != held] or [held]
         rule = min(rules, key=lambda r: max(ratio(t, r) for t in train))  # worst case first, as the headline
-        gamma = min(GAMMAS, key=lambda g: float(np.mean([cov_error(t, rule, g) for t in train])))
+        gamma = min(gammas, key=lambda g: float(np.mean([cov_error(t, rule, g) for t in train])))
         e, rep = per_trace[held], results[held][rule]
-        row = score(np.array(rep["mean"]), np.array(rep["actual"]), e["scales"], calibrated(rep, gamma))
+        row = score(np.array(rep["mean"]), np.array(rep["actual"]), e["scales"], calibrated(rep, gamma, how))
         fitted = rule.pool if rule.margin >= 1 else candidates
         row["sec/fit"] = sum(e["seconds"][m] for m in fitted) * (INNER + 1)
         e["rows"]["auto"] = row
@@ -396,13 +423,23 @@ def report(
             f"auto intervals where calibrated on its own backtest ({int(cal['n'])} forecasts): "
             f"coverage 80 % {cal['cov80']:.3f}, 95 % {cal['cov95']:.3f}"
         )
+        own = fit_gammas(rep, how)
+        held_cov.append(
+            f"{held} {cal['cov80']:.3f} / {cal['cov95']:.3f}"
+            + "".join(
+                f"; {lvl} % self-tuned gamma {min(v)}-{max(v)}"
+                for lvl in LEVELS
+                if (v := [round(g, 2) for (lv, _), g in sorted(own.items()) if lv == lvl])
+            )
+        )
     worst = max(headline)
     print(
         f"\n# leave-one-trace-out headline: worst held-out trace {worst[1]}: auto MAE = {worst[0]:.3f} × best "
         f"baseline ({100 * (1 - worst[0]):+.1f} %); all: " + ", ".join(f"{t} {r:.3f}" for r, t in headline)
     )
+    print(f"# held-out coverage 80 % / 95 % ({how} calibration): " + ", ".join(held_cov))
     everywhere = min(rules, key=lambda r: max(ratio(t, r) for t in traces))
-    gamma = min(GAMMAS, key=lambda g: float(np.mean([cov_error(t, everywhere, g) for t in traces])))
+    gamma = min(gammas, key=lambda g: float(np.mean([cov_error(t, everywhere, g) for t in traces])))
     print(f"# rule tuned on all traces (the shipped default): {replace(everywhere)} gamma={gamma}")
     print(f"wall time: {wall:.1f} s")
     return 0

@@ -78,14 +78,24 @@ def _calendar(timestamps_ns: np.ndarray) -> np.ndarray:
 class _Features:
     """Builds (sequence, static, base) inputs and targets for origins of one scaled series."""
 
-    def __init__(self, series: RegularSeries, scale: float, lookback: int, horizon: int) -> None:
+    def __init__(
+        self,
+        series: RegularSeries,
+        scale: float,
+        lookback: int,
+        horizon: int,
+        log_scale_range: tuple[float, float] | None = None,
+    ) -> None:
         self.values = (series.values / scale).astype(np.float32)
         self.mask = series.observed.astype(np.float32)
         self.lookback = lookback
         self.horizon = horizon
         self.step_ns = int(series.freq.value)
         self.start_ns = int(series.start.value)
-        self.log_scale = float(np.log1p(scale))
+        # the scale as a feature (queues of different size behave differently), clipped to what the network
+        # was trained on: it extrapolates wildly beyond that (see LSTMForecaster._update_all)
+        log_scale = float(np.log1p(scale))
+        self.log_scale = float(np.clip(log_scale, *log_scale_range)) if log_scale_range else log_scale
         pad = np.zeros(lookback, dtype=np.float32)
         self._pv = np.concatenate([pad, self.values])
         self._pm = np.concatenate([pad, self.mask])
@@ -245,6 +255,8 @@ class LSTMForecaster(BaseForecaster):
             torch.set_num_threads(previous_threads)
         self.net_ = net
         self.scales_ = scales
+        logs = [f.log_scale for f in features.values()]
+        self.log_scale_range_ = (min(logs), max(logs))
         self.quantiles_ = q
         self.last_inputs_ = {sid: f.inputs(np.array([len(f.values)])) for sid, f in features.items()}
         return {sid: None for sid in scales}
@@ -310,8 +322,14 @@ class LSTMForecaster(BaseForecaster):
         lookback = int(self.lookback_days) * _DAY
         scales = {s.series_id: _window_scale(s) for s in series}
         self.scales_ = scales
+        # a series larger (or smaller) than any trained on is served as the nearest trained scale: on Alibaba a
+        # queue ~75× the others, too short when the network was trained, was forecast ~680 GPUs high
+        # with its own scale as input
+        trained = getattr(self, "log_scale_range_", None)  # None: a model pickled before the range was kept
         self.last_inputs_ = {
-            s.series_id: _Features(s, scales[s.series_id], lookback, int(self.horizon)).inputs(np.array([len(s)]))
+            s.series_id: _Features(s, scales[s.series_id], lookback, int(self.horizon), trained).inputs(
+                np.array([len(s)])
+            )
             for s in series
         }
         return {sid: None for sid in scales}

@@ -65,3 +65,15 @@ def test_at_the_oldest_origin_the_frozen_network_forecasts_what_a_fresh_fit_woul
         fresh[fresh["window"] == oldest].reset_index(drop=True),
     )
     assert set(frozen["window"]) == set(fresh["window"])  # every newer origin is still backtested
+
+
+def test_a_series_larger_than_any_trained_on_is_served_at_the_nearest_trained_scale() -> None:
+    # a queue the frozen network never saw, 75 times the largest it trained on (Alibaba's dlrm2025/HN_all at
+    # the oldest origin): with its own scale as input the network extrapolated hundreds of GPUs off
+    model = LSTMForecaster(**TINY_LSTM).fit(HISTORY)
+    largest = HISTORY[HISTORY["series_id"] == "busy-a"]
+    huge = largest.assign(series_id="huge", value=75 * largest["value"])
+    forecast = model.update(pd.concat([HISTORY, huge], ignore_index=True)).predict(H)
+    mean = {sid: g["mean"].to_numpy() for sid, g in forecast.groupby("series_id")}
+    # same shape, same inputs once scaled: the larger queue gets the largest trained queue's forecast, scaled
+    assert mean["huge"] == pytest.approx(75 * mean["busy-a"], rel=1e-4)
