@@ -21,7 +21,7 @@ network trained at the oldest origin and fed each newer history (``models.foreca
 per trace, so at the first scored origins a little staler than auto's own), while the scored origins keep
 a network trained there, as auto serves one. --calibration picks how ``auto``'s intervals are replayed
 (``bench/forecast_intervals.py``): ``weekly`` (shipped), ``daily`` or ``self`` (the fit's self-tuned
-multiplier, ``models.forecast.calibration``; no gamma tuned across traces). The recorded calibration run:
+multiplier, ``bench/forecast_selftune.py``; no gamma tuned across traces). The recorded calibration run:
 ``--outer 8 --frozen --models <every baseline but mstl>,lstm`` (cached networks: minutes).
 ``lstm_global`` (bench/forecast_global.py) is one LSTM per held-out trace trained on the other traces and
 served frozen, so it is a full candidate at every origin whatever --slow-inner is.

@@ -13,7 +13,7 @@ pool ``bench/forecast.py`` chose for it on the other two traces (hard-coded belo
 auto); ``frozen`` serves the frozen one too; ``rolling`` backtests with networks at most 6 days stale.
 Modes: ``plain`` CQR on the C newest whole windows; ``lead`` per lead day on the C newest windows whose
 actuals for that day are known; ``selfC`` / ``selflead`` the same times the fit's own multiplier
-(``models.forecast.calibration``'s replay; ``selflead`` with partly known pseudo-test windows too).
+(``bench/forecast_selftune.py``'s replay; ``selflead`` with partly known pseudo-test windows too).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from models.forecast.calibration import self_tuned_gamma  # noqa: E402
+from forecast_selftune import self_tuned_gamma  # noqa: E402
 
 H, W, OUTER, LEVELS = 168, 29, 8, (80, 95)
 RULES = {  # chosen by bench/forecast.py --outer 8 --frozen on the other two traces (docs/design.md)
@@ -101,7 +101,7 @@ def shifts(s: np.ndarray, t: int, alphas: np.ndarray, mode: str, c: int) -> np.n
 
 
 def own_gamma(s: np.ndarray, o: int, lvl: int, mode: str, c: int) -> float:
-    """The fit's multiplier at origin ``o``: ``selfC`` via models.forecast.calibration on whole windows;
+    """The fit's multiplier at origin ``o``: ``selfC`` via bench/forecast_selftune.py on whole windows;
     ``selflead`` the same replay per lead day, partly known windows included."""
     if mode == "selfC":
         return self_tuned_gamma(list(s[:, o + 7 :]), lvl, gap=7, windows=c, tests=TESTS)[0]

@@ -3,7 +3,7 @@
 ``weekly`` is what ``auto`` ships (two-sided CQR on its inner windows a week apart, at miscoverage
 ``(1 − L) · gamma``); ``daily`` calibrates on the ``DAILY`` newest windows a day apart whose actuals all
 precede the origin (the newest ``GAP`` days back); ``self`` multiplies ``gamma`` by the multiplier one fit
-gives itself (``models.forecast.calibration``): pooled over every series served at that origin, from up to
+gives itself (``bench/forecast_selftune.py``): pooled over every series served at that origin, from up to
 ``TESTS`` of its own older windows, each calibrated the same way on the windows before it.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from models.forecast.base import _tidy
-from models.forecast.calibration import pooled_shift, self_tuned_gamma
+from forecast_selftune import pooled_shift, self_tuned_gamma
 from models.forecast.selection import cqr_shift
 
 __all__ = ["DAILY", "GAP", "TESTS", "calibrated", "fit_gammas"]
@@ -24,7 +24,7 @@ GAP, DAILY, TESTS = 168 // 24, 7, 7  # bench/forecast.py: horizon 168 h, a new o
 
 def fit_gammas(rep: dict[str, Any], how: str) -> dict[tuple[int, int], float]:
     """Per (level, origin): the multiplier one ``auto`` fit at that origin gives itself (1 unless ``self``),
-    pooled over every series it serves there, as ``models.forecast.calibration`` does."""
+    pooled over every series it serves there, as ``bench/forecast_selftune.py`` does."""
     out: dict[tuple[int, int], float] = {}
     levels = tuple(rep["bands"])
     if how != "self":
