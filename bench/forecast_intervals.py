@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from forecast_selftune import pooled_shift, self_tuned_gamma
 
 from models.forecast.base import _tidy
-from forecast_selftune import pooled_shift, self_tuned_gamma
 from models.forecast.selection import cqr_shift
 
 __all__ = ["DAILY", "GAP", "TESTS", "calibrated", "fit_gammas"]
