@@ -31,7 +31,7 @@ both) 96.0 % / 96.0 %: 89 % is reachable only on synthetic. Goals measured (sess
 docs/design.md, "Cluster size"): Philly meets goodput (+7,813 GPU-h), p95 wait (135 vs 174 min), allocation
 and fragmentation, misses reclaim-lost (−26 %, goal −30 %); Alibaba meets goodput (+26), reclaim-lost
 (−58 %), allocation and fragmentation, misses p95 wait (131 vs 9 min: which cohort waits in the last day's
-crunch, not starvation).
+crunch, not starvation); synthetic (the same 360 GPUs under both rules) misses p95 wait (557 vs 448 min).
 
 - Philly (``../shared/data/philly/jobs.csv``, CC BY 4.0): 4 weeks from 2017-10-09; no workload ids, so
   nothing recurs and ``rightsize+loop`` equals ``loop`` there.
