@@ -1,19 +1,37 @@
 """Benchmark the quota policies in replay: 4 Philly weeks and the Alibaba DLRM jobs, five policies each.
 
-Usage: .venv/bin/python bench/replay.py [--weeks 4] [--load 0.95] [--datasets philly,alibaba[,synthetic]]
-                                        [--policies static-hard,...] [--seed 0] [--borrow idle|forecast]
-                                        [--objective] [--deserved-below-allocated] [--guarantee-within-demand]
+Usage: .venv/bin/python bench/replay.py [--weeks 4] [--sizing drain|mean] [--load 0.95]
+                                        [--datasets philly,alibaba[,synthetic]] [--policies static-hard,...]
+                                        [--seed 0] [--borrow idle|forecast] [--objective]
+                                        [--deserved-below-allocated] [--guarantee-within-demand]
 
-Each trace runs on a cluster sized so its mean zero-wait demand over the replay is ``--load`` of capacity
-(demand close to capacity), with Volcano's reclaim and preempt actions on, jobs checkpointing hourly and
-paying 5 minutes to restart (``predictor.replay`` defaults). Printed: one table per trace with every
-policy's ``summary.json`` measures and its wall time, then the issue's goals, each checked against the
-numbers above it (a goal that is missed says so). "Where demand allows" is computed per trace, on the same
-jobs and cluster: the work-conserving fluid bound (zero-wait demand with the backlog carried hour to hour, no
-gangs: no scheduler allocates more of the jobs' own GPU-time) and a quota-free run (all jobs in one queue
-owning the cluster, same gangs, nodes and scheduler). The allocation goal is ≥ min(89 %, fluid bound).
-Measured (session 5): Philly fluid 88.8 %, quota-free 84.1 %; Alibaba 81.5 % / 81.5 %; synthetic 96.0 % /
-96.0 %: 89 % is reachable only on synthetic.
+Cluster size ("demand close to capacity"), one rule for every trace (``--sizing``):
+
+- ``drain`` (the default, session 6): the smallest cluster on which a work-conserving, quota-free scheduler
+  with fluid GPUs ends the replay with no backlog (under one GPU-hour). Smaller, and some submitted work must
+  stay undone however it is scheduled; so demand is as close to capacity as it can be while the work still
+  fits. Parameter-free, and never below the ``mean`` rule's size.
+- ``mean`` (sessions 1–5): mean zero-wait demand over the replay at ``--load`` of capacity. On a trace whose
+  demand grows it over-subscribes the end: Alibaba DLRM on 712 GPUs has week 3 at 143 % of capacity, the
+  fluid backlog grows to 54,976 GPU-h, a quarter of the jobs never start, and p95 wait measures which
+  cohort starves rather than a policy at "demand close to capacity".
+
+Each trace prints both rules' node counts and, week by week, zero-wait demand ÷ capacity (mean, p95) and
+the fluid backlog at the week's end. Measured (session 6): Philly 77 nodes (``mean``) → 83 (``drain``),
+Alibaba 89 → 128, synthetic 45 → 45. Replays run with Volcano's reclaim and preempt actions on, jobs
+checkpointing hourly and paying 5 minutes to restart (``predictor.replay`` defaults). Printed: one table per
+trace with every policy's ``summary.json`` measures and its wall time, then the issue's goals, each checked
+against the numbers above it (a goal that is missed says so). "Where demand allows" is computed per trace,
+on the same jobs and cluster: the work-conserving fluid bound (zero-wait demand with the backlog carried hour
+to hour, no gangs: no scheduler allocates more of the jobs' own GPU-time) and a quota-free run (all jobs in
+one queue owning the cluster, same gangs, nodes and scheduler). The allocation goal is ≥ min(89 %, fluid
+bound). Measured, fluid / quota-free: ``drain`` (session 6) Philly 83.6 % / 81.4 %, Alibaba 66.0 % /
+66.0 %; ``mean`` (session 5) Philly 88.8 % / 84.1 %, Alibaba 81.5 % / 81.5 %; synthetic (45 nodes under
+both) 96.0 % / 96.0 %: 89 % is reachable only on synthetic. Goals measured (session 6, ``drain``; tables in
+docs/design.md, "Cluster size"): Philly meets goodput (+7,813 GPU-h), p95 wait (135 vs 174 min), allocation
+and fragmentation, misses reclaim-lost (−26 %, goal −30 %); Alibaba meets goodput (+26), reclaim-lost
+(−58 %), allocation and fragmentation, misses p95 wait (131 vs 9 min: which cohort waits in the last day's
+crunch, not starvation); synthetic (the same 360 GPUs under both rules) misses p95 wait (557 vs 448 min).
 
 - Philly (``../shared/data/philly/jobs.csv``, CC BY 4.0): 4 weeks from 2017-10-09; no workload ids, so
   nothing recurs and ``rightsize+loop`` equals ``loop`` there.
@@ -82,31 +100,78 @@ def synthetic() -> tuple[pd.DataFrame, pd.Timestamp]:
     return jobs, begin
 
 
-def sized_nodes(jobs: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp, load: float, per_node: int) -> int:
-    """Nodes so that the mean zero-wait demand over ``[start, end)`` is ``load`` of capacity."""
+def hourly_demand(jobs: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp) -> pd.Series:
+    """Cluster zero-wait demand per hour from the warm-up week to ``end``, of the jobs a replay schedules."""
+    warm = start - pd.Timedelta(days=7)
+    window = jobs[(jobs["submit"] >= warm) & (jobs["submit"] < end)]
+    return zero_wait_demand(window, warm, end).groupby("timestamp")["value"].sum()
+
+
+def fluid(demand: pd.Series, capacity: int) -> tuple[pd.Series, pd.Series]:
+    """A work-conserving, quota-free scheduler with fluid GPUs (no gangs, no nodes), hour by hour: it serves
+    ``min(capacity, zero-wait demand + backlog)`` and carries the rest as backlog (GPU-hours). Returns the
+    served GPUs and the backlog after each hour. The backlog at any hour only falls as capacity grows."""
+    backlog, served, left = 0.0, [], []
+    for value in demand.to_numpy(float).tolist():
+        serve = min(float(capacity), value + backlog)
+        backlog = max(0.0, backlog + value - serve)
+        served.append(serve)
+        left.append(backlog)
+    return pd.Series(served, index=demand.index), pd.Series(left, index=demand.index)
+
+
+def sized_nodes(jobs: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp, load: float, per_node: int,
+                sizing: str = "drain") -> int:
+    """Nodes for the replay under a sizing rule.
+
+    ``mean`` (sessions 1–5): the mean zero-wait demand over ``[start, end)`` is ``load`` of capacity. On a
+    trace whose demand grows (Alibaba DLRM) that leaves the last weeks over-subscribed and the backlog growing
+    to the end, so p95 wait measures which cohort never starts. ``drain`` (the default): the smallest cluster
+    on which the work-conserving fluid scheduler (``fluid``) ends the replay with less than one GPU-hour of
+    backlog: the work submitted fits, and any smaller cluster must leave work undone however it schedules.
+    Parameter-free (``load`` does not apply); never below the ``mean`` rule's size."""
     demand = zero_wait_demand(jobs, start, end).groupby("timestamp")["value"].sum()
-    return max(1, round(float(demand.mean()) / (load * per_node)))
+    mean_rule = max(1, round(float(demand.mean()) / (load * per_node)))
+    if sizing == "mean":
+        return mean_rule
+    if sizing != "drain":
+        raise ValueError(f"sizing: {sizing!r} is not one of mean, drain")
+    full = hourly_demand(jobs, start, end)
+    low, high = mean_rule, max(mean_rule, math.ceil(float(full.max()) / per_node))
+    while low < high:  # the backlog is monotone in capacity: bisect on nodes
+        mid = (low + high) // 2
+        if float(fluid(full, mid * per_node)[1].iloc[-1]) < 1.0:
+            high = mid
+        else:
+            low = mid + 1
+    return low
 
 
 def fluid_bound(jobs: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp, capacity: int) -> float:
     """The allocation a work-conserving, quota-free scheduler reaches if GPUs were fluid (no gangs, no nodes).
 
-    Hour by hour from the warm-up week: it serves ``min(capacity, zero-wait demand + backlog)`` and carries
-    the rest as backlog, so a burst above capacity fills later idle hours (the hourly ``min(demand,
-    capacity)`` does not, and understates what a queueing scheduler can allocate). No scheduler allocates
-    more of the jobs' own GPU-time: an upper bound on "where demand allows" (a replay's allocation can exceed
-    it only by work evicted jobs run again and their restart overhead)."""
-    warm = start - pd.Timedelta(days=7)
-    window = jobs[(jobs["submit"] >= warm) & (jobs["submit"] < end)]  # the jobs a replay schedules
-    demand = zero_wait_demand(window, warm, end).groupby("timestamp")["value"].sum()
-    inside = (demand.index >= start).tolist()
-    backlog, served = 0.0, []
-    for value, counted in zip(demand.to_numpy(float).tolist(), inside, strict=True):
-        serve = min(float(capacity), value + backlog)
-        backlog += value - serve
-        if counted:
-            served.append(serve)
-    return float(np.mean(served)) / capacity if served else 0.0
+    Hour by hour from the warm-up week (``fluid``), so a burst above capacity fills later idle hours (the
+    hourly ``min(demand, capacity)`` does not, and understates what a queueing scheduler can allocate). No
+    scheduler allocates more of the jobs' own GPU-time: an upper bound on "where demand allows" (a replay's
+    allocation can exceed it only by work evicted jobs run again and their restart overhead)."""
+    served = fluid(hourly_demand(jobs, start, end), capacity)[0]
+    served = served[served.index >= start]
+    return float(served.mean()) / capacity if len(served) else 0.0
+
+
+def profile(jobs: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp, capacity: int) -> None:
+    """Week by week: zero-wait demand ÷ capacity (mean, p95) and the fluid backlog at the week's end."""
+    full = hourly_demand(jobs, start, end)
+    backlog = fluid(full, capacity)[1]
+    inside = full.index >= start
+    week = np.asarray((pd.DatetimeIndex(full.index[inside]) - start) // pd.Timedelta(days=7))
+    print("| week | hours | demand mean ÷ capacity | demand p95 ÷ capacity | fluid backlog at week end, GPU-h |")
+    print("|---:|---:|---:|---:|---:|")
+    for w, d in full[inside].groupby(week):
+        left = backlog[inside][week == w]
+        print(f"| {w} | {len(d)} | {d.mean() / capacity:.0%} | {d.quantile(0.95) / capacity:.0%} | "
+              f"{left.iloc[-1]:,.0f} |")
+    print()
 
 
 def quota_free(jobs: pd.DataFrame, nodes: int, start: pd.Timestamp, weeks: float, seed: int) -> dict[str, float]:
@@ -118,10 +183,12 @@ def quota_free(jobs: pd.DataFrame, nodes: int, start: pd.Timestamp, weeks: float
 
 
 def run_trace(name: str, jobs: pd.DataFrame, start: pd.Timestamp, weeks: float, load: float,
-              policies: list[str], seed: int, planner: PlannerSettings | None = None) -> dict[str, dict[str, float]]:
+              policies: list[str], seed: int, planner: PlannerSettings | None = None,
+              sizing: str = "drain") -> dict[str, dict[str, float]]:
     weeks = min(weeks, (jobs["submit"].max() - start) / pd.Timedelta(days=7))
     end = start + pd.Timedelta(weeks=weeks)
-    nodes = sized_nodes(jobs, start, end, load, 8)
+    nodes = sized_nodes(jobs, start, end, load, 8, sizing)
+    rules = {rule: sized_nodes(jobs, start, end, load, 8, rule) for rule in ("mean", "drain")}
     demand = zero_wait_demand(jobs, start, end).groupby("timestamp")["value"].sum()
     hourly = float(demand.clip(upper=nodes * 8).mean()) / (nodes * 8)
     fluid = fluid_bound(jobs, start, end, nodes * 8)
@@ -131,6 +198,10 @@ def run_trace(name: str, jobs: pd.DataFrame, start: pd.Timestamp, weeks: float, 
     print(f"\n## {name}: {weeks:.2f} weeks from {start.date()}, {nodes} nodes × 8 = {nodes * 8} GPUs; zero-wait "
           f"demand mean {demand.mean():,.0f}, p95 {demand.quantile(0.95):,.0f} GPUs "
           f"({demand.mean() / (nodes * 8):.0%} of capacity)\n")
+    print(f"Sizing `{sizing}`: {nodes} nodes. The rules on this trace: mean demand at {load:.0%} of capacity "
+          f"(`mean`) {rules['mean']} nodes; smallest cluster whose fluid backlog drains by the end (`drain`) "
+          f"{rules['drain']} nodes.\n")
+    profile(jobs, start, end, nodes * 8)
     print("Allocation where demand allows (computed on the same jobs and cluster): hourly min(zero-wait demand, "
           f"capacity) {hourly:.1%}; work-conserving fluid bound (backlog carried, no gangs) {fluid:.1%}; "
           f"quota-free scheduler (one queue, same gangs and nodes) {free['allocation']:.1%} "
@@ -187,7 +258,11 @@ def goals(r: dict[str, dict[str, float]], fluid: float, quota_free: float) -> No
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--weeks", type=float, default=4.0)
-    parser.add_argument("--load", type=float, default=0.95, help="Mean demand ÷ capacity the cluster is sized to.")
+    parser.add_argument("--load", type=float, default=0.95,
+                        help="With --sizing mean: mean demand ÷ capacity the cluster is sized to.")
+    parser.add_argument("--sizing", choices=("drain", "mean"), default="drain",
+                        help="drain: the smallest cluster on which a work-conserving fluid scheduler leaves no "
+                        "backlog at the end (the default); mean: mean demand at --load of capacity (sessions 1–5).")
     parser.add_argument("--datasets", default="philly,alibaba")
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--seed", type=int, default=0)
@@ -209,13 +284,14 @@ def main(argv: list[str] | None = None) -> int:
                                               args.deserved_below_allocated,
                                               "guarantee_within_demand": args.guarantee_within_demand,
                                               "objective": Objective() if args.objective else None})
-    print(f"planner.borrow: {args.borrow}; planner.deserved_below_allocated: {planner.deserved_below_allocated}; "
+    print(f"sizing: {args.sizing}; planner.borrow: {args.borrow}; "
+          f"planner.deserved_below_allocated: {planner.deserved_below_allocated}; "
           f"planner.guarantee_within_demand: {planner.guarantee_within_demand}; planner.objective: {planner.objective}")
     policies = [p for p in args.policies.split(",") if p]
     loaders = {"philly": philly, "alibaba": alibaba, "synthetic": synthetic}
     for name in args.datasets.split(","):
         jobs, start = loaders[name]()
-        run_trace(name, jobs, start, args.weeks, args.load, policies, args.seed, planner)
+        run_trace(name, jobs, start, args.weeks, args.load, policies, args.seed, planner, args.sizing)
     return 0
 
 
