@@ -3,6 +3,7 @@
 Usage: .venv/bin/python bench/replay.py [--weeks 4] [--sizing drain|mean] [--load 0.95]
                                         [--datasets philly,alibaba[,synthetic]] [--policies static-hard,...]
                                         [--seed 0] [--borrow idle|forecast] [--objective]
+                                        [--wait-gpu-h W] [--reclaim-gpu-h R]
                                         [--deserved-below-allocated] [--guarantee-within-demand]
 
 Cluster size ("demand close to capacity"), one rule for every trace (``--sizing``):
@@ -277,13 +278,21 @@ def main(argv: list[str] | None = None) -> int:
                         "gangs ask for.")
     parser.add_argument("--objective", action="store_true",
                         help="Plan deserved and guarantee with planner.objective (the newsvendor, default costs).")
+    parser.add_argument("--wait-gpu-h", type=float, default=None,
+                        help="planner.objective.wait_gpu_h (implies --objective): below idle_gpu_h (1) puts the "
+                        "guarantee below the demand's median, at the wait/(wait+idle) quantile.")
+    parser.add_argument("--reclaim-gpu-h", type=float, default=None,
+                        help="planner.objective.reclaim_gpu_h (implies --objective): deserved at the "
+                        "reclaim/(reclaim+idle) quantile.")
     args = parser.parse_args(argv)
     from predictor.planner.objective import Objective
 
+    costs = {k: v for k, v in (("wait_gpu_h", args.wait_gpu_h), ("reclaim_gpu_h", args.reclaim_gpu_h)) if v is not None}
     planner = PlannerSettings.model_validate({"borrow": args.borrow, "deserved_below_allocated":
                                               args.deserved_below_allocated,
                                               "guarantee_within_demand": args.guarantee_within_demand,
-                                              "objective": Objective() if args.objective else None})
+                                              "objective": Objective.model_validate(costs)
+                                              if args.objective or costs else None})
     print(f"sizing: {args.sizing}; planner.borrow: {args.borrow}; "
           f"planner.deserved_below_allocated: {planner.deserved_below_allocated}; "
           f"planner.guarantee_within_demand: {planner.guarantee_within_demand}; planner.objective: {planner.objective}")
