@@ -188,8 +188,8 @@ def run_trace(name: str, jobs: pd.DataFrame, start: pd.Timestamp, weeks: float, 
               sizing: str = "drain") -> dict[str, dict[str, float]]:
     weeks = min(weeks, (jobs["submit"].max() - start) / pd.Timedelta(days=7))
     end = start + pd.Timedelta(weeks=weeks)
-    nodes = sized_nodes(jobs, start, end, load, 8, sizing)
     rules = {rule: sized_nodes(jobs, start, end, load, 8, rule) for rule in ("mean", "drain")}
+    nodes = rules[sizing]
     demand = zero_wait_demand(jobs, start, end).groupby("timestamp")["value"].sum()
     hourly = float(demand.clip(upper=nodes * 8).mean()) / (nodes * 8)
     fluid = fluid_bound(jobs, start, end, nodes * 8)

@@ -132,7 +132,7 @@ class Workload:
 
     jobs: tuple[JobSummary, ...]
     nodes: tuple[NodeSummary, ...]
-    gpus_per_node: int = 8
+    gpus_per_node: int = DEFAULT_NODE_GPUS
 
     def queue_jobs(self, queue: str) -> list[JobSummary]:
         return [j for j in self.jobs if j.queue == queue]
