@@ -1,7 +1,7 @@
 """Benchmark every forecaster and ``auto`` across traces, worst held-out trace first.
 
 Usage: python bench/forecast.py [--data ../shared/data] [--traces philly,alibaba,sim] [--quick] [--jobs N]
-       [--outer 8] [--slow-inner 2 | --frozen] [--calibration weekly|daily|self]
+       [--outer 8] [--slow-inner 2 | --frozen] [--calibration weekly|daily|self|fresh]
 
 Every model is backtested once per trace over many rolling origins (h = 168, a new origin every 24 h;
 cached under --cache). ``auto`` is replayed on those records exactly as ``AutoForecaster`` would choose at

@@ -1,6 +1,7 @@
 """Interval calibrations that account for the backtest network's staleness, scored held out (issue 15).
 
-Usage: python bench/forecast_fresh_sweep.py --cache DIR [--source single|exact]
+Usage: python bench/forecast_fresh_sweep.py --cache DIR [--source single|exact|allfresh] [--designs a,b]
+       [--staleness | --loto]
 
 Why it exists: ``auto`` backtests its LSTM with ONE network trained at the oldest of its 3 weekly inner
 origins and frozen, so its newer backtest windows meet a network 7 and 14 days stale while the served one is
@@ -14,7 +15,11 @@ traces. The served LSTM at a scored origin is a network trained there (``{trace}
 the oldest window (``{trace}-lstm-frozen29.pkl``, the recorded ``--frozen`` run; at scored origin ``o`` it
 is ``7 − o`` days staler than ``auto``'s). ``exact``: at scored origin ``o`` the network trained at window
 ``o + 21`` (``{trace}-lstm-frozenat{t}.pkl``, ``frozen29`` for 28), exactly ``auto``'s; where a trace is too
-short for that window the oldest trainable one, which is what ``auto`` trains at too.
+short for that window the oldest trainable one, which is what ``auto`` trains at too. ``allfresh``: every
+window forecast by a network trained at its own origin (``frozenat{w}`` read at ``w``; a counterfactual
+needing a training per window, except where only the newest inner window is used: ``w1``, ``member-w1``,
+which is what ``auto`` serves since session 7). The networks at windows 8-27 were made with
+``bench/forecast.py``'s ``_backtest_cached(frame, "lstm", t + 1, path, frozen=True)``.
 
 Windows: index ``w`` is the origin ``w`` days before the newest (``window_cut``); a network trained at
 window ``t`` forecasts window ``w ≤ t`` ``t − w`` days stale.
@@ -25,6 +30,7 @@ from __future__ import annotations
 import argparse
 import pickle
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -235,12 +241,54 @@ def coverage(data: dict[str, object], trace: str, design: str) -> tuple[dict[int
     return {lvl: float(np.concatenate(v).mean()) for lvl, v in hit.items()}, per_origin
 
 
+def staleness(cache: Path) -> None:
+    """The LSTM alone at the scored windows: MAE and raw 80 % coverage by how stale its network is."""
+    print("| network (days stale at windows 0-7) | " + " | ".join(RULES) + " |")
+    for t in (None, 14, 21, 28):  # 28: the oldest trainable (Alibaba: 17)
+        cells = []
+        for trace in RULES:
+            name = "lstm-w8" if t is None else "lstm-frozen29" if t == 28 else f"lstm-frozenat{t}"
+            path = cache / f"{trace}-{name}.pkl"
+            r = pickle.loads(path.read_bytes())[0]
+            trained = int(r["window"].max())
+            if t == 21 and trained != t:  # a short trace: its oldest network is the last row's
+                cells.append("-")
+                continue
+            r = r[(r["window"] < OUTER) & r["actual"].notna()]
+            mae = float((r["mean"] - r["actual"]).abs().mean())
+            cov = float(((r["actual"] >= r["lo-80"]) & (r["actual"] <= r["hi-80"])).mean())
+            stale = "0" if t is None else f"{trained - OUTER + 1}-{trained}"
+            cells.append(f"{mae:.2f} / {cov:.3f} ({stale})")
+        print(f"| {'each origin' if t is None else f'window {t}'} | " + " | ".join(cells) + " |")
+
+
+def loto(cache: Path) -> None:
+    """The design chosen on two traces (lowest summed |c80 − 0.8| + |c95 − 0.95|), scored on the third;
+    among the designs one backtest training computes (``allfresh`` only where one network suffices)."""
+    cands = [("exact", d) for d in DESIGNS] + [("allfresh", d) for d in ("w1", "member-w1")]
+    data = {src: {t: load(cache, t, src) for t in RULES} for src in ("exact", "allfresh")}
+    cov = {c: {t: coverage(data[c[0]][t], t, c[1])[0] for t in RULES} for c in cands}
+    for held in RULES:
+        train = [t for t in RULES if t != held]
+        best = min(cands, key=lambda c: sum(abs(cov[c][t][80] - 0.8) + abs(cov[c][t][95] - 0.95) for t in train))
+        print(f"held out {held}: chose {best} on {train}: {cov[best][held][80]:.3f} / {cov[best][held][95]:.3f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, required=True)
     parser.add_argument("--source", choices=("single", "exact", "allfresh"), default="exact")
     parser.add_argument("--designs", default=",".join(DESIGNS))
+    parser.add_argument("--staleness", action="store_true", help="only the LSTM's error by network staleness")
+    parser.add_argument("--loto", action="store_true", help="only the design chosen leave-one-trace-out")
     args = parser.parse_args()
+    warnings.filterwarnings("ignore", category=RuntimeWarning)  # empty slices: series without a window
+    if args.staleness:
+        staleness(args.cache)
+        return 0
+    if args.loto:
+        loto(args.cache)
+        return 0
     data = {t: load(args.cache, t, args.source) for t in RULES}
     for trace, d in data.items():
         print(f"# {trace}: inner networks trained at windows {[t for _, t in d['per_origin']]}")  # type: ignore[index]
