@@ -1,7 +1,7 @@
 """Benchmark every forecaster and ``auto`` across traces, worst held-out trace first.
 
-Usage: python bench/forecast.py [--data ../shared/data] [--traces philly,alibaba,sim] [--quick] [--jobs N]
-       [--outer 8] [--slow-inner 2 | --frozen] [--calibration weekly|daily|self]
+Usage: python bench/forecast.py [--data ../shared/data] [--traces philly,alibaba,sim,sim2] [--quick] [--jobs N]
+       [--outer 8] [--slow-inner 2 | --frozen] [--calibration weekly|daily|self|fresh]
 
 Every model is backtested once per trace over many rolling origins (h = 168, a new origin every 24 h;
 cached under --cache). ``auto`` is replayed on those records exactly as ``AutoForecaster`` would choose at
@@ -21,7 +21,10 @@ network trained at the oldest origin and fed each newer history (``models.foreca
 per trace, so at the first scored origins a little staler than auto's own), while the scored origins keep
 a network trained there, as auto serves one. --calibration picks how ``auto``'s intervals are replayed
 (``bench/forecast_intervals.py``): ``weekly`` (shipped), ``daily`` or ``self`` (the fit's self-tuned
-multiplier, ``bench/forecast_selftune.py``; no gamma tuned across traces). The recorded calibration run:
+multiplier, ``bench/forecast_selftune.py``; no gamma tuned across traces) or ``fresh`` (what auto serves:
+each member's bands on its own errors, the LSTM's from one network trained at the newest inner origin,
+``models.forecast.memberwise``; LSTM records ``{trace}-lstm-w{outer + 7}.pkl``, a fit at every origin;
+gamma 1, nothing tuned across traces). The recorded calibration run:
 ``--outer 8 --frozen --models <every baseline but mstl>,lstm`` (cached networks: minutes).
 ``lstm_global`` (bench/forecast_global.py) is one LSTM per held-out trace trained on the other traces and
 served frozen, so it is a full candidate at every origin whatever --slow-inner is.
@@ -58,6 +61,7 @@ from models.forecast.selection import SelectionRule, choose  # noqa: E402
 
 H, STEP, INNER_STEP, INNER = 168, 24, 168, 3
 FROZEN = -1  # --slow-inner's value under --frozen
+FRESH = "lstm_fresh"  # --calibration fresh: the LSTM fitted at every origin up to the newest inner one
 LEVELS = (80, 95)
 BASELINES = tuple(name for name in DEFAULT_CANDIDATES if name != "lstm")  # every candidate but the LSTM
 POOLS = {
@@ -165,7 +169,12 @@ def cube(records: pd.DataFrame, models: list[str], windows: int) -> dict[str, di
 
 
 def replay(
-    cubes: dict[str, dict[str, Any]], models: list[str], outer: int, rule: SelectionRule, candidates: tuple[str, ...]
+    cubes: dict[str, dict[str, Any]],
+    models: list[str],
+    outer: int,
+    rule: SelectionRule,
+    candidates: tuple[str, ...],
+    fresh: bool = False,
 ) -> dict[str, Any]:
     """``auto``'s forecasts at outer windows 0..outer-1: mean, raw bands, CQR scores, choices."""
     cand = [models.index(m) for m in candidates if m in models]
@@ -175,6 +184,7 @@ def replay(
         "bands": {lvl: [] for lvl in LEVELS},
         "scores": {lvl: [] for lvl in LEVELS},
         "rows": {lvl: [] for lvl in LEVELS},  # daily windows' scores, newest known first (--calibration)
+        "members": [],  # --calibration fresh: per forecast, member → (weight, bands at o, own scores) per level
         "choice": [],
         "key": [],
         "scale": [],
@@ -204,6 +214,8 @@ def replay(
             out["key"].append((sid, o))
             served_in = sum(wt * c["mean"][idx[m], inner] for m, wt in weights.items()) if inner else None
             out["scale"].append(float(np.nanmean(np.abs(actual_in - served_in))) if inner else np.nan)
+            if fresh:
+                out["members"].append(_member_evidence(c, models, o, inner, weights))
             for lvl in LEVELS:
                 lo = sum(wt * c[f"lo-{lvl}"][idx[m], o] for m, wt in weights.items())
                 hi = sum(wt * c[f"hi-{lvl}"][idx[m], o] for m, wt in weights.items())
@@ -220,6 +232,25 @@ def replay(
                 lo_r = sum(wt * c[f"lo-{lvl}"][idx[m], rows] for m, wt in weights.items())
                 hi_r = sum(wt * c[f"hi-{lvl}"][idx[m], rows] for m, wt in weights.items())
                 out["rows"][lvl].append(np.maximum(lo_r - a, a - hi_r))
+    return out
+
+
+def _member_evidence(
+    c: dict[str, Any], models: list[str], o: int, inner: list[int], weights: dict[str, float]
+) -> dict[str, tuple[float, dict[int, tuple[np.ndarray, np.ndarray]], dict[int, np.ndarray]]]:
+    """Per member of what auto serves at origin ``o``: its weight, its bands there and its own CQR scores: a
+    baseline's on every inner window, the LSTM's on the newest only, forecast by a network trained there
+    (``lstm_fresh``'s records; ``models.forecast.memberwise``)."""
+    out = {}
+    for m, wt in weights.items():
+        i = models.index(m)
+        src, rows = (models.index(FRESH), inner[:1]) if m == "lstm" else (i, inner)
+        a = c["actual"][rows]
+        out[m] = (
+            wt,
+            {lvl: (c[f"lo-{lvl}"][i, o], c[f"hi-{lvl}"][i, o]) for lvl in LEVELS},
+            {lvl: np.maximum(c[f"lo-{lvl}"][src, rows] - a, a - c[f"hi-{lvl}"][src, rows]).ravel() for lvl in LEVELS},
+        )
     return out
 
 
@@ -273,7 +304,7 @@ def model_rows(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--traces", default="philly,alibaba,sim")
+    parser.add_argument("--traces", default="philly,alibaba,sim,sim2")
     parser.add_argument("--models", default=",".join((*BASELINES, "lstm", *GLOBAL)))
     parser.add_argument("--outer", type=int, default=28, help="scored origins per trace (at most)")
     parser.add_argument("--quick", action="store_true", help="no mstl/lstm, 8 scored origins")
@@ -291,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--calibration",
-        choices=("weekly", "daily", "self"),
+        choices=("weekly", "daily", "self", "fresh"),
         default="weekly",
         help="auto's intervals: CQR on its weekly inner windows (shipped), on 7 daily ones, or daily "
         "with the fit's self-tuned multiplier (then no gamma is tuned across traces)",
@@ -321,6 +352,13 @@ def main(argv: list[str] | None = None) -> int:
         entry = per_trace.setdefault(trace, {"frame": frame, "records": [], "seconds": {}})
         entry["records"].append(records)
         entry["seconds"][model] = seconds / max(fits, 1)
+    fresh = args.calibration == "fresh"
+    if fresh:  # the LSTM's calibration window: a network trained at each origin up to the newest inner one
+        for trace, entry in per_trace.items():
+            w = args.outer + INNER_STEP // STEP
+            rec = _backtest_cached(entry["frame"], "lstm", w, args.cache / f"{trace}-lstm-w{w}.pkl")[1]
+            entry["records"].append(rec.assign(model=FRESH))
+        models = [*models, FRESH]
     for entry in per_trace.values():
         records = pd.concat(entry["records"], ignore_index=True)
         w = int(records["window"].max()) + 1
@@ -329,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # with --slow-inner ≥ --outer the slow models have records at every inner origin: full candidates
     full = args.slow_inner >= args.outer
-    candidates = tuple(m for m in models if m not in SLOW or full)
+    candidates = tuple(m for m in models if (m not in SLOW or full) and m != FRESH)
     grid = [*POOLS.values(), *(FIXED_POOLS if full else ())]
     rules = [
         SelectionRule(pool=p, margin=mg, loss=ls, min_windows=mw)
@@ -347,11 +385,11 @@ def main(argv: list[str] | None = None) -> int:
         base = replay(entry["cubes"], models, entry["outer"], rules[0], candidates)
         entry["keys"] = base["key"]
         entry["scales"] = mase_scales(entry["cubes"], entry["frame"], base["key"])
-        entry["rows"] = model_rows(entry["cubes"], models, base["key"], entry["scales"])
+        entry["rows"] = model_rows(entry["cubes"], [m for m in models if m != FRESH], base["key"], entry["scales"])
         entry["best_base"] = min((r["mae"], m) for m, r in entry["rows"].items() if m in BASELINES)
         for rule in rules:
             fixed = any(m in SLOW for m in rule.pool) and not full
-            rep = replay(entry["cubes"], models, entry["outer"], rule, rule.pool if fixed else candidates)
+            rep = replay(entry["cubes"], models, entry["outer"], rule, rule.pool if fixed else candidates, fresh)
             assert rep["key"] == entry["keys"]
             results[trace][rule] = rep
     wall = time.perf_counter() - started
@@ -391,7 +429,7 @@ def report(
 
     traces = list(per_trace)
     headline, held_cov = [], []
-    gammas = (1.0,) if how == "self" else GAMMAS  # self: nothing about the intervals is tuned across traces
+    gammas = (1.0,) if how in ("self", "fresh") else GAMMAS  # nothing about the intervals tuned across traces
     for held in traces:
         train = [t for t in traces if t != held] or [held]
         rule = min(rules, key=lambda r: max(ratio(t, r) for t in train))  # worst case first, as the headline

@@ -1,6 +1,8 @@
 """``auto``'s served intervals replayed on benchmark records: how ``bench/forecast.py --calibration`` bands.
 
-``weekly`` is what ``auto`` ships (two-sided CQR on its inner windows a week apart, at miscoverage
+``fresh`` is what ``auto`` serves (``models.forecast.memberwise``: every member's bands on its own backtest
+errors, the LSTM's on its newest window only, by a network trained there, then weighted like the means);
+``weekly`` is what ``auto`` shipped before (two-sided CQR on its inner windows a week apart, at miscoverage
 ``(1 − L) · gamma``); ``daily`` calibrates on the ``DAILY`` newest windows a day apart whose actuals all
 precede the origin (the newest ``GAP`` days back); ``self`` multiplies ``gamma`` by the multiplier one fit
 gives itself (``bench/forecast_selftune.py``): pooled over every series served at that origin, from up to
@@ -37,6 +39,16 @@ def fit_gammas(rep: dict[str, Any], how: str) -> dict[tuple[int, int], float]:
     return out
 
 
+def _memberwise(members: dict[str, Any], lvl: int, gamma: float) -> tuple[np.ndarray, np.ndarray]:
+    lo: Any = 0.0
+    hi: Any = 0.0
+    for wt, bands, scores in members.values():
+        q = cqr_shift(scores[lvl], lvl, gamma)
+        q = 0.0 if q is None else q
+        lo, hi = lo + wt * (bands[lvl][0] - q), hi + wt * (bands[lvl][1] + q)
+    return np.asarray(lo), np.asarray(hi)
+
+
 def calibrated(rep: dict[str, Any], gamma: float, how: str = "weekly") -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """The served bands: CQR on the inner weekly windows (``weekly``, what auto ships), or on the ``DAILY``
     newest daily ones (``daily``), times the fit's own multiplier (``self``)."""
@@ -47,6 +59,9 @@ def calibrated(rep: dict[str, Any], gamma: float, how: str = "weekly") -> dict[i
         raw = {}
         for lvl in levels:
             lo, hi = rep["bands"][lvl][i]
+            if how == "fresh":  # every member on its own errors, then weighted (models.forecast.memberwise)
+                raw[lvl] = _memberwise(rep["members"][i], lvl, gamma)
+                continue
             if how == "weekly":
                 q = cqr_shift(rep["scores"][lvl][i], lvl, gamma)
             else:

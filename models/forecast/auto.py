@@ -1,15 +1,17 @@
 """``auto``: per series, serve a robust pool unless the rolling backtest clearly prefers something else.
 
-The candidates are backtested on the last ``windows`` origins of the training history (the LSTM trained
-once, at the oldest: ``models.forecast.frozen``). What is served is
+The candidates are backtested on the last ``windows`` origins of the training history (the LSTM only at the
+newest, by one network trained there: ``models.forecast.memberwise`` says why). What is served is
 decided by ``models.forecast.selection``: a weighted *pool* (by default LSTM 0.8, naive 0.1, drift 0.1),
 replaced by a single model or an inverse-loss-weighted ensemble of the best 2–5 only when it beats the
 pool's backtest MAE by ``margin`` (a regularised choice: a few windows of one series are thin evidence, and
 picking the per-series winner among many options overfitted on traces it was not tuned on; by default
 ``margin`` is 1, so the pool is always served and only its members are fitted). Intervals are
-conformalised quantile bands (CQR), two-sided: the served bands move out or in by a quantile of their
-backtest misses, taken at miscoverage ``(1 - L) * gamma`` because backtest windows are not exchangeable
-with the future (``gamma`` tuned on held-out traces by ``bench/forecast.py``). A level the backtest did
+conformalised quantile bands (CQR), two-sided and per member: each member's bands move out or in by a
+quantile of its own backtest misses (the LSTM's from its one fresh window), taken at miscoverage
+``(1 - L) * gamma`` because backtest windows are not exchangeable with the future (``gamma`` tuned on
+held-out traces by ``bench/forecast.py``), and are then weighted like the means. The choice among options
+(``margin`` < 1) is made on the windows every candidate was backtested on. A level the backtest did
 not record uses residual quantiles per day of lead. Series too short for any backtest fall back to
 persistence with its own empirical bands, and ``notes_`` says so.
 
@@ -34,9 +36,9 @@ import numpy as np
 import pandas as pd
 from sklearn.base import clone
 
-from models.forecast.backtest import BacktestResult, run_backtest
+from models.forecast.backtest import BacktestResult
 from models.forecast.base import Bands, BaseForecaster, PointForecast, _tidy
-from models.forecast.frozen import train_once
+from models.forecast.memberwise import FRESH_WINDOWS, calibrate_members, member_scores
 from models.forecast.parallel import Workers, backtest_part, by_series, fit_model, merge_backtests, spare_workers
 from models.forecast.prep import RegularSeries, to_frame
 from models.forecast.registry import forecasters
@@ -73,6 +75,9 @@ class SeriesPlan:
     choice: str = FALLBACK
     scores: dict[str, float] = field(default_factory=dict)  # backtest MAE of every option considered
     gamma: float = 1.0  # miscoverage multiplier of the conformal step (see the module docstring)
+    # per member and level: its own CQR scores (models.forecast.memberwise); None: the pool's band_scores
+    member_scores: dict[str, dict[int, np.ndarray]] | None = None
+    windows: int = 0  # the most backtest windows any member of the plan was scored on
 
 
 def plan_from_records(
@@ -82,6 +87,7 @@ def plan_from_records(
     rule = SelectionRule(**{**rule.__dict__, "ensemble_sizes": tuple(ensemble_sizes)})
     plans: dict[str, SeriesPlan] = {}
     for series_id, g in records.groupby(ID, sort=True):
+        every_window = g
         newest = int(g["window"].min())
         candidates = sorted(g.loc[g["window"] == newest, "model"].unique())
         models_at = g.groupby("window")["model"].unique()
@@ -117,7 +123,14 @@ def plan_from_records(
             hi = sum(w * cells[f"hi-{level}", m] for m, w in weights.items())
             band_scores[level] = np.maximum(np.asarray(lo) - actual, actual - np.asarray(hi))[scored]
         plans[str(series_id)] = SeriesPlan(
-            weights=weights, errors=errors, band_scores=band_scores, choice=choice, scores=scores, gamma=rule.gamma
+            weights=weights,
+            errors=errors,
+            band_scores=band_scores,
+            choice=choice,
+            scores=scores,
+            gamma=rule.gamma,
+            member_scores=member_scores(every_window, list(weights), levels),
+            windows=int(every_window.loc[every_window["model"].isin(list(weights)), "window"].nunique()),
         )
     return plans
 
@@ -180,7 +193,10 @@ def combine(plan: SeriesPlan, members: Mapping[str, PointForecast], levels: tupl
         )
         for lvl in levels
     }
-    calibrated = _cqr(member_bands, plan.band_scores, levels, plan.gamma)
+    if plan.member_scores is not None:  # each member on its own errors (models.forecast.memberwise)
+        calibrated = calibrate_members(plan.weights, members, plan.member_scores, levels, plan.gamma)
+    else:
+        calibrated = _cqr(member_bands, plan.band_scores, levels, plan.gamma)
     # levels the backtest did not record: residual quantiles of the served mean, else the members' bands
     residual = _conformal(mean, plan.errors, levels) if plan.errors is not None else None
     for lvl in levels:
@@ -256,7 +272,7 @@ class AutoForecaster(BaseForecaster):
 
     def _fit_all(self, series: list[RegularSeries]) -> dict[str, Any]:
         models = self.make_candidates()
-        slow = [name for name, model in models.items() if getattr(model, "backtest_frozen", False)]
+        slow = [name for name, model in models.items() if _slow(model)]
         spare = spare_workers(series) if slow else 0
         if not spare:
             return self._fit_with(models, series, slow, None)
@@ -282,12 +298,15 @@ class AutoForecaster(BaseForecaster):
         plans: dict[str, SeriesPlan] = {}
         skipped: list[str] = []
         try:
-            here = {name: models[name] for name in slow} if quick is not None else models
-            trained = train_once(here, series, horizon=self.horizon, windows=self.windows, step=self.step)
-            if quick is None:
-                result = run_backtest(frame, trained, **options)
-            else:
-                result = merge_backtests([backtest_part(frame, trained, options), quick.result()], list(models))
+            # the slow members only at the newest origin, by a network trained there (models.forecast.memberwise)
+            parts: list[BacktestResult | str] = []
+            if slow:
+                parts.append(backtest_part(frame, {n: models[n] for n in slow}, {**options, "windows": FRESH_WINDOWS}))
+            if quick is not None:
+                parts.append(quick.result())
+            elif fast := {name: model for name, model in models.items() if name not in slow}:
+                parts.append(backtest_part(frame, fast, options))
+            result = merge_backtests(parts, list(models))
             plans = by_series(plan_from_records, result.records, workers, self.ensemble_sizes, self.rule())
             skipped = result.skipped
         except ValueError as exc:  # every series too short to backtest: all fall back below
@@ -303,7 +322,7 @@ class AutoForecaster(BaseForecaster):
                 )
             else:
                 considered = sorted(set(plan.scores) & set(models))
-                used = plan.errors.shape[0] if plan.errors is not None else 0
+                used = max(plan.windows, plan.errors.shape[0] if plan.errors is not None else 0)
                 if used < self.windows or len(considered) < len(models):
                     notes[s.series_id] = (
                         f"only {len(s)} steps of history: chose {plan.choice} among {', '.join(considered)} "
@@ -362,6 +381,11 @@ class AutoForecaster(BaseForecaster):
         return out
 
 
+def _slow(model: BaseForecaster) -> bool:
+    """A member auto backtests only at its newest origin(s) (``FRESH_WINDOWS``), trained there."""
+    return bool(getattr(model, "backtest_frozen", False))
+
+
 def _usable(model: BaseForecaster, series: list[RegularSeries]) -> list[RegularSeries]:
     """The series long enough for ``model``: what its served copy is fitted on."""
     return [s for s in series if len(s) >= model.min_history()]
@@ -388,9 +412,12 @@ def records_for_auto(
     """
     records = result.records
     levels = result.levels
+    # as auto's own backtest: a slow member (the LSTM) only at the newest inner origin (models.forecast.memberwise)
+    slow = [m for m in records["model"].unique() if m in forecasters and _slow(forecasters.create(str(m)))]
     parts = []
     for outer in range(outer_windows):
-        inner = records[(records["window"] > outer) & (records["window"] <= outer + inner_windows)].copy()
+        inner = records[(records["window"] > outer) & (records["window"] <= outer + inner_windows)]
+        inner = inner[~inner["model"].isin(slow) | (inner["window"] < outer + 1 + FRESH_WINDOWS)].copy()
         inner["window"] -= outer + 1
         plans = plan_from_records(inner, ensemble_sizes, rule) if not inner.empty else {}
         here = records[records["window"] == outer]

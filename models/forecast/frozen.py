@@ -1,5 +1,9 @@
 """Backtest a slow global model trained once, at the oldest origin, instead of once per origin.
 
+``auto`` no longer backtests this way (since issue 15's fresh calibration it trains its one backtest network
+at the *newest* origin and calibrates the LSTM on that window only: ``models.forecast.memberwise`` says why);
+``bench/forecast.py --frozen`` uses it to replay the earlier design. What follows is why it was built.
+
 Why: ``auto`` backtests its pool members on a few rolling origins only to calibrate its intervals (the
 pool is served whatever the backtest says), and retraining the LSTM at every origin was most of the time
 of a fleet forecast (3-4 trainings per fit, each minutes for a chunk of 256 queues). Here a model whose

@@ -162,7 +162,8 @@ def _pinball(pred: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, q: torch.T
 class LSTMForecaster(BaseForecaster):
     """Global quantile LSTM (see the module docstring). ``predict(h)`` needs ``h ≤ horizon``."""
 
-    backtest_frozen: ClassVar[bool] = True  # auto trains it once for its backtest (models.forecast.frozen)
+    # auto backtests it once, at the newest origin (models.forecast.memberwise); bench: models.forecast.frozen
+    backtest_frozen: ClassVar[bool] = True
 
     def __init__(
         self,

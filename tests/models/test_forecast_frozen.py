@@ -1,4 +1,4 @@
-"""``auto`` trains its LSTM once for the backtest, at the oldest origin, and never lets it see the future.
+"""``auto`` trains its LSTM once for the backtest; a network frozen at the oldest origin never sees the future.
 
 What a user relies on: a fleet forecast does not retrain the network at every backtest origin (that was
 most of its time), and the backtest that calibrates the intervals stays honest: the network that forecasts

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models.forecast import BaseForecaster, LSTMForecaster, auto, forecasters
+from models.forecast import BaseForecaster, LSTMForecaster, auto, forecasters, parallel
 from models.forecast.lstm import _Features, _window_scale
 from models.forecast.prep import regularize
 from models.state import from_state, to_state
@@ -49,7 +49,7 @@ def no_training(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     with monkeypatch.context() as mp:
         mp.setattr(BaseForecaster, "fit", refuse)
         mp.setattr(LSTMForecaster, "_train", refuse)
-        mp.setattr(auto, "run_backtest", refuse)
+        mp.setattr(parallel, "run_backtest", refuse)  # auto backtests through models.forecast.parallel
         mp.setattr(auto, "plan_from_records", refuse)
         yield
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from prometheus_client import generate_latest
 
-from models.forecast import BaseForecaster, LSTMForecaster, auto, forecasters
+from models.forecast import BaseForecaster, LSTMForecaster, auto, forecasters, parallel
 from predictor.config import Settings
 from predictor.loop import LoopMetrics, RegistryForecaster
 from predictor.registry import FORECAST_FAMILY as FAMILY
@@ -37,7 +37,7 @@ def test_the_registered_auto_champion_is_served_as_registered(mlflow_tracking: S
         raise AssertionError("serving must not fit or backtest")
 
     with monkeypatch.context() as mp:
-        for owner, name in ((BaseForecaster, "fit"), (LSTMForecaster, "_train"), (auto, "run_backtest")):
+        for owner, name in ((BaseForecaster, "fit"), (LSTMForecaster, "_train"), (parallel, "run_backtest")):
             mp.setattr(owner, name, refuse)
         frame, versions = forecaster.forecast(newest, horizon=H)
         assert versions == {FAMILY: "models:/gpu-forecast/1"}
