@@ -1,6 +1,6 @@
 """Benchmark every forecaster and ``auto`` across traces, worst held-out trace first.
 
-Usage: python bench/forecast.py [--data ../shared/data] [--traces philly,alibaba,sim,sim2] [--quick] [--jobs N]
+Usage: python bench/forecast.py [--data ../shared/data] [--traces philly,alibaba,sim,sim2,sim3] [--quick] [--jobs N]
        [--outer 8] [--slow-inner 2 | --frozen] [--calibration weekly|daily|self|fresh]
 
 Every model is backtested once per trace over many rolling origins (h = 168, a new origin every 24 h;
@@ -304,7 +304,7 @@ def model_rows(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--traces", default="philly,alibaba,sim,sim2")
+    parser.add_argument("--traces", default="philly,alibaba,sim,sim2,sim3")
     parser.add_argument("--models", default=",".join((*BASELINES, "lstm", *GLOBAL)))
     parser.add_argument("--outer", type=int, default=28, help="scored origins per trace (at most)")
     parser.add_argument("--quick", action="store_true", help="no mstl/lstm, 8 scored origins")

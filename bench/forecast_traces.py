@@ -3,9 +3,9 @@
 Why three: a choice tuned on one trace overfits it (the old ``auto`` won on Philly and lost on an unseen
 trace), so the benchmark holds each trace out in turn. The simulated trace is made here from a seed, not
 by ``predictor.sim``: it exists to put many level shifts, drains and capacity changes in front of the
-models, which a replay of real job tables produces too rarely to score. ``sim2`` is the same simulator
-with another seed, added in session 7 after every interval design had been chosen on the first three: the
-check on a configuration nothing was designed or tuned on (docs/design.md).
+models, which a replay of real job tables produces too rarely to score. ``sim2`` and ``sim3`` are the same
+simulator at other seeds, added in session 7 after every interval design had been chosen on the first
+three: the check on configurations nothing was designed or tuned on (docs/design.md).
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["load_traces", "simulated_trace"]
+__all__ = ["LATER_SEEDS", "load_traces", "simulated_trace"]
+
+LATER_SEEDS = {"sim2": 2028, "sim3": 3031}  # added in session 7, after the interval designs were chosen
 
 
 def _frame(raw: pd.DataFrame, value_col: str, prefix: str | None = None) -> pd.DataFrame:
@@ -73,9 +75,10 @@ def load_traces(data_dir: Path, names: list[str]) -> dict[str, pd.DataFrame]:
             out[name] = _frame(pd.read_csv(data_dir / "alibaba" / "demand_hourly.csv"), "gpus_demanded")
         elif name == "sim":
             out[name] = simulated_trace()
-        elif name == "sim2":  # a simulator configuration nothing was designed or tuned on
-            sim2 = simulated_trace(seed=2028)
-            out[name] = sim2.assign(series_id=sim2["series_id"].str.replace("sim/", "sim2/", regex=False))
+        elif name in LATER_SEEDS:  # simulator configurations nothing was designed or tuned on
+            later = simulated_trace(seed=LATER_SEEDS[name])
+            out[name] = later.assign(series_id=later["series_id"].str.replace("sim/", f"{name}/", regex=False))
         else:
-            raise SystemExit(f"bench/forecast.py: unknown trace {name!r} (known: philly, alibaba, sim, sim2)")
+            known = ", ".join(["philly", "alibaba", "sim", *LATER_SEEDS])
+            raise SystemExit(f"bench/forecast.py: unknown trace {name!r} (known: {known})")
     return out
