@@ -87,7 +87,7 @@ def plan_from_records(
     rule = SelectionRule(**{**rule.__dict__, "ensemble_sizes": tuple(ensemble_sizes)})
     plans: dict[str, SeriesPlan] = {}
     for series_id, g in records.groupby(ID, sort=True):
-        every_window = g
+        every_window = g  # before g narrows to the windows every candidate shares: each member's own errors
         newest = int(g["window"].min())
         candidates = sorted(g.loc[g["window"] == newest, "model"].unique())
         models_at = g.groupby("window")["model"].unique()
