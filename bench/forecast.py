@@ -74,6 +74,10 @@ POOLS = {
     "n+d+w168+sm24": ("naive", "drift", "window_mean_168", "seasonal_mean_24"),
     "w24+w168+sm24+ets+mstl": ("window_mean_24", "window_mean_168", "seasonal_mean_24", "ets", "mstl"),
     "w168+sm24+ets+lstm": ("window_mean_168", "seasonal_mean_24", "ets", "lstm"),
+    # session 8: the seasonal median, robust to drains (the simulated traces' best baseline)
+    "smed24+w168": ("seasonal_median_24", "window_mean_168"),
+    "d+smed24": ("drift", "seasonal_median_24"),
+    "n+d+smed24+sm24": ("naive", "drift", "seasonal_median_24", "seasonal_mean_24"),
 }
 # Pools with a slow member are scored as fixed pools (margin 1: always served), which needs no inner origins.
 FIXED_POOLS = (
@@ -86,12 +90,22 @@ FIXED_POOLS = (
     ("naive", "mstl", "lstm"),
     ("lstm",),
     ("naive", "ets", "mstl"),
+    ("seasonal_median_24", "lstm"),
+    ("seasonal_median_24", "drift", "lstm"),
 )
 # Pools led by the LSTM, shrunk toward persistence / trend / damped trend (member weights after the names);
 # scored as per-series choices when the slow models have inner records, else as fixed pools.
 WEIGHTED = tuple(
     (("lstm", *rest), (w, *[round((1 - w) / len(rest), 3)] * len(rest)))
-    for rest in (("naive",), ("drift",), ("ets",), ("naive", "drift"), ("naive", "ets"))
+    for rest in (
+        ("naive",),
+        ("drift",),
+        ("ets",),
+        ("naive", "drift"),
+        ("naive", "ets"),
+        ("seasonal_median_24",),
+        ("seasonal_median_24", "drift"),
+    )
     for w in (0.5, 0.6, 0.7, 0.8, 0.9)
 )
 POOLS.update(GLOBAL_POOLS)  # pools led by, or containing, the network trained on the other traces

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["LATER_SEEDS", "load_traces", "simulated_trace"]
+__all__ = ["LATER_SEEDS", "load_traces", "simulated_components", "simulated_trace"]
 
 LATER_SEEDS = {"sim2": 2028, "sim3": 3031}  # added in session 7, after the interval designs were chosen
 
@@ -33,14 +33,14 @@ def _frame(raw: pd.DataFrame, value_col: str, prefix: str | None = None) -> pd.D
     return out.dropna(subset=["value"]).reset_index(drop=True)
 
 
-def simulated_trace(n_series: int = 12, weeks: int = 10, seed: int = 7) -> pd.DataFrame:
-    """Queues with a daily rhythm, AR(1) noise, level shifts, drains to near zero and capacity caps."""
+def simulated_components(n_series: int = 12, weeks: int = 10, seed: int = 7) -> list[dict[str, np.ndarray | float]]:
+    """Per queue, the simulator's hidden state hour by hour (level, daily and weekend factors, AR(1) noise and
+    its ``phi``, capacity) and the ``value`` it emits: what ``bench/forecast_oracle.py`` forecasts from."""
     rng = np.random.default_rng(seed)
     hours = weeks * 168
     t = np.arange(hours)
-    start = pd.Timestamp("2026-01-05", tz="UTC")
-    frames = []
-    for i in range(n_series):
+    out: list[dict[str, np.ndarray | float]] = []
+    for _ in range(n_series):
         level = np.full(hours, rng.uniform(10, 400))
         for at in np.flatnonzero(rng.random(hours) < 1 / 400):  # a shift every ~2.4 weeks
             level[at:] *= rng.choice([-1, 1]) * rng.uniform(0.15, 0.5) + 1
@@ -57,11 +57,21 @@ def simulated_trace(n_series: int = 12, weeks: int = 10, seed: int = 7) -> pd.Da
         value = np.minimum(value, capacity)
         for at in np.flatnonzero(rng.random(hours) < 1 / 500):  # maintenance drains
             value[at : at + int(rng.integers(4, 48))] *= rng.uniform(0.0, 0.2)
-        frames.append(
-            pd.DataFrame(
-                {"series_id": f"sim/q{i:02d}", "timestamp": start + pd.to_timedelta(t, "h"), "value": value.clip(0)}
-            )
+        out.append(
+            {"level": level, "daily": daily, "weekend": weekend, "noise": noise, "phi": phi, "capacity": capacity}
+            | {"value": value.clip(0)}
         )
+    return out
+
+
+def simulated_trace(n_series: int = 12, weeks: int = 10, seed: int = 7) -> pd.DataFrame:
+    """Queues with a daily rhythm, AR(1) noise, level shifts, drains to near zero and capacity caps."""
+    start = pd.Timestamp("2026-01-05", tz="UTC")
+    frames = []
+    for i, queue in enumerate(simulated_components(n_series, weeks, seed)):
+        value = np.asarray(queue["value"])
+        stamps = start + pd.to_timedelta(np.arange(value.size), "h")
+        frames.append(pd.DataFrame({"series_id": f"sim/q{i:02d}", "timestamp": stamps, "value": value}))
     return pd.concat(frames, ignore_index=True)
 
 

@@ -55,6 +55,7 @@ DEFAULT_CANDIDATES = (
     "window_mean_24",
     "window_mean_168",
     "seasonal_mean_24",
+    "seasonal_median_24",
     "ets",
     "mstl",
     "lstm",

@@ -52,6 +52,7 @@ def test_every_family_is_registered() -> None:
         "window_mean_24",
         "window_mean_168",
         "seasonal_mean_24",
+        "seasonal_median_24",
         "ets",
         "mstl",
         "lstm",

@@ -30,6 +30,21 @@ def test_seasonal_mean_repeats_the_average_day_of_the_last_week() -> None:
     np.testing.assert_allclose(out["mean"], np.tile(profile, 2))
 
 
+def test_seasonal_median_forecast_ignores_drains_that_move_the_mean() -> None:
+    rng = np.random.default_rng(0)
+    values = 50 + 10 * np.sin(2 * np.pi * np.arange(24 * 10) / 24) + rng.normal(0, 1, 24 * 10)
+    clean = values[-7 * 24 :].reshape(7, 24)
+    drained = values.copy()
+    drained[-5 * 24 : -3 * 24] *= 0.05  # two of the last seven days drained to near zero
+    median = forecasters.create("seasonal_median_24").fit(_frame(drained)).predict(24)
+    mean = forecasters.create("seasonal_mean_24").fit(_frame(drained)).predict(24)
+    truth = clean.mean(axis=0)
+    np.testing.assert_allclose(median["mean"], np.median(drained[-7 * 24 :].reshape(7, 24), axis=0))
+    assert np.abs(median["mean"].to_numpy() - truth).max() < 3  # within the noise of the clean days
+    assert np.abs(mean["mean"].to_numpy() - truth).min() > 10  # two drained days pull every hour's mean down
+    assert (median["lo-80"] <= median["mean"]).all() and (median["mean"] <= median["hi-80"]).all()
+
+
 def test_auto_serves_the_pool_on_thin_or_unconvincing_evidence() -> None:
     rng = np.random.default_rng(1)
     actual = rng.normal(10, 1, (2, 24))
