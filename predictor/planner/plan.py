@@ -15,6 +15,7 @@ import pandas as pd
 
 from predictor.planner.decisions import SHAPING_CODES, TARGET_CODES, FieldChange, Hold, Memory, QueuePlan, Series
 from predictor.planner.gangs import hard_bounds
+from predictor.planner.pending import fit_pending_raises, lift_to_pending, raise_to, wants_pending_raise
 from predictor.planner.safety import allocated_floor, children_of, decide_field, depth, remember, scale_guarantees
 from predictor.planner.settings import PROTECTED_QUEUES, PlannerSettings
 from predictor.planner.state import FIELDS, QueueState
@@ -58,7 +59,12 @@ def _plan_queue(
     now_s: float,
     recs: dict[str, Series],
     notes: Notes,
+    *,
+    raised: dict[tuple[str, str], float],
+    raise_only: str = "",
 ) -> Values:
+    """``raise_only`` (a cooldown's reason): only deserved raises backed by pending gangs apply. Each such
+    raise records in ``raised`` the value it falls back to (``pending.fit_pending_raises``)."""
     values = _values(queue)
     keep = 2 * max(settings.shrink_window_s, settings.grow_window_s)
     fields = FIELDS if settings.set_guarantee else ("deserved", "capability")
@@ -70,7 +76,15 @@ def _plan_queue(
             raw = float(getattr(target, name))
             recs[key] = remember(recs.get(key, ()), now_s, raw, keep)
             floor = allocated_floor(name, allocated, reclaimable=queue.reclaimable, settings=settings)
-            decided = decide_field(name, queue.get(name).get(resource), raw, floor, recs[key], now_s, settings)
+            decided = decide_field(name, queue.get(name).get(resource), raw, floor, recs[key], now_s, settings,
+                                   raise_to=raise_to(queue, resource, settings) if name == "deserved" else None)
+            if raise_only and decided.code != "pending_raise":
+                notes[(queue.name, name, resource)] = ("cooldown", raise_only)
+                continue
+            if decided.code == "pending_raise":
+                held = queue.get(name).get(resource)
+                raised[(queue.name, resource)] = held if raise_only and held is not None else \
+                    float(decided.limited if decided.limited is not None else raw)
             if decided.value is not None:
                 values[name][resource] = decided.value
             code, note = shaped.get(name, (target.code(name), f"{name} target {raw:g} from {target.basis_for(name)}"))
@@ -81,7 +95,7 @@ def _plan_queue(
         guaranteed = values["guarantee"].get(resource)
         asked = allocated + queue.pending.get(resource, 0.0)
         if settings.guarantee_within_demand and "guarantee" in fields and guaranteed is not None \
-                and guaranteed > asked:
+                and guaranteed > asked and not raise_only:
             values["guarantee"][resource] = asked
             notes[(queue.name, "guarantee", resource)] = (
                 "guarantee_held", f"lowered to {asked:g} GPUs allocated or pending: a guarantee nobody asks for "
@@ -223,6 +237,7 @@ def plan_queues(
     recs: dict[str, Series] = dict((memory or Memory()).recommendations)
     per_queue = _targets_by_queue(targets or {}, allocatable or {})
     _borrow(per_queue, by_name, allocatable or {}, settings)
+    lift_to_pending(per_queue, by_name, settings)
     if settings.fit_deserved_to_cluster:
         _fit_deserved(per_queue, queues, allocatable or {}, settings)
     held: list[Hold] = []
@@ -230,14 +245,20 @@ def plan_queues(
     before = {n: _values(q) for n, q in by_name.items()}
     after = {n: _values(q) for n, q in by_name.items()}
     managed: set[str] = set()
+    raised: dict[tuple[str, str], float] = {}
     for queue in queues:
         own = hold_all or (held_queues or {}).get(queue.name)
         hold = _why_not_planned(queue, per_queue.get(queue.name), settings, now_s, last_changed or {}, own, recs)
-        if hold is not None:
+        # A cooldown guards against evicting twice in a row; a raise for waiting gangs evicts nothing itself.
+        raise_only = hold is not None and hold.code == "cooldown" and \
+            wants_pending_raise(queue, per_queue.get(queue.name), settings)
+        if hold is not None and not raise_only:
             held.append(hold)
             continue
         managed.add(queue.name)
-        after[queue.name] = _plan_queue(queue, per_queue[queue.name], settings, now_s, recs, notes)
+        after[queue.name] = _plan_queue(queue, per_queue[queue.name], settings, now_s, recs, notes, raised=raised,
+                                        raise_only=hold.reason if hold is not None else "")
+    fit_pending_raises(by_name, raised, after, allocatable or {}, notes, settings)
     _hierarchy(by_name, managed, before, after, notes)
     _guarantee_sum(by_name, managed, before, after, allocatable or {}, settings, notes)
     changes: list[FieldChange] = []
