@@ -4,9 +4,18 @@ limit; and when a loop plans again between hourly cycles."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 
-from predictor.planner import PlannerSettings, QueueState, check_invariants, plan_queues, targets_from_mapping
+from predictor.planner import (
+    PlannerSettings,
+    QueuePlan,
+    QueueState,
+    check_invariants,
+    plan_queues,
+    targets_from_mapping,
+)
 from predictor.planner.react import PendingWatch
 
 GPU = "nvidia.com/gpu"
@@ -22,8 +31,8 @@ def _queue(name: str, deserved: float, allocated: float, pending: float = 0.0) -
                       allocated={GPU: allocated}, pending={GPU: pending})
 
 
-def _plan(settings: PlannerSettings, queues: list[QueueState], wanted: dict[str, float], allocatable: float,
-          last_changed: dict[str, float] | None = None):
+def _plan(settings: PlannerSettings, queues: list[QueueState], wanted: Mapping[str, float], allocatable: float,
+          last_changed: dict[str, float] | None = None) -> QueuePlan:
     targets = targets_from_mapping({(q, GPU): (d, 200.0, 0.0) for q, d in wanted.items()})
     plan = plan_queues(queues, targets, settings, now=NOW, allocatable={GPU: allocatable},
                        last_changed=last_changed)
@@ -31,11 +40,11 @@ def _plan(settings: PlannerSettings, queues: list[QueueState], wanted: dict[str,
     return plan
 
 
-def _deserved(plan, name: str) -> float:
-    return plan.desired[name].deserved[GPU]
+def _deserved(plan: QueuePlan, name: str) -> float:
+    return float(plan.desired[name].deserved[GPU])
 
 
-def test_a_burst_gets_its_share_in_one_cycle_while_cuts_keep_their_limits():
+def test_a_burst_gets_its_share_in_one_cycle_while_cuts_keep_their_limits() -> None:
     # a: 1 GPU deserved, 40 one-GPU jobs pending; b holds 100 on a deserved of 100, forecast 50.
     queues = [_queue("a", 1, 1, pending=40), _queue("b", 100, 100)]
     wanted = {"a": 50, "b": 50}
@@ -50,7 +59,7 @@ def test_a_burst_gets_its_share_in_one_cycle_while_cuts_keep_their_limits():
     assert any(h.queue == "b" and h.code == "stabilising" for h in raised.held)
 
 
-def test_the_raise_takes_only_the_room_sigma_deserved_leaves_and_says_so():
+def test_the_raise_takes_only_the_room_sigma_deserved_leaves_and_says_so() -> None:
     queues = [_queue("a", 1, 1, pending=40), _queue("b", 100, 100)]
     raised = _plan(_settings(pending_raise="target"), queues, {"a": 50, "b": 50}, 120)
     # room: 120 − b's 100 − a's step-limited 9 = 11 more than the step: a gets 20, Σ deserved = 120
@@ -59,13 +68,13 @@ def test_the_raise_takes_only_the_room_sigma_deserved_leaves_and_says_so():
     assert "may not pass live allocatable 120" in change.reason
 
 
-def test_a_queue_a_few_gpus_short_is_not_raised_past_the_dead_band():
+def test_a_queue_a_few_gpus_short_is_not_raised_past_the_dead_band() -> None:
     queues = [_queue("a", 100, 100, pending=5)]
     plan = _plan(_settings(pending_raise="target"), queues, {"a": 108}, 200)
     assert _deserved(plan, "a") == 100 and not plan.changes
 
 
-def test_a_raise_passes_the_cooldown_but_a_cut_does_not():
+def test_a_raise_passes_the_cooldown_but_a_cut_does_not() -> None:
     ten_minutes_ago = NOW.timestamp() - 600
     queues = [_queue("a", 1, 1, pending=40), _queue("b", 100, 20)]
     recent = {"a": ten_minutes_ago, "b": ten_minutes_ago}
@@ -76,14 +85,14 @@ def test_a_raise_passes_the_cooldown_but_a_cut_does_not():
     assert _deserved(raised, "b") == 100 and any(h.queue == "b" and h.code == "cooldown" for h in raised.held)
 
 
-def test_lift_raises_a_burst_the_forecast_has_not_seen_yet():
+def test_lift_raises_a_burst_the_forecast_has_not_seen_yet() -> None:
     # The forecast still says 3 GPUs for a (made before the burst); lift sizes the target from the evidence.
     queues = [_queue("a", 1, 1, pending=40), _queue("b", 100, 100)]
     assert _deserved(_plan(_settings(pending_raise="target"), queues, {"a": 3, "b": 100}, 200), "a") == 3
     assert _deserved(_plan(_settings(pending_raise="lift"), queues, {"a": 3, "b": 100}, 200), "a") == 41
 
 
-def test_the_watch_fires_after_pending_has_lasted_and_only_beyond_deserved():
+def test_the_watch_fires_after_pending_has_lasted_and_only_beyond_deserved() -> None:
     watch = PendingWatch(_settings(react_pending_gpus=8, react_after_s=600))
     burst, content = _queue("a", 1, 1, pending=40), _queue("b", 100, 80, pending=10)
     t0 = NOW.timestamp()
