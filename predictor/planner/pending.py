@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from predictor.planner.safety import beyond_dead_band
 from predictor.planner.settings import PROTECTED_QUEUES, PlannerSettings
 from predictor.planner.state import QueueState
 from predictor.planner.targets import Target, ceil_to, floor_to
 
-__all__ = ["asked", "fit_pending_raises", "lift_to_pending", "raise_to", "wants_pending_raise"]
+__all__ = ["asked", "evidence_targets", "fit_pending_raises", "lift_to_pending", "raise_to", "wants_pending_raise"]
 
 Values = dict[str, dict[str, float]]  # field → resource → GPUs
 Notes = dict[tuple[str, str, str], tuple[str, str]]  # (queue, field, resource) → (code, note)
@@ -39,6 +40,24 @@ def raise_to(queue: QueueState, resource: str, settings: PlannerSettings) -> flo
     return asked(queue, resource)
 
 
+def evidence_targets(per_queue: dict[str, dict[str, Target]], queues: Mapping[str, QueueState],
+                     settings: PlannerSettings) -> None:
+    """``lift``: a waiting queue the forecast does not cover yet (new since the model was trained) gets a
+    target of its own quota, which ``lift_to_pending`` then lifts; else it would be held (``no_forecast``)
+    while its gangs wait, however long. Guarantee and capability targets stay what the queue has."""
+    if settings.pending_raise != "lift":
+        return
+    r = settings.resource
+    for name, queue in queues.items():
+        if name in per_queue or name in PROTECTED_QUEUES or not queue.managed or r not in queue.deserved \
+                or raise_to(queue, r, settings) is None:
+            continue
+        deserved = queue.deserved[r]
+        per_queue[name] = {r: Target(deserved=deserved, capability=queue.capability.get(r, deserved),
+                                     guarantee=min(queue.guarantee.get(r, 0.0), deserved),
+                                     basis="no forecast for this queue yet: its own quota")}
+
+
 def lift_to_pending(per_queue: dict[str, dict[str, Target]], queues: Mapping[str, QueueState],
                     settings: PlannerSettings) -> None:
     """Lift each waiting queue's deserved target to ``asked`` (capped by its capability target and pool).
@@ -54,7 +73,7 @@ def lift_to_pending(per_queue: dict[str, dict[str, Target]], queues: Mapping[str
         for resource, target in list(wanted.items()):
             evidence = raise_to(queue, resource, settings)
             current = queue.deserved.get(resource, 0.0)
-            if evidence is None or evidence - current <= max(settings.dead_band_abs, settings.dead_band_rel * current):
+            if evidence is None or not beyond_dead_band(current, evidence, settings):
                 continue  # not starving: the same dead band as decide_field's pending raise
             cap = min(target.capability, target.ceiling if target.ceiling is not None else target.capability)
             lifted = ceil_to(min(evidence, cap), settings.round_to)
@@ -70,8 +89,9 @@ def wants_pending_raise(queue: QueueState, mine: Mapping[str, Target] | None, se
     for resource, target in (mine or {}).items():
         evidence = raise_to(queue, resource, settings)
         current = queue.deserved.get(resource)
-        if evidence is not None and current is not None and min(target.deserved, evidence) > current + 1e-9:
-            return True
+        if evidence is not None and current is not None and \
+                beyond_dead_band(current, min(target.deserved, evidence), settings):
+            return True  # the same test as safety.decide_field's pending raise
     return False
 
 

@@ -15,7 +15,13 @@ import pandas as pd
 
 from predictor.planner.decisions import SHAPING_CODES, TARGET_CODES, FieldChange, Hold, Memory, QueuePlan, Series
 from predictor.planner.gangs import hard_bounds
-from predictor.planner.pending import fit_pending_raises, lift_to_pending, raise_to, wants_pending_raise
+from predictor.planner.pending import (
+    evidence_targets,
+    fit_pending_raises,
+    lift_to_pending,
+    raise_to,
+    wants_pending_raise,
+)
 from predictor.planner.safety import allocated_floor, children_of, decide_field, depth, remember, scale_guarantees
 from predictor.planner.settings import PROTECTED_QUEUES, PlannerSettings
 from predictor.planner.state import FIELDS, QueueState
@@ -236,6 +242,8 @@ def plan_queues(
     by_name = {q.name: q for q in queues}
     recs: dict[str, Series] = dict((memory or Memory()).recommendations)
     per_queue = _targets_by_queue(targets or {}, allocatable or {})
+    if targets is not None:
+        evidence_targets(per_queue, by_name, settings)
     _borrow(per_queue, by_name, allocatable or {}, settings)
     lift_to_pending(per_queue, by_name, settings)
     if settings.fit_deserved_to_cluster:
@@ -246,6 +254,7 @@ def plan_queues(
     after = {n: _values(q) for n, q in by_name.items()}
     managed: set[str] = set()
     raised: dict[tuple[str, str], float] = {}
+    cooling: set[str] = set()  # planned raise-only in their cooldown: no other rule may move them
     for queue in queues:
         own = hold_all or (held_queues or {}).get(queue.name)
         hold = _why_not_planned(queue, per_queue.get(queue.name), settings, now_s, last_changed or {}, own, recs)
@@ -256,11 +265,13 @@ def plan_queues(
             held.append(hold)
             continue
         managed.add(queue.name)
+        if raise_only:
+            cooling.add(queue.name)
         after[queue.name] = _plan_queue(queue, per_queue[queue.name], settings, now_s, recs, notes, raised=raised,
                                         raise_only=hold.reason if hold is not None else "")
     fit_pending_raises(by_name, raised, after, allocatable or {}, notes, settings)
     _hierarchy(by_name, managed, before, after, notes)
-    _guarantee_sum(by_name, managed, before, after, allocatable or {}, settings, notes)
+    _guarantee_sum(by_name, managed - cooling, before, after, allocatable or {}, settings, notes)
     changes: list[FieldChange] = []
     desired: dict[str, QueueState] = {}
     for queue in queues:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from predictor.planner.decisions import Series
 from predictor.planner.settings import PlannerSettings
 
-__all__ = ["Decided", "allocated_floor", "decide_field", "reclaim_intended", "remember"]
+__all__ = ["Decided", "allocated_floor", "beyond_dead_band", "decide_field", "reclaim_intended", "remember"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,12 @@ def reclaim_intended(*, reclaimable: bool, settings: PlannerSettings) -> bool:
     """Whether deserved may be planned below what a queue holds, so the rest is reclaimable:
     ``planner.deserved_below_allocated`` with ``borrow: idle`` on a reclaimable queue (``allocated_floor``)."""
     return reclaimable and settings.borrow == "idle" and settings.deserved_below_allocated
+
+
+def beyond_dead_band(current: float, wanted: float, settings: PlannerSettings) -> bool:
+    """``wanted`` is further above ``current`` than the dead band (a pending raise's test: a queue a few
+    GPUs short is not starving, and its raise would only take reclaimable room from the others)."""
+    return wanted - current > max(settings.dead_band_abs, settings.dead_band_rel * current)
 
 
 def remember(series: Series, now_s: float, value: float, keep_s: float) -> Series:
@@ -105,8 +111,7 @@ def decide_field(
     if raise_to is None or current is None:
         return limited
     wanted = min(target, raise_to)
-    band = max(settings.dead_band_abs, settings.dead_band_rel * current)
-    if wanted - current > band and (limited.value is None or wanted > limited.value + 1e-9):
+    if beyond_dead_band(current, wanted, settings) and (limited.value is None or wanted > limited.value + 1e-9):
         return Decided(wanted, "pending_raise",
                        f"raised {current:g} → {wanted:g} at once (no step limit or grow window): "
                        f"allocated + pending GPUs {raise_to:g}, target {target:g}",

@@ -92,7 +92,8 @@ class PlannerSettings(BaseModel):
         ge=0,
         description="Event-driven re-plan (0: off): a loop plans again between its hourly cycles, from the same "
         "forecast, when a queue has had at least this many GPUs pending, and more allocated + pending than its "
-        "deserved, for react_after_s (predictor.planner.react).",
+        "deserved, for react_after_s (predictor.planner.react). Honoured by the replay's loop (predictor replay, "
+        "bench/replay.py); predictor loop still plans once per loop.interval_s.",
     )
     react_after_s: float = Field(600.0, ge=0, description="How long pending must last before an event re-plan.")
     headroom: float = Field(0.10, ge=0, le=2, description="Fraction added to deserved and capability targets.")

@@ -102,3 +102,11 @@ def test_the_watch_fires_after_pending_has_lasted_and_only_beyond_deserved() -> 
     assert watch.observe([burst], t0 + 900) == []  # its clock restarted
     assert watch.observe([_queue("a", 1, 1)], t0 + 1200) == []  # pending gone: forgotten
     assert PendingWatch(_settings()).observe([burst], t0 + 10**6) == []  # off by default
+
+
+def test_lift_plans_a_waiting_queue_the_forecast_does_not_cover_yet() -> None:
+    # c is new since the model was trained: no target. Held as no_forecast, unless lift sizes it from its gangs.
+    queues = [_queue("a", 100, 100), _queue("c", 1, 0, pending=30)]
+    held = _plan(_settings(pending_raise="target"), queues, {"a": 100}, 200)
+    assert _deserved(held, "c") == 1 and any(h.queue == "c" and h.code == "no_forecast" for h in held.held)
+    assert _deserved(_plan(_settings(pending_raise="lift"), queues, {"a": 100}, 200), "c") == 30
