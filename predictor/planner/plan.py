@@ -13,15 +13,9 @@ from dataclasses import replace
 
 import pandas as pd
 
+from predictor.planner import pending as pending_rule
 from predictor.planner.decisions import SHAPING_CODES, TARGET_CODES, FieldChange, Hold, Memory, QueuePlan, Series
 from predictor.planner.gangs import hard_bounds
-from predictor.planner.pending import (
-    evidence_targets,
-    fit_pending_raises,
-    lift_to_pending,
-    raise_to,
-    wants_pending_raise,
-)
 from predictor.planner.safety import allocated_floor, children_of, decide_field, depth, remember, scale_guarantees
 from predictor.planner.settings import PROTECTED_QUEUES, PlannerSettings
 from predictor.planner.state import FIELDS, QueueState
@@ -82,8 +76,9 @@ def _plan_queue(
             raw = float(getattr(target, name))
             recs[key] = remember(recs.get(key, ()), now_s, raw, keep)
             floor = allocated_floor(name, allocated, reclaimable=queue.reclaimable, settings=settings)
+            evidence = pending_rule.raise_to(queue, resource, settings) if name == "deserved" else None
             decided = decide_field(name, queue.get(name).get(resource), raw, floor, recs[key], now_s, settings,
-                                   raise_to=raise_to(queue, resource, settings) if name == "deserved" else None)
+                                   raise_to=evidence)
             if raise_only and decided.code != "pending_raise":
                 notes[(queue.name, name, resource)] = ("cooldown", raise_only)
                 continue
@@ -243,9 +238,9 @@ def plan_queues(
     recs: dict[str, Series] = dict((memory or Memory()).recommendations)
     per_queue = _targets_by_queue(targets or {}, allocatable or {})
     if targets is not None:
-        evidence_targets(per_queue, by_name, settings)
+        pending_rule.evidence_targets(per_queue, by_name, settings)
     _borrow(per_queue, by_name, allocatable or {}, settings)
-    lift_to_pending(per_queue, by_name, settings)
+    pending_rule.lift_to_pending(per_queue, by_name, settings)
     if settings.fit_deserved_to_cluster:
         _fit_deserved(per_queue, queues, allocatable or {}, settings)
     held: list[Hold] = []
@@ -260,7 +255,7 @@ def plan_queues(
         hold = _why_not_planned(queue, per_queue.get(queue.name), settings, now_s, last_changed or {}, own, recs)
         # A cooldown guards against evicting twice in a row; a raise for waiting gangs evicts nothing itself.
         raise_only = hold is not None and hold.code == "cooldown" and \
-            wants_pending_raise(queue, per_queue.get(queue.name), settings)
+            pending_rule.wants_pending_raise(queue, per_queue.get(queue.name), settings)
         if hold is not None and not raise_only:
             held.append(hold)
             continue
@@ -269,7 +264,7 @@ def plan_queues(
             cooling.add(queue.name)
         after[queue.name] = _plan_queue(queue, per_queue[queue.name], settings, now_s, recs, notes, raised=raised,
                                         raise_only=hold.reason if hold is not None else "")
-    fit_pending_raises(by_name, raised, after, allocatable or {}, notes, settings)
+    pending_rule.fit_pending_raises(by_name, raised, after, allocatable or {}, notes, settings)
     _hierarchy(by_name, managed, before, after, notes)
     _guarantee_sum(by_name, managed - cooling, before, after, allocatable or {}, settings, notes)
     changes: list[FieldChange] = []
