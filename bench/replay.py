@@ -5,6 +5,7 @@ Usage: .venv/bin/python bench/replay.py [--weeks 4] [--sizing drain|mean] [--loa
                                         [--seed 0] [--borrow idle|forecast] [--objective]
                                         [--wait-gpu-h W] [--reclaim-gpu-h R]
                                         [--deserved-below-allocated] [--guarantee-within-demand]
+                                        [--pending-raise] [--react-pending-gpus N] [--react-after-min M]
 
 Cluster size ("demand close to capacity"), one rule for every trace (``--sizing``):
 
@@ -207,8 +208,8 @@ def run_trace(name: str, jobs: pd.DataFrame, start: pd.Timestamp, weeks: float, 
           f"capacity) {hourly:.1%}; work-conserving fluid bound (backlog carried, no gangs) {fluid:.1%}; "
           f"quota-free scheduler (one queue, same gangs and nodes) {free['allocation']:.1%} "
           f"(p95 wait {free['wait_p95_min']:,.0f} min). 89 % is {verdict} on this trace.\n")
-    print("| policy | " + " | ".join(COLUMNS) + " | changed requests | quota changes | s |")
-    print("|---|" + "---:|" * (len(COLUMNS) + 3))
+    print("| policy | " + " | ".join(COLUMNS) + " | changed requests | quota changes | react cycles | s |")
+    print("|---|" + "---:|" * (len(COLUMNS) + 4))
     results: dict[str, dict[str, float]] = {}
     for policy in policies:
         t0 = time.perf_counter()
@@ -219,7 +220,7 @@ def run_trace(name: str, jobs: pd.DataFrame, start: pd.Timestamp, weeks: float, 
         cells = [f"{r.summary[c]:.3f}" if c in ("allocation", "utilisation", "fragmentation") else
                  f"{r.summary[c]:,.1f}" for c in COLUMNS]
         print(f"| {policy} | " + " | ".join(cells) + f" | {r.rightsized_jobs:,} | {r.quota_changes:,} | "
-              f"{seconds:,.0f} |", flush=True)
+              f"{r.react_cycles:,} | {seconds:,.0f} |", flush=True)
     goals(results, fluid, free["allocation"])
     return results
 
@@ -276,6 +277,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--guarantee-within-demand", action="store_true",
                         help="planner.guarantee_within_demand: no guarantee above what a queue holds or its pending "
                         "gangs ask for.")
+    parser.add_argument("--pending-raise", choices=("off", "target", "lift"), default="off",
+                        help="planner.pending_raise: a deserved raise toward allocated + pending GPUs skips the max "
+                        "step, dead band and cooldown (cuts keep them); capped by the deserved target (target) or "
+                        "with the target lifted to it before the fit (lift).")
+    parser.add_argument("--react-pending-gpus", type=float, default=0.0,
+                        help="planner.react_pending_gpus: re-plan between hourly cycles when a queue has this many "
+                        "GPUs pending beyond its deserved for --react-after-min (0: hourly only).")
+    parser.add_argument("--react-after-min", type=float, default=10.0,
+                        help="planner.react_after_s in minutes (with --react-pending-gpus).")
     parser.add_argument("--objective", action="store_true",
                         help="Plan deserved and guarantee with planner.objective (the newsvendor, default costs).")
     parser.add_argument("--wait-gpu-h", type=float, default=None,
@@ -291,11 +301,17 @@ def main(argv: list[str] | None = None) -> int:
     planner = PlannerSettings.model_validate({"borrow": args.borrow, "deserved_below_allocated":
                                               args.deserved_below_allocated,
                                               "guarantee_within_demand": args.guarantee_within_demand,
+                                              "pending_raise": args.pending_raise,
+                                              "react_pending_gpus": args.react_pending_gpus,
+                                              "react_after_s": 60 * args.react_after_min,
                                               "objective": Objective.model_validate(costs)
                                               if args.objective or costs else None})
     print(f"sizing: {args.sizing}; planner.borrow: {args.borrow}; "
           f"planner.deserved_below_allocated: {planner.deserved_below_allocated}; "
-          f"planner.guarantee_within_demand: {planner.guarantee_within_demand}; planner.objective: {planner.objective}")
+          f"planner.guarantee_within_demand: {planner.guarantee_within_demand}; "
+          f"planner.objective: {planner.objective}; planner.pending_raise: {planner.pending_raise}; "
+          f"planner.react_pending_gpus: {planner.react_pending_gpus:g}; "
+          f"planner.react_after_s: {planner.react_after_s:g}")
     policies = [p for p in args.policies.split(",") if p]
     loaders = {"philly": philly, "alibaba": alibaba, "synthetic": synthetic}
     for name in args.datasets.split(","):

@@ -22,6 +22,7 @@ REASON_CODES = (
     "forecast", "dead_band", "max_step", "cooldown", "stabilising", "below_allocated", "ordering",
     "parent_sum", "guarantee_sum", "capacity", "protected", "opted_out", "no_forecast", "stale_data",
     "missing_model", "source_down", "invalid_state", "capacity_drop", "demand", "borrow", "guarantee_held",
+    "pending_raise",
     *SHAPING_CODES,
 )
 # Codes of a change that went to its target unclipped, naming what set the target (predictor.planner.demand_rule).

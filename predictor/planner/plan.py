@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from predictor.planner import pending as pending_rule
 from predictor.planner.decisions import SHAPING_CODES, TARGET_CODES, FieldChange, Hold, Memory, QueuePlan, Series
 from predictor.planner.gangs import hard_bounds
 from predictor.planner.safety import allocated_floor, children_of, decide_field, depth, remember, scale_guarantees
@@ -58,7 +59,12 @@ def _plan_queue(
     now_s: float,
     recs: dict[str, Series],
     notes: Notes,
+    *,
+    raised: dict[tuple[str, str], float],
+    raise_only: str = "",
 ) -> Values:
+    """``raise_only`` (a cooldown's reason): only deserved raises backed by pending gangs apply. Each such
+    raise records in ``raised`` the value it falls back to (``pending.fit_pending_raises``)."""
     values = _values(queue)
     keep = 2 * max(settings.shrink_window_s, settings.grow_window_s)
     fields = FIELDS if settings.set_guarantee else ("deserved", "capability")
@@ -70,7 +76,16 @@ def _plan_queue(
             raw = float(getattr(target, name))
             recs[key] = remember(recs.get(key, ()), now_s, raw, keep)
             floor = allocated_floor(name, allocated, reclaimable=queue.reclaimable, settings=settings)
-            decided = decide_field(name, queue.get(name).get(resource), raw, floor, recs[key], now_s, settings)
+            evidence = pending_rule.raise_to(queue, resource, settings) if name == "deserved" else None
+            decided = decide_field(name, queue.get(name).get(resource), raw, floor, recs[key], now_s, settings,
+                                   raise_to=evidence)
+            if raise_only and decided.code != "pending_raise":
+                notes[(queue.name, name, resource)] = ("cooldown", raise_only)
+                continue
+            if decided.code == "pending_raise":
+                held = queue.get(name).get(resource)
+                raised[(queue.name, resource)] = held if raise_only and held is not None else \
+                    float(decided.limited if decided.limited is not None else raw)
             if decided.value is not None:
                 values[name][resource] = decided.value
             code, note = shaped.get(name, (target.code(name), f"{name} target {raw:g} from {target.basis_for(name)}"))
@@ -81,7 +96,7 @@ def _plan_queue(
         guaranteed = values["guarantee"].get(resource)
         asked = allocated + queue.pending.get(resource, 0.0)
         if settings.guarantee_within_demand and "guarantee" in fields and guaranteed is not None \
-                and guaranteed > asked:
+                and guaranteed > asked and not raise_only:
             values["guarantee"][resource] = asked
             notes[(queue.name, "guarantee", resource)] = (
                 "guarantee_held", f"lowered to {asked:g} GPUs allocated or pending: a guarantee nobody asks for "
@@ -222,7 +237,10 @@ def plan_queues(
     by_name = {q.name: q for q in queues}
     recs: dict[str, Series] = dict((memory or Memory()).recommendations)
     per_queue = _targets_by_queue(targets or {}, allocatable or {})
+    if targets is not None:
+        pending_rule.evidence_targets(per_queue, by_name, settings)
     _borrow(per_queue, by_name, allocatable or {}, settings)
+    pending_rule.lift_to_pending(per_queue, by_name, settings)
     if settings.fit_deserved_to_cluster:
         _fit_deserved(per_queue, queues, allocatable or {}, settings)
     held: list[Hold] = []
@@ -230,16 +248,25 @@ def plan_queues(
     before = {n: _values(q) for n, q in by_name.items()}
     after = {n: _values(q) for n, q in by_name.items()}
     managed: set[str] = set()
+    raised: dict[tuple[str, str], float] = {}
+    cooling: set[str] = set()  # planned raise-only in their cooldown: no other rule may move them
     for queue in queues:
         own = hold_all or (held_queues or {}).get(queue.name)
         hold = _why_not_planned(queue, per_queue.get(queue.name), settings, now_s, last_changed or {}, own, recs)
-        if hold is not None:
+        # A cooldown guards against evicting twice in a row; a raise for waiting gangs evicts nothing itself.
+        raise_only = hold is not None and hold.code == "cooldown" and \
+            pending_rule.wants_pending_raise(queue, per_queue.get(queue.name), settings)
+        if hold is not None and not raise_only:
             held.append(hold)
             continue
         managed.add(queue.name)
-        after[queue.name] = _plan_queue(queue, per_queue[queue.name], settings, now_s, recs, notes)
+        if raise_only:
+            cooling.add(queue.name)
+        after[queue.name] = _plan_queue(queue, per_queue[queue.name], settings, now_s, recs, notes, raised=raised,
+                                        raise_only=hold.reason if hold is not None else "")
+    pending_rule.fit_pending_raises(by_name, raised, after, allocatable or {}, notes, settings)
     _hierarchy(by_name, managed, before, after, notes)
-    _guarantee_sum(by_name, managed, before, after, allocatable or {}, settings, notes)
+    _guarantee_sum(by_name, managed - cooling, before, after, allocatable or {}, settings, notes)
     changes: list[FieldChange] = []
     desired: dict[str, QueueState] = {}
     for queue in queues:

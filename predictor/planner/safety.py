@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from predictor.planner.decisions import Series
 from predictor.planner.settings import PlannerSettings
 
-__all__ = ["Decided", "allocated_floor", "decide_field", "reclaim_intended", "remember"]
+__all__ = ["Decided", "allocated_floor", "beyond_dead_band", "decide_field", "reclaim_intended", "remember"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class Decided:
     value: float | None
     code: str = ""
     note: str = ""
+    limited: float | None = None  # a pending raise's value under every limit (what it falls back to)
 
 
 def allocated_floor(field_name: str, allocated: float, *, reclaimable: bool, settings: PlannerSettings) -> float:
@@ -51,6 +52,12 @@ def reclaim_intended(*, reclaimable: bool, settings: PlannerSettings) -> bool:
     """Whether deserved may be planned below what a queue holds, so the rest is reclaimable:
     ``planner.deserved_below_allocated`` with ``borrow: idle`` on a reclaimable queue (``allocated_floor``)."""
     return reclaimable and settings.borrow == "idle" and settings.deserved_below_allocated
+
+
+def beyond_dead_band(current: float, wanted: float, settings: PlannerSettings) -> bool:
+    """``wanted`` is further above ``current`` than the dead band (a pending raise's test: a queue a few
+    GPUs short is not starving, and its raise would only take reclaimable room from the others)."""
+    return wanted - current > max(settings.dead_band_abs, settings.dead_band_rel * current)
 
 
 def remember(series: Series, now_s: float, value: float, keep_s: float) -> Series:
@@ -88,8 +95,40 @@ def decide_field(
     series: Series,
     now_s: float,
     settings: PlannerSettings,
+    *,
+    raise_to: float | None = None,
 ) -> Decided:
-    """The value ``field_name`` may take this cycle given its raw ``target`` (already in ``series``)."""
+    """The value ``field_name`` may take this cycle given its raw ``target`` (already in ``series``).
+
+    ``raise_to`` (``planner.pending_raise``: the GPUs a queue holds plus those its pending gangs ask for) lets
+    a raise up to ``min(target, raise_to)`` skip the stabilisation window and max step: raising a waiting
+    queue's share evicts nothing by itself, it only lets Volcano's reclaim act for that queue, so waiting an
+    hour per step costs wait and buys no safety. It applies only where that shortfall is wider than the dead
+    band (a queue a few GPUs short is not starving, and its raise would only take reclaimable room from the
+    others). Anything beyond that evidence, and every cut, keeps the limits.
+    """
+    limited = _decide_limited(field_name, current, target, allocated, series, now_s, settings)
+    if raise_to is None or current is None:
+        return limited
+    wanted = min(target, raise_to)
+    if beyond_dead_band(current, wanted, settings) and (limited.value is None or wanted > limited.value + 1e-9):
+        return Decided(wanted, "pending_raise",
+                       f"raised {current:g} → {wanted:g} at once (no step limit or grow window): "
+                       f"allocated + pending GPUs {raise_to:g}, target {target:g}",
+                       limited=current if limited.value is None else limited.value)
+    return limited
+
+
+def _decide_limited(
+    field_name: str,
+    current: float | None,
+    target: float,
+    allocated: float,
+    series: Series,
+    now_s: float,
+    settings: PlannerSettings,
+) -> Decided:
+    """``decide_field`` under every limit: window, dead band, max step, allocated floor."""
     if current is None:
         # Unset means unbounded (capability) or not managed yet: the first value may be set outright,
         # but never below what the queue already holds.

@@ -79,6 +79,23 @@ class PlannerSettings(BaseModel):
         "(Volcano's realCapability = total − Σ guarantee + own), so a guaranteed GPU nobody in the queue asks for "
         "sits idle while other queues' jobs wait (docs/design.md, 'Guarantees nobody asks for').",
     )
+    pending_raise: Literal["off", "target", "lift"] = Field(
+        "off",
+        description="Raise a waiting queue's deserved toward what its pending gangs ask for (allocated + pending GPUs) "
+        "in one cycle, without the max step, dead band, grow window or cooldown: a raise only lets Volcano's reclaim "
+        "act for a queue that waits; cuts keep every limit, since they evict. target: up to the queue's (fitted) "
+        "deserved target at most; lift: the target itself is lifted to allocated + pending (capped by the "
+        "capability target and pool) before Σ deserved is fitted to the cluster (docs/design.md, 'Reaction time').",
+    )
+    react_pending_gpus: float = Field(
+        0.0,
+        ge=0,
+        description="Event-driven re-plan (0: off): a loop plans again between its hourly cycles, from the same "
+        "forecast, when a queue has had at least this many GPUs pending, and more allocated + pending than its "
+        "deserved, for react_after_s (predictor.planner.react). Honoured by the replay's loop (predictor replay, "
+        "bench/replay.py); predictor loop still plans once per loop.interval_s.",
+    )
+    react_after_s: float = Field(600.0, ge=0, description="How long pending must last before an event re-plan.")
     headroom: float = Field(0.10, ge=0, le=2, description="Fraction added to deserved and capability targets.")
     fit_deserved_to_cluster: bool = Field(
         True,

@@ -19,13 +19,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import pandas as pd
 
 from predictor.errors import InputError
 from predictor.planner import Memory, PlannerSettings, QueueState, plan_cycle
+from predictor.planner.react import PendingWatch
 from predictor.replay.demand import History, OracleForecaster, WeeklyAuto, zero_wait_demand
 from predictor.replay.measures import FragmentationSampler, summarise
 from predictor.replay.rightsize import rightsized_jobs, used_gpus
@@ -38,6 +39,9 @@ POLICIES = ("static-hard", "static-elastic", "loop", "rightsize+loop", "oracle")
 PLANNED = ("loop", "rightsize+loop", "oracle")
 HOUR = pd.Timedelta(hours=1)
 WEEK = pd.Timedelta(days=7)
+# How often the replayed controller looks at pending GPUs between hourly cycles (planner.react_pending_gpus):
+# a controller's resync period; the scheduler itself runs every ``Scheduler.period_s`` regardless.
+TICK = pd.Timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ class ReplayResult:
     cycles: int = 0
     held_cycles: int = 0
     quota_changes: int = 0
+    react_cycles: int = 0  # event-driven re-plans between hourly cycles (planner.react_pending_gpus)
 
 
 class _Forecaster(Protocol):
@@ -115,11 +120,12 @@ def replay(jobs: pd.DataFrame, settings: ReplaySettings) -> ReplayResult:
     specs = static_queues(window, start, total, hard=settings.policy != "static-elastic")
     out = ReplayResult(summary={}, queues=specs, rightsized_jobs=changed)
 
-    def plan_with(sched: Scheduler) -> _Hook | None:
+    def plan_with(sched: Scheduler) -> _Hooks | None:
         if settings.policy not in PLANNED:
             return None
         planner = _Planner(sched, specs, settings, window, start, end, total)
-        return lambda t: planner.cycle(t, out)
+        tick = (lambda t: planner.react(t, out)) if settings.planner.react_pending_gpus > 0 else None
+        return _Hooks(lambda t: planner.cycle(t, out), tick)
 
     out.summary, out.schedule = _run(table, specs, cluster, settings, start, end, used_by_job, plan_with)
     return out
@@ -142,21 +148,34 @@ def replay_quotas(jobs: pd.DataFrame, specs: list[QueueSpec], settings: ReplaySe
 _Hook = Callable[[pd.Timestamp], None]
 
 
+class _Hooks(NamedTuple):
+    """What a policy does on the hour, and at every ``TICK`` between hours (``None``: nothing)."""
+
+    hourly: _Hook
+    tick: _Hook | None
+
+
 def _run(table: pd.DataFrame, specs: list[QueueSpec], cluster: ClusterSpec, settings: ReplaySettings,
          start: pd.Timestamp, end: pd.Timestamp, used_by_job: pd.Series,
-         hook: Callable[[Scheduler], _Hook | None]) -> tuple[dict[str, float], SchedulerResult]:
+         hook: Callable[[Scheduler], _Hooks | None]) -> tuple[dict[str, float], SchedulerResult]:
     """Schedule ``table`` from a week before ``start`` to ``end``, sampling fragmentation and calling the
-    policy hook every hour of the window; the summary over ``[start, end)``."""
+    policy hooks every hour of the window (and every ``TICK`` between, if it has one); the summary over
+    ``[start, end)``."""
     volcano = VolcanoSettings(reclaim=True, preempt=True, checkpoint_s=settings.checkpoint_s,
                               restart_s=settings.restart_s)
     sched = Scheduler(table, cluster, specs, start=start - WEEK, volcano=volcano)
     sampler = FragmentationSampler(table["num_gpus"].to_numpy(), cluster.gpus_per_node)
-    cycle = hook(sched)
+    hooks = hook(sched)
     for t in pd.date_range(start, end, freq="h", inclusive="left"):
         sched.run_until(t)
         sampler.sample(sched.free_per_node())
-        if cycle is not None:
-            cycle(t)
+        if hooks is None:
+            continue
+        hooks.hourly(t)
+        if hooks.tick is not None:
+            for u in pd.date_range(t + TICK, min(t + HOUR, end), freq=TICK, inclusive="left"):
+                sched.run_until(u)
+                hooks.tick(u)
     sched.run_until(end)
     result = sched.result()
     used = np.minimum(used_by_job.reindex(sched.jobs["job_id"].to_numpy()).fillna(1).to_numpy(),
@@ -181,6 +200,7 @@ class _Planner:
             if settings.policy == "oracle" else WeeklyAuto()
         self.memory = Memory()
         self.last_changed: dict[str, float] = {}
+        self.watch = PendingWatch(settings.planner)
 
     def states(self) -> list[QueueState]:
         allocated, pending = self.sched.allocated, self.sched.pending
@@ -194,11 +214,21 @@ class _Planner:
         self.history.observe(t, self.sched.allocated, self.sched.pending)
         if (t - self.start) % WEEK == pd.Timedelta(0):
             self.forecaster.retrain(self.history.until(t - HOUR))
+        self._plan(t, out)
+        out.cycles += 1
+
+    def react(self, t: pd.Timestamp, out: ReplayResult) -> None:
+        """Between hourly cycles: re-plan from the same forecast (no retrain, no new history sample) when
+        a queue has waited long enough beyond its deserved (``PendingWatch``)."""
+        if self.watch.observe(self.states(), t.timestamp()):
+            self._plan(t, out)
+            out.react_cycles += 1
+
+    def _plan(self, t: pd.Timestamp, out: ReplayResult) -> None:
         forecast = self.forecaster.forecast(self.history.until(t), now=t, horizon=self.horizon)
         plan, hold = plan_cycle(self.states(), forecast, self.settings, now=t, allocatable={self.resource: self.total},
                                 memory=self.memory, last_changed=self.last_changed)
         self.memory = plan.memory
-        out.cycles += 1
         out.held_cycles += hold is not None
         r = self.resource
         for name, state in plan.desired.items():

@@ -153,10 +153,32 @@ def test_no_shrink_within_the_shrink_window_after_a_grow(targets: list[float]) -
         queue, memory = plan.desired["q"], plan.memory
 
 
-def replace_policy(**changes: float) -> PlannerSettings:
+def replace_policy(**changes: object) -> PlannerSettings:
     return PlannerSettings.model_validate({**POLICY.model_dump(), **changes})
 
 
 def test_replace_keeps_frozen_state() -> None:
     q = QueueState(name="a", deserved={GPU: 1.0})
     assert replace(q, weight=3).deserved == {GPU: 1.0}
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_pending_raises_keep_every_invariant_and_cuts_keep_their_limits(data: st.DataObject) -> None:
+    queues = [replace(q, pending={GPU: float(data.draw(st.integers(0, 150)))}) for q in data.draw(clusters())]
+    raw = targets_for(data.draw, queues)
+    allocatable = {GPU: float(data.draw(st.integers(0, 1200)))}
+    policy = replace_policy(pending_raise=data.draw(st.sampled_from(["target", "lift"])))
+    recent = {q.name: 1e9 - 600 for q in queues if data.draw(st.booleans())}  # in their cooldown
+    plan = plan_queues(queues, targets_from_mapping(raw), policy, now=1e9, allocatable=allocatable,
+                       last_changed=recent)
+    assert check_invariants(queues, dict(plan.desired), allocatable) == []
+    live = {q.name: q for q in queues}
+    for change in plan.changes:
+        q = live[change.queue]
+        if change.field == "deserved" and change.before is not None and change.after < change.before:
+            assert change.queue not in recent and change.before - change.after <= step_of(change.before) + 1e-9
+        if change.code == "pending_raise":
+            assert change.after <= q.allocated[GPU] + q.pending[GPU] + 1e-9, change
+        elif change.queue in recent:  # a queue in its cooldown moves only for its pending gangs (or ordering)
+            assert change.code in ("ordering", "parent_sum"), change

@@ -126,3 +126,24 @@ def test_deserved_below_allocated_keeps_what_a_queue_holds_above_its_planned_sha
     kept, reclaimed = summaries[False], summaries[True]
     assert kept["reclaims"] == 0 and kept["wait_p95_min"] > 20 * 60
     assert reclaimed["reclaims"] > 0 and reclaimed["pending_gpu_h"] < kept["pending_gpu_h"]
+
+
+def test_a_reacting_loop_raises_a_waiting_queue_within_minutes_not_at_the_next_hour():
+    # 16 GPUs, a holds 14 for 30 h; b's 12 one-GPU jobs arrive at 8.2 h, when b's deserved has been cut to 0
+    # (nothing of b ran for a week). Hourly, b's deserved rises at the 9 h cycle at the earliest; a loop that
+    # watches pending GPUs (planner.react_pending_gpus) with planner.pending_raise lifts it minutes after.
+    history = [(-100 + i, q, 8, 0.5) for i in range(0, 20, 2) for q in ("a", "b")]
+    jobs = _jobs([*history, *[(0, "a", 1, 30)] * 14, *[(8.2, "b", 1, 1)] * 12])
+    runs = {}
+    for react in (False, True):
+        planner = PlannerSettings.model_validate({"pending_raise": "lift", "react_pending_gpus": 4 if react else 0})
+        runs[react] = replay(jobs, ReplaySettings(nodes=2, start=START, weeks=0.5 / 7, policy="loop", planner=planner))
+    for react, run in runs.items():
+        s = run.schedule
+        assert s is not None
+        b = s.queue_names.index("b")
+        raised = [t for t, before, after in zip(s.quota_s[1:], s.deserved[:-1, b], s.deserved[1:, b], strict=True)
+                  if after > before and t >= START.timestamp() + 8.2 * 3600]
+        delay_min = (raised[0] - (START.timestamp() + 8.2 * 3600)) / 60
+        assert (delay_min <= 15) == react, (react, delay_min)
+    assert runs[False].react_cycles == 0 and runs[True].react_cycles > 0
