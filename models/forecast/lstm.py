@@ -14,10 +14,10 @@ recoveries look like. Design choices, each for a reason:
 * Loss only on observed targets; time-ordered validation origins drive early stopping; a fixed seed and
   bounded torch threads make fits reproducible and polite on shared machines; CUDA when present.
 * Bagging (``bags``, off by default): ``bags`` networks, each trained on its own seeded random
-  ``1/bags`` of the training origins (so the same number of training samples as one network, about the
-  same cost), served as the mean of their quantile outputs. Networks trained on a dozen queues are
-  high-variance (three seeds of one fit on sim3: 1.023–1.076 of seasonal mean 24's MAE); the mean of
-  three bagged networks was 0.955 (docs/design.md, "Forecasting").
+  ``1/bags`` of the training origins (together the samples of one network; the cost was not timed under
+  control), served as the mean of their quantile outputs. Networks trained on a dozen queues are
+  high-variance (three seeds of one fit on sim3: 1.023–1.076 of seasonal mean 24's MAE); ``bags=3`` scored
+  0.930 (docs/design.md, "Forecasting", where the whole bench says why it is still off).
 
 Warm start (``init_state``, the ``net_.state_dict()`` of an LSTM fitted on other histories, e.g. other
 clusters): training starts from those weights instead of random ones, and early stopping starts from them
