@@ -28,9 +28,9 @@ def test_auto_trains_the_lstm_once_for_its_backtest_and_once_to_serve(monkeypatc
     trained: list[int] = []
     original = LSTMForecaster._train
 
-    def counting(self: LSTMForecaster, data: dict[str, Any], q: Any) -> Any:
+    def counting(self: LSTMForecaster, data: dict[str, Any], q: Any, seed: int) -> Any:
         trained.append(len(data["seq"]))
-        return original(self, data, q)
+        return original(self, data, q, seed)
 
     monkeypatch.setattr(LSTMForecaster, "_train", counting)
     model = auto.AutoForecaster(windows=WINDOWS, step=STEP, horizon=H, candidate_params={"lstm": TINY_LSTM})
