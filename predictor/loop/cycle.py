@@ -419,15 +419,15 @@ class Loop:
                 if self.react.enabled:
                     wait_and_watch(self.settings.loop.interval_s, self.clock, stop, sleep,
                                    min(renew_every_s, self.react.poll_s), renew=lambda: self.lead(self.clock()),
-                                   watch=self._watch)
+                                   watch=self.watch_pending)
                 else:
                     wait_for_next_cycle(self.settings.loop.interval_s, self.clock, stop, sleep, renew_every_s,
                                         renew=lambda: self.lead(self.clock()))
         finally:
             self.close()
 
-    def _watch(self) -> None:
-        """Between slots: poll queues and pending, and re-plan now if a queue triggers; never raises."""
+    def watch_pending(self) -> None:
+        """Between slots, as the leader: poll queues and pending, re-plan now if a queue triggers; never raises."""
         try:
             fired = self.react.poll(self.clock())
             if fired:
