@@ -19,7 +19,8 @@ from predictor.actuators.audit import AuditLog
 from predictor.actuators.volcano import VolcanoActuator
 from predictor.config import load_settings
 from predictor.errors import ConfigError, DataSourceError
-from predictor.loop import KubeCluster, Loop
+from predictor.loop import FileLock, KubeCluster, Loop
+from predictor.loop.fleet import FleetLoop, cluster_settings
 from predictor.loop.react import pending_gpus, react_cycle, with_pending
 from predictor.planner import QueueState
 from predictor.planner.workload import JobSummary, Workload
@@ -198,6 +199,32 @@ def test_a_failing_read_between_slots_keeps_the_loop_waiting(fake: FakeApiServer
     assert done(records) == ["2026-11-02T10:00:00Z", "2026-11-02T11:00:00Z"]
     assert not [r for r in records if r["outcome"] in ("react", "failed")]
     assert loop.metrics.react_read_failures._value.get() == 45  # one per poll: 40 before 11:00, 5 after
+
+
+def test_a_fleet_replans_between_slots_only_the_cluster_whose_queue_waits(tmp_path: Path) -> None:
+    clock = Clock(NOW)
+    settings = load_settings(None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl",
+                                              "plan_dir": tmp_path / "plans"}, planner=REACT)
+    audit = AuditLog(settings.actuators.audit_log)
+    lock = FileLock(audit.path.with_name(audit.path.name + ".lock"), identity="pod-1")
+    never = NOW + pd.Timedelta(days=1)  # cluster b's gangs never wait
+    with serve_team_queues() as a, serve_team_queues() as b, \
+            client.ApiClient(client.Configuration(host=a.url)) as api_a, \
+            client.ApiClient(client.Configuration(host=b.url)) as api_b:
+        loops = [Loop(cluster_settings(settings, name), cluster=KubeCluster(VolcanoActuator(api, timeout_s=2)),
+                      history=History({"team-a": 22, "team-b": 41}), forecaster=Flat(), clock=clock,
+                      workload=Jobs(burst=burst), name=name, lock=lock, audit=audit)
+                 for name, api, burst in (("a", api_a, BURST), ("b", api_b, never))]
+        FleetLoop(loops, lock=lock).run_forever(lambda: clock.at >= END, sleep=clock.sleep)
+        assert a.patches() == [] and b.patches() == []
+    records = audit.read()
+    react = [r for r in records if r["outcome"] == "react"]
+    assert [(r["cluster"], "team-a" in r["reason"]) for r in react] == [("a", True)]
+    for cluster in ("a", "b"):
+        slots = [r["cycle"] for r in records if r["outcome"] == "cycle-done" and r["cluster"] == cluster
+                 and "+react-" not in r["cycle"]]
+        assert slots == ["2026-11-02T10:00:00Z", "2026-11-02T11:00:00Z"]
+    assert loops[0].metrics.react_cycles._value.get() == 1 and loops[1].metrics.react_cycles._value.get() == 0
 
 
 @pytest.mark.parametrize("poll_s", [0, 0.5, 3601])
