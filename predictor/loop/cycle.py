@@ -202,8 +202,8 @@ class Loop:
 
     def run_react(self, queues: list[str]) -> CycleReport:
         """A re-plan between slots for ``queues`` (``predictor.loop.react``), with its own cycle id. Its inputs
-        are a slot's: the served model is updated on fresh history, never refitted, so this costs a history
-        read and a prediction. Cooldowns, dead band and step are the planner's, as in every cycle."""
+        are a slot's: the registered model is served (updated on fresh history, never refitted), so this costs
+        a history read and a prediction. Cooldowns, dead band and step are the planner's, as in every cycle."""
         started = time.perf_counter()
         now = self.clock()
         cycle = react_cycle(cycle_slot(now, self.settings.loop.interval_s), now)
