@@ -178,6 +178,12 @@ class LoopSettings(BaseModel):
         "The holder renews it every cycle and every 20 s while it waits, so a dead loop is replaced within "
         "this time plus one interval.",
     )
+    react_poll_s: float = Field(
+        60.0, ge=1, le=3600,
+        description="With planner.react_pending_gpus > 0: how often the leader reads queues and pending GPUs "
+        "while it waits for the next interval slot, and re-plans at once when a queue has waited beyond its "
+        "deserved for planner.react_after_s (predictor.loop.react). Unused while react_pending_gpus is 0.",
+    )
 
     @property
     def ready_within_s(self) -> float:

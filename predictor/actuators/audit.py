@@ -39,7 +39,8 @@ class AuditRecord:
     after: Any
     reason: str
     mode: str
-    outcome: str  # intent | applied | dry-run-ok | planned | held | rejected | conflict | failed | cycle-done
+    # intent | applied | dry-run-ok | planned | held | rejected | conflict | failed | cycle-done | xdp | react
+    outcome: str
     code: str = ""
     resource: str | None = None
     unix: float = 0.0

@@ -39,6 +39,7 @@ from predictor.loop.demand import DemandPrediction, DemandReader, model_uri
 from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader, ReportsServing, WorkloadReader
 from predictor.loop.leader import FileLock, Leader
 from predictor.loop.metrics import LoopMetrics
+from predictor.loop.react import ReactWatch, react_cycle, wait_and_watch, with_pending
 from predictor.loop.seams import QueueActuator
 from predictor.loop.xdp import XdpLoop
 from predictor.planner import (
@@ -129,6 +130,7 @@ class Loop:
         self._forever = False  # run_forever keeps the local lock between cycles; run_once alone does not
         self.xdp = xdp  # the XDP agents' inputs (predictor.loop.xdp), published each cycle when wired
         self._plan_files = PlanDirMemo()  # unchanged plan files are neither rendered nor read again
+        self.react = ReactWatch(settings, cluster, workload, self.metrics)  # planner.react_pending_gpus
 
     def lead(self, now: pd.Timestamp) -> str:
         """Take or renew every lock; ``""`` when this instance may act, else why it stands by."""
@@ -198,8 +200,24 @@ class Loop:
             return report
         return self._run_locked(now, cycle, report, force, started)
 
+    def run_react(self, queues: list[str]) -> CycleReport:
+        """A re-plan between slots for ``queues`` (``predictor.loop.react``), with its own cycle id. Its inputs
+        are a slot's: the registered model is served (updated on fresh history, never refitted), so this costs
+        a history read and a prediction. Cooldowns, dead band and step are the planner's, as in every cycle."""
+        started = time.perf_counter()
+        now = self.clock()
+        cycle = react_cycle(cycle_slot(now, self.settings.loop.interval_s), now)
+        report = CycleReport(cycle=cycle, mode=self.mode)
+        report.standby = self.lead(now)
+        if report.standby:
+            self.metrics.cycles.labels(result="standby").inc()
+            return report
+        self.audit.append([self._record(now, cycle, "*", "react", self.react.reason(queues), code="react")])
+        self.metrics.react_cycles.inc()
+        return self._run_locked(now, cycle, report, False, started, replan=True)
+
     def _run_locked(self, now: pd.Timestamp, cycle: str, report: CycleReport, force: bool,
-                    started: float) -> CycleReport:
+                    started: float, *, replan: bool = False) -> CycleReport:
         # Read after taking the lock: a loop that just finished this slot has written its cycle-done.
         if not force and cycle in self.audit.done_cycles(self.name):
             report.skipped = True
@@ -208,7 +226,7 @@ class Loop:
             report.recovered = self.recover(now)
             for record in report.recovered:
                 self.metrics.changes.labels(mode=record.mode, outcome=record.outcome).inc()
-            self._cycle(now, cycle, report)
+            self._cycle(now, cycle, report, replan=replan)
         except PredictorError:
             self.metrics.cycles.labels(result="error").inc()
             raise
@@ -248,8 +266,8 @@ class Loop:
             why = f"demand unavailable: {exc}".splitlines()[0]
             return DemandPrediction(pd.DataFrame(), dict.fromkeys(sorted(history[ID].astype(str).unique()), why))
 
-    def _cycle(self, now: pd.Timestamp, cycle: str, report: CycleReport) -> None:
-        if self.xdp is not None:  # independent of the queue plan: its own reads, its own failures
+    def _cycle(self, now: pd.Timestamp, cycle: str, report: CycleReport, *, replan: bool = False) -> None:
+        if self.xdp is not None and not replan:  # independent of the queue plan (a re-plan is about queues only)
             self._drive_xdp(now, cycle)
         psettings = self.settings.planner
         inputs = self._inputs(now)
@@ -266,6 +284,7 @@ class Loop:
             self.metrics.cycles.labels(result="held").inc()
             return
         workload = self._workload(now)
+        queues = with_pending(queues, workload, psettings.resource)  # unknown (no workload): left empty
         state = read_state(self.state_path)
         memory = Memory.from_json(state.get("memory", {}))
         reference = capacity.reference(state.get("capacity"), allocatable, now, psettings)
@@ -386,7 +405,9 @@ class Loop:
         """Cycle every ``loop.interval_s`` until ``stop()``; an error in one cycle never ends the loop.
 
         Between cycles the wait is cut into steps of at most ``renew_every_s`` that renew the locks, so a
-        Lease shorter than the interval stays held; a standby instance tries to take it at each step.
+        Lease shorter than the interval stays held; a standby instance tries to take it at each step. With
+        ``planner.react_pending_gpus`` on, the steps are at most ``loop.react_poll_s`` too, and the leader
+        re-plans between slots when a queue has waited long enough (``predictor.loop.react``).
         """
         self._forever = True
         try:
@@ -395,10 +416,24 @@ class Loop:
                     self.run_once()
                 except Exception as exc:  # one bad cycle (even a bug) must not end the loop
                     self.fail(exc)
-                wait_for_next_cycle(self.settings.loop.interval_s, self.clock, stop, sleep, renew_every_s,
-                                    renew=lambda: self.lead(self.clock()))
+                if self.react.enabled:
+                    wait_and_watch(self.settings.loop.interval_s, self.clock, stop, sleep,
+                                   min(renew_every_s, self.react.poll_s), renew=lambda: self.lead(self.clock()),
+                                   watch=self.watch_pending)
+                else:
+                    wait_for_next_cycle(self.settings.loop.interval_s, self.clock, stop, sleep, renew_every_s,
+                                        renew=lambda: self.lead(self.clock()))
         finally:
             self.close()
+
+    def watch_pending(self) -> None:
+        """Between slots, as the leader: poll queues and pending, re-plan now if a queue triggers; never raises."""
+        try:
+            fired = self.react.poll(self.clock())
+            if fired:
+                self.run_react(fired)
+        except Exception as exc:  # a bad re-plan (even a bug) is recorded like a bad cycle; the wait goes on
+            self.fail(exc)
 
 
 def wait_for_next_cycle(interval_s: float, clock: Callable[[], pd.Timestamp], stop: Callable[[], bool],

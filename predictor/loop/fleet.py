@@ -27,6 +27,7 @@ from predictor.loop.cycle import CycleReport, Loop, wait_for_next_cycle
 from predictor.loop.fleet_metrics import FleetMetrics
 from predictor.loop.inputs import Forecaster
 from predictor.loop.leader import Leader
+from predictor.loop.react import wait_and_watch
 from predictor.sources.clusters import SEPARATOR, qualify
 
 __all__ = ["ClusterRows", "FleetLoop", "FleetReport", "QualifiedForecaster", "cluster_settings"]
@@ -104,6 +105,7 @@ class FleetLoop:
         # Default: the loops' own metrics, merged (``metrics`` is given where the served model reports too).
         self.metrics = metrics or FleetMetrics({str(loop.name): loop.metrics for loop in loops})
         self._forever = False
+        self._leading: list[Loop] = []  # clusters whose locks this instance held at the last renewal
 
     def run_once(self, *, force: bool = False) -> FleetReport:
         """One cycle of every cluster; outside ``run_forever`` the local lock is given up after it."""
@@ -130,14 +132,21 @@ class FleetLoop:
 
     def run_forever(self, stop: Callable[[], bool], sleep: Callable[[float], object] = time.sleep,
                     renew_every_s: float = 20.0) -> None:
-        """Every ``loop.interval_s`` one fleet cycle until ``stop()``, renewing every cluster's Lease between."""
+        """Every ``loop.interval_s`` one fleet cycle until ``stop()``, renewing every cluster's Lease between;
+        with ``planner.react_pending_gpus`` on, each cluster it leads also re-plans between slots."""
         self._forever = True
         first = self.loops[0]
+        reacting = [loop for loop in self.loops if loop.react.enabled]
         try:
             while not stop():
                 self.run_cycle()
-                wait_for_next_cycle(first.settings.loop.interval_s, first.clock, stop, sleep, renew_every_s,
-                                    renew=self.renew)
+                if reacting:
+                    wait_and_watch(first.settings.loop.interval_s, first.clock, stop, sleep,
+                                   min(renew_every_s, first.react.poll_s), renew=self._renew_leading,
+                                   watch=self._watch)
+                else:
+                    wait_for_next_cycle(first.settings.loop.interval_s, first.clock, stop, sleep, renew_every_s,
+                                        renew=self.renew)
         finally:
             self.close()
 
@@ -145,6 +154,16 @@ class FleetLoop:
         """Take or renew every cluster's locks between cycles (a standby cluster tries to take its Lease)."""
         for loop in self.loops:
             loop.lead(loop.clock())
+
+    def _renew_leading(self) -> str:
+        """``renew``, keeping the clusters this instance leads (only they watch their queues between slots)."""
+        self._leading = [loop for loop in self.loops if not loop.lead(loop.clock())]
+        return ""
+
+    def _watch(self) -> None:
+        for loop in self._leading:
+            if loop.react.enabled:
+                loop.watch_pending()  # records its own failures: one cluster's never stops another's
 
     def close(self) -> None:
         """Give up every cluster's Lease and the shared local lock."""

@@ -56,6 +56,13 @@ class LoopMetrics:
         self.load_failures = Counter("predictor_loop_model_load_failures",
                                      "Champion loads that failed (the last good model kept serving).", ["family"],
                                      registry=r)
+        # planner.react_pending_gpus (predictor.loop.react): re-plans between interval slots, and the reads of
+        # queues and pending GPUs between slots that failed (the loop kept waiting).
+        self.react_cycles = Counter("predictor_loop_react_cycles",
+                                    "Re-plans between interval slots triggered by queues waiting on pending GPUs.",
+                                    registry=r)
+        self.react_read_failures = Counter("predictor_loop_react_read_failures",
+                                           "Reads of queues or pending GPUs between slots that failed.", registry=r)
         self._served_uri: dict[str, str] = {}
         self._children: dict[tuple[int | str, ...], Gauge] = {}
         self.last_success_unix = 0.0

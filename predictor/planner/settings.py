@@ -93,7 +93,8 @@ class PlannerSettings(BaseModel):
         description="Event-driven re-plan (0: off): a loop plans again between its hourly cycles, from the same "
         "forecast, when a queue has had at least this many GPUs pending, and more allocated + pending than its "
         "deserved, for react_after_s (predictor.planner.react). Honoured by the replay's loop (predictor replay, "
-        "bench/replay.py); predictor loop still plans once per loop.interval_s.",
+        "bench/replay.py) and by predictor loop, which reads queues and pending GPUs every loop.react_poll_s "
+        "between its slots (predictor.loop.react).",
     )
     react_after_s: float = Field(600.0, ge=0, description="How long pending must last before an event re-plan.")
     headroom: float = Field(0.10, ge=0, le=2, description="Fraction added to deserved and capability targets.")

@@ -66,8 +66,9 @@ class QueueState:
     capability: Resources = field(default_factory=dict)
     guarantee: Resources = field(default_factory=dict)
     allocated: Resources = field(default_factory=dict)
-    # GPUs its pending gangs ask for, where known (the replay knows; a live Queue's status does not say):
-    # bounds the guarantee with planner.guarantee_within_demand.
+    # GPUs its pending gangs ask for, where known (the replay's simulator; the live loop from the workload's
+    # pending gangs, predictor.loop.react, since a Queue's status does not say): bounds the guarantee with
+    # planner.guarantee_within_demand, backs planner.pending_raise and planner.react_pending_gpus.
     pending: Resources = field(default_factory=dict)
     weight: int = 1
     parent: str | None = None

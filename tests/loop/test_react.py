@@ -1,0 +1,234 @@
+"""The live loop's reaction time (predictor.loop.react): pending GPUs from the workload, re-plans between slots.
+
+Against the fake API server over HTTP (``tests.actuators.fake_apiserver``), with a workload reader that
+returns gangs (kube-state-metrics in production) and a clock that ``sleep`` moves forward, so
+``run_forever`` crosses a whole slot in no time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from kubernetes import client
+
+from predictor.actuators.audit import AuditLog
+from predictor.actuators.volcano import VolcanoActuator
+from predictor.config import load_settings
+from predictor.errors import ConfigError, DataSourceError
+from predictor.loop import FileLock, KubeCluster, Loop
+from predictor.loop.fleet import FleetLoop, cluster_settings
+from predictor.loop.react import pending_gpus, react_cycle, with_pending
+from predictor.planner import QueueState
+from predictor.planner.workload import JobSummary, Workload
+from tests.actuators.fake_apiserver import FakeApiServer, serve_team_queues
+from tests.loop.test_loop import Flat, History
+
+GPU = "nvidia.com/gpu"
+NOW = pd.Timestamp("2026-11-02T10:20:00Z")
+BURST = NOW + pd.Timedelta(minutes=5)  # the pending gangs arrive after the 10:00 slot's cycle
+END = pd.Timestamp("2026-11-02T11:05:00Z")
+RUNNING = JobSummary("team-b", "ml/serve", pods=2, gpus_per_pod=4, phase="running")
+WAITING = JobSummary("team-a", "ml/burst", pods=8, gpus_per_pod=4)  # 32 GPUs pending
+
+
+class Clock:
+    """The loop's clock; ``sleep`` moves it (what a real sleep does to the wall clock)."""
+
+    def __init__(self, at: pd.Timestamp) -> None:
+        self.at, self.sleeps = at, 0
+
+    def __call__(self) -> pd.Timestamp:
+        return self.at
+
+    def sleep(self, seconds: float) -> None:
+        self.at += pd.Timedelta(seconds=seconds)
+        self.sleeps += 1
+
+
+class Jobs:
+    """A workload reader: ``RUNNING`` always, ``WAITING`` from ``BURST`` on; ``error`` fails reads from ``failing``."""
+
+    def __init__(self, *, error: Exception | None = None, failing: pd.Timestamp | None = None,
+                 burst: pd.Timestamp = BURST) -> None:
+        self.error, self.failing, self.burst, self.reads = error, failing, burst, 0
+
+    def workload(self, now: pd.Timestamp) -> Workload | None:
+        self.reads += 1
+        if self.error is not None and (self.failing is None or now >= self.failing):
+            raise self.error
+        return Workload((RUNNING, *((WAITING,) if now >= self.burst else ())), ())
+
+
+class CountedCluster(KubeCluster):
+    """The live cluster, counting queue-list reads."""
+
+    def __init__(self, actuator: VolcanoActuator) -> None:
+        super().__init__(actuator)
+        self.reads = 0
+
+    def queue_objects(self) -> list[dict[str, Any]]:
+        self.reads += 1
+        return super().queue_objects()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeApiServer]:
+    with serve_team_queues() as server:
+        yield server
+
+
+@pytest.fixture
+def api(fake: FakeApiServer) -> Iterator[client.ApiClient]:
+    with client.ApiClient(client.Configuration(host=fake.url)) as api_client:
+        yield api_client
+
+
+REACT = {"react_pending_gpus": 8, "react_after_s": 1200, "pending_raise": "lift"}
+
+
+def make_loop(tmp_path: Path, api: client.ApiClient, clock: Clock, jobs: Jobs, *, mode: str = "apply",
+              planner: dict[str, Any] | None = None) -> tuple[Loop, CountedCluster]:
+    settings = load_settings(None, actuators={"mode": mode, "audit_log": tmp_path / "audit.jsonl",
+                                              "plan_dir": tmp_path / "plans"},
+                             planner=planner or {}, loop={"react_poll_s": 60})
+    actuator = VolcanoActuator(api, timeout_s=2)
+    cluster = CountedCluster(actuator)
+    return Loop(settings, cluster=cluster, history=History({"team-a": 22, "team-b": 41}), forecaster=Flat(),
+                actuator=actuator, clock=clock, workload=jobs), cluster
+
+
+def run_through_next_slot(loop: Loop, clock: Clock) -> list[dict[str, Any]]:
+    """``run_forever`` from 10:20 past the 11:00 slot's cycle, stopped at 11:05; the audit log."""
+    loop.run_forever(lambda: clock.at >= END, sleep=clock.sleep)
+    return AuditLog(loop.audit.path).read()
+
+
+def done(records: list[dict[str, Any]]) -> list[str]:
+    return [r["cycle"] for r in records if r["outcome"] == "cycle-done"]
+
+
+def test_pending_is_what_pending_gangs_ask_for_and_unknown_without_a_workload() -> None:
+    workload = Workload((RUNNING, WAITING, JobSummary("team-a", "ml/one", pods=1, gpus_per_pod=2)), ())
+    assert pending_gpus(workload, GPU) == {"team-a": 34.0, "team-b": 0.0}  # team-b listed, nothing waiting: 0
+    assert pending_gpus(None, GPU) is None  # unknown, never 0
+    assert pending_gpus(workload, "cpu") is None  # the workload counts GPUs only
+    queues = [QueueState("team-a", deserved={GPU: 16}), QueueState("team-b"), QueueState("team-c")]
+    filled = {q.name: dict(q.pending) for q in with_pending(queues, workload, GPU)}
+    assert filled == {"team-a": {GPU: 34.0}, "team-b": {GPU: 0.0}, "team-c": {}}  # team-c not listed: unknown
+    assert with_pending(queues, None, GPU) == queues
+
+
+def test_the_live_cycle_raises_a_waiting_queue_from_the_workload_and_not_when_its_read_fails(
+        fake: FakeApiServer, api: client.ApiClient, tmp_path: Path) -> None:
+    clock = Clock(NOW)
+    broken, _ = make_loop(tmp_path / "unknown", api, clock, Jobs(burst=NOW, error=DataSourceError("ksm down")),
+                          mode="plan", planner=REACT)
+    plan = broken.run_once().plan
+    assert plan is not None and fake.patches() == []
+    assert [(c.field, c.after, c.code) for c in plan.changes if c.queue == "team-a" and c.field == "deserved"] == [
+        ("deserved", 24.0, "max_step")]  # pending unknown: the forecast's raise, one step
+    loop, _ = make_loop(tmp_path / "known", api, clock, Jobs(burst=NOW), planner=REACT)
+    plan = loop.run_once().plan
+    assert plan is not None
+    raised = [c for c in plan.changes if c.queue == "team-a" and c.field == "deserved"]
+    assert [c.code for c in raised] == ["pending_raise"] and raised[0].after == 42  # allocated 10 + pending 32
+    assert "allocated + pending GPUs 42" in raised[0].reason
+
+
+def test_a_queue_waiting_past_react_after_s_is_replanned_once_between_slots(
+        fake: FakeApiServer, api: client.ApiClient, tmp_path: Path) -> None:
+    clock = Clock(NOW)
+    loop, _ = make_loop(tmp_path, api, clock, Jobs(), planner=REACT)
+    records = run_through_next_slot(loop, clock)
+    react = [r for r in records if r["outcome"] == "react"]
+    assert len(react) == 1 and "team-a" in react[0]["reason"] and react[0]["code"] == "react"
+    cycle = react[0]["cycle"]
+    assert cycle.startswith("2026-11-02T10:00:00Z+react-")
+    at = pd.Timestamp(react[0]["timestamp"])
+    assert BURST + pd.Timedelta(seconds=1200) <= at < BURST + pd.Timedelta(seconds=1200 + 60 + 20)
+    assert cycle == react_cycle("2026-11-02T10:00:00Z", at)
+    # The re-plan raised team-a past its cooldown (applied at 10:20) to what its gangs ask for, and applied it.
+    raised = [r for r in records if r["cycle"] == cycle and r["outcome"] == "applied"]
+    assert [(r["queue"], r["field"], r["after"], r["code"]) for r in raised] == [
+        ("team-a", "deserved", 42.0, "pending_raise")]
+    assert fake.queues["team-a"]["spec"]["deserved"][GPU] == "42"
+    # Each slot ran once; the re-plan is a cycle of its own.
+    assert done(records) == ["2026-11-02T10:00:00Z", cycle, "2026-11-02T11:00:00Z"]
+    assert loop.metrics.react_cycles._value.get() == 1
+
+
+def test_with_defaults_nothing_extra_is_read_or_planned(fake: FakeApiServer, api: client.ApiClient,
+                                                        tmp_path: Path) -> None:
+    clock = Clock(NOW)
+    jobs = Jobs()
+    loop, cluster = make_loop(tmp_path, api, clock, jobs)
+    assert not loop.react.enabled
+    records = run_through_next_slot(loop, clock)
+    assert done(records) == ["2026-11-02T10:00:00Z", "2026-11-02T11:00:00Z"]
+    assert jobs.reads == 2 and cluster.reads == 2  # one read of each per slot's cycle, none between
+    assert not [r for r in records if r["outcome"] == "react" or "+react-" in r["cycle"]]
+    assert not [r for r in records if r.get("code") == "pending_raise"]
+    assert loop.metrics.react_cycles._value.get() == 0
+
+
+def test_in_plan_mode_a_replan_plans_and_applies_nothing(fake: FakeApiServer, api: client.ApiClient,
+                                                          tmp_path: Path) -> None:
+    clock = Clock(NOW)
+    loop, _ = make_loop(tmp_path, api, clock, Jobs(), mode="plan", planner=REACT)
+    records = run_through_next_slot(loop, clock)
+    assert fake.patches() == []
+    react = [r for r in records if r["outcome"] == "react"]
+    assert len(react) == 1 and "team-a" in react[0]["reason"]
+    planned = [r for r in records if r["cycle"] == react[0]["cycle"] and r["outcome"] == "planned"]
+    assert ("team-a", "deserved", "pending_raise", "plan") in [(r["queue"], r["field"], r["code"], r["mode"])
+                                                              for r in planned]
+    assert not [r for r in records if r["outcome"] in ("intent", "applied")]
+    assert done(records).count("2026-11-02T11:00:00Z") == 1
+
+
+def test_a_failing_read_between_slots_keeps_the_loop_waiting(fake: FakeApiServer, api: client.ApiClient,
+                                                             tmp_path: Path) -> None:
+    clock = Clock(NOW)
+    jobs = Jobs(error=DataSourceError("kube-state-metrics: connection refused"), failing=NOW + pd.Timedelta(seconds=1))
+    loop, _ = make_loop(tmp_path, api, clock, jobs, planner=REACT)
+    records = run_through_next_slot(loop, clock)
+    assert done(records) == ["2026-11-02T10:00:00Z", "2026-11-02T11:00:00Z"]
+    assert not [r for r in records if r["outcome"] in ("react", "failed")]
+    assert loop.metrics.react_read_failures._value.get() == 45  # one per poll: 40 before 11:00, 5 after
+
+
+def test_a_fleet_replans_between_slots_only_the_cluster_whose_queue_waits(tmp_path: Path) -> None:
+    clock = Clock(NOW)
+    settings = load_settings(None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl",
+                                              "plan_dir": tmp_path / "plans"}, planner=REACT)
+    audit = AuditLog(settings.actuators.audit_log)
+    lock = FileLock(audit.path.with_name(audit.path.name + ".lock"), identity="pod-1")
+    never = NOW + pd.Timedelta(days=1)  # cluster b's gangs never wait
+    with serve_team_queues() as a, serve_team_queues() as b, \
+            client.ApiClient(client.Configuration(host=a.url)) as api_a, \
+            client.ApiClient(client.Configuration(host=b.url)) as api_b:
+        loops = [Loop(cluster_settings(settings, name), cluster=KubeCluster(VolcanoActuator(api, timeout_s=2)),
+                      history=History({"team-a": 22, "team-b": 41}), forecaster=Flat(), clock=clock,
+                      workload=Jobs(burst=burst), name=name, lock=lock, audit=audit)
+                 for name, api, burst in (("a", api_a, BURST), ("b", api_b, never))]
+        FleetLoop(loops, lock=lock).run_forever(lambda: clock.at >= END, sleep=clock.sleep)
+        assert a.patches() == [] and b.patches() == []
+    records = audit.read()
+    react = [r for r in records if r["outcome"] == "react"]
+    assert [(r["cluster"], "team-a" in r["reason"]) for r in react] == [("a", True)]
+    for cluster in ("a", "b"):
+        slots = [r["cycle"] for r in records if r["outcome"] == "cycle-done" and r["cluster"] == cluster
+                 and "+react-" not in r["cycle"]]
+        assert slots == ["2026-11-02T10:00:00Z", "2026-11-02T11:00:00Z"]
+    assert loops[0].metrics.react_cycles._value.get() == 1 and loops[1].metrics.react_cycles._value.get() == 0
+
+
+@pytest.mark.parametrize("poll_s", [0, 0.5, 3601])
+def test_react_poll_s_is_bounded(poll_s: float) -> None:
+    assert load_settings(None).loop.react_poll_s == 60
+    with pytest.raises(ConfigError, match="react_poll_s"):
+        load_settings(None, loop={"react_poll_s": poll_s})
