@@ -1,6 +1,7 @@
 """How long ``predictor forecast --model auto`` takes on many series: the issue's 1,000 series × 5 weeks.
 
 Usage: python bench/forecast_speed.py [--series 20,100] [--weeks 5] [--model auto] [--baseline naive]
+                                     [--lstm-bags K]
 
 Series come from the benchmark's simulated queues (``bench/forecast_traces.py``: daily rhythm, level shifts,
 drains), hourly. Each size runs ``pipelines.forecast.run_forecast`` (the code path of ``predictor forecast``)
@@ -9,6 +10,8 @@ sizes first; the full 1,000-series figure takes minutes on 2 cores. CPU seconds 
 workers ``auto`` starts, ``models.forecast.parallel``) are printed beside wall seconds because on a shared
 machine the wall time measures the neighbours too; ``load`` is the 1-minute load average at the end of the
 run and ``workers`` the processes ``auto`` could use (``PREDICTOR_FORECAST_WORKERS``, else the cores).
+``--lstm-bags K`` serves ``auto``'s LSTM candidate as ``LSTMForecaster(bags=K)`` (off by default: 1): what
+bagging costs, timed against the same baseline in the same run.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from forecast_traces import simulated_trace  # noqa: E402
 
 from models.forecast.parallel import available_workers  # noqa: E402
-from pipelines.forecast import run_forecast  # noqa: E402
+from pipelines.forecast import make_model, run_forecast  # noqa: E402
 
 
 def cpu_seconds() -> float:
@@ -45,17 +48,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="auto")
     parser.add_argument("--baseline", default="naive")
     parser.add_argument("--horizon", type=int, default=168)
+    parser.add_argument("--lstm-bags", type=int, default=1, help="LSTMForecaster(bags=K) inside --model")
     args = parser.parse_args(argv)
+    if args.lstm_bags < 1:
+        parser.error(f"--lstm-bags must be a whole number of networks >= 1, not {args.lstm_bags}")
     rows = []
     for n in (int(x) for x in args.series.split(",") if x.strip()):
         history = simulated_trace(n_series=n, weeks=args.weeks, seed=11)
         seconds, cpu = {}, {}
         for name in (args.baseline, args.model):
             started, started_cpu = time.perf_counter(), cpu_seconds()
-            out = run_forecast(history, model=name, horizon=args.horizon)
+            if name == args.model and args.lstm_bags > 1:
+                lstm = {"horizon": args.horizon, "bags": args.lstm_bags}
+                model = make_model(name, horizon=args.horizon, params={"candidate_params": {"lstm": lstm}})
+                forecast = model.fit(history).predict(args.horizon, level=(80, 95))
+            else:
+                forecast = run_forecast(history, model=name, horizon=args.horizon).forecast
             seconds[name] = time.perf_counter() - started
             cpu[name] = cpu_seconds() - started_cpu
-            assert out.forecast["series_id"].nunique() == n
+            assert forecast["series_id"].nunique() == n
         rows.append(
             {
                 "series": n,
@@ -65,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{args.baseline} s": seconds[args.baseline],
                 "ratio": seconds[args.model] / seconds[args.baseline],
                 f"{args.model} ms/series": 1000 * seconds[args.model] / n,
+                "lstm bags": args.lstm_bags,
                 "workers": available_workers(),
                 "load": os.getloadavg()[0],
             }
