@@ -4,7 +4,8 @@ Usage: python bench/forecast.py [--data ../shared/data] [--traces philly,alibaba
        [--outer 8] [--slow-inner 2 | --frozen] [--calibration weekly|daily|self|fresh]
 
 Every model is backtested once per trace over many rolling origins (h = 168, a new origin every 24 h;
-cached under --cache). ``auto`` is replayed on those records exactly as ``AutoForecaster`` would choose at
+cached under --cache, a directory stamped with the forecasting code's digest: records another code state wrote are
+refused, ``bench/forecast_cache.py``). ``auto`` is replayed on those records exactly as ``AutoForecaster`` would choose at
 each origin: from the windows whose actuals all precede the origin, a week apart (its ``step``). Its
 selection rule is tuned leave-one-trace-out: for each held-out trace the rule with the lowest worst-case
 MAE ratio to the best baseline on the *other* traces is scored on the held-out one; the interval ``gamma``
@@ -48,6 +49,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+from forecast_cache import claim_cache  # noqa: E402
 from forecast_global import GLOBAL, GLOBAL_POOLS, GLOBAL_WEIGHTED, backtest_global, global_jobs  # noqa: E402
 from forecast_intervals import GAP  # noqa: E402
 from forecast_report import INNER, INNER_STEP, LEVELS, SLOW, STEP, H, mase_scales, model_rows, report  # noqa: E402
@@ -297,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         models = [m for m in models if m not in ("mstl", "lstm", *GLOBAL)]
         args.outer = min(args.outer, 8)
-    args.cache.mkdir(parents=True, exist_ok=True)
+    digest = claim_cache(args.cache)  # records of other code are refused, never mixed in
+    print(f"cache: {args.cache} (code digest {digest})")
     traces = load_traces(args.data, args.traces.split(","))
     windows = args.outer + INNER * INNER_STEP // STEP
     started = time.perf_counter()
