@@ -4,9 +4,10 @@ Usage: python bench/forecast.py [--data ../shared/data] [--traces philly,alibaba
        [--outer 8] [--slow-inner 2 | --frozen] [--calibration weekly|daily|self|fresh]
 
 Every model is backtested once per trace over many rolling origins (h = 168, a new origin every 24 h;
-cached under --cache, a directory stamped with the forecasting code's digest: records another code state wrote are
-refused, ``bench/forecast_cache.py``). ``auto`` is replayed on those records exactly as ``AutoForecaster`` would choose at
-each origin: from the windows whose actuals all precede the origin, a week apart (its ``step``). Its
+cached under --cache, a directory stamped with the forecasting code's digest: records another code state
+wrote are refused, ``bench/forecast_cache.py``). ``auto`` is replayed on those records exactly as
+``AutoForecaster`` would choose at each origin: from the windows whose actuals all precede the origin, a week
+apart (its ``step``). Its
 selection rule is tuned leave-one-trace-out: for each held-out trace the rule with the lowest worst-case
 MAE ratio to the best baseline on the *other* traces is scored on the held-out one; the interval ``gamma``
 is tuned the same way on coverage. Headline: the worst held-out trace's MAE relative to its best
