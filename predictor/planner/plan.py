@@ -78,7 +78,7 @@ def _plan_queue(
             floor = allocated_floor(name, allocated, reclaimable=queue.reclaimable, settings=settings)
             evidence = pending_rule.raise_to(queue, resource, settings) if name == "deserved" else None
             decided = decide_field(name, queue.get(name).get(resource), raw, floor, recs[key], now_s, settings,
-                                   raise_to=evidence)
+                                   raise_to=evidence, raise_only=bool(raise_only))
             if raise_only and decided.code != "pending_raise":
                 notes[(queue.name, name, resource)] = ("cooldown", raise_only)
                 continue

@@ -97,6 +97,7 @@ def decide_field(
     settings: PlannerSettings,
     *,
     raise_to: float | None = None,
+    raise_only: bool = False,
 ) -> Decided:
     """The value ``field_name`` may take this cycle given its raw ``target`` (already in ``series``).
 
@@ -105,13 +106,17 @@ def decide_field(
     queue's share evicts nothing by itself, it only lets Volcano's reclaim act for that queue, so waiting an
     hour per step costs wait and buys no safety. It applies only where that shortfall is wider than the dead
     band (a queue a few GPUs short is not starving, and its raise would only take reclaimable room from the
-    others). Anything beyond that evidence, and every cut, keeps the limits.
+    others). Anything beyond that evidence, and every cut, keeps the limits. With ``raise_only`` (the queue is
+    in its cooldown, where only such raises apply) the raise goes to the evidence even where the ordinary
+    limits would allow as much or more: a raise the step limit permits is still a pending raise, not a
+    reason to hold the queue, and in the cooldown nothing beyond the evidence moves.
     """
     limited = _decide_limited(field_name, current, target, allocated, series, now_s, settings)
     if raise_to is None or current is None:
         return limited
     wanted = min(target, raise_to)
-    if beyond_dead_band(current, wanted, settings) and (limited.value is None or wanted > limited.value + 1e-9):
+    if beyond_dead_band(current, wanted, settings) and \
+            (raise_only or limited.value is None or wanted > limited.value + 1e-9):
         return Decided(wanted, "pending_raise",
                        f"raised {current:g} → {wanted:g} at once (no step limit or grow window): "
                        f"allocated + pending GPUs {raise_to:g}, target {target:g}",

@@ -85,6 +85,17 @@ def test_a_raise_passes_the_cooldown_but_a_cut_does_not() -> None:
     assert _deserved(raised, "b") == 100 and any(h.queue == "b" and h.code == "cooldown" for h in raised.held)
 
 
+def test_a_raise_the_step_limit_allows_still_passes_the_cooldown_and_stops_at_the_evidence() -> None:
+    # a holds 10 on 24 deserved and asks 24 more (34): the step limit (max(8, 50 % of 24) = 12) would allow
+    # 36, so the raise is not clipped; in the cooldown it must still apply, up to the 34 its gangs ask for.
+    recent = {"a": NOW.timestamp() - 1500}
+    queues = [_queue("a", 24, 10, pending=24), _queue("b", 100, 100)]
+    raised = _plan(_settings(pending_raise="lift"), queues, {"a": 50, "b": 100}, 200, recent)
+    assert [(c.queue, c.field, c.after, c.code) for c in raised.changes] == [("a", "deserved", 34, "pending_raise")]
+    free = _plan(_settings(pending_raise="lift"), queues, {"a": 50, "b": 100}, 200)
+    assert _deserved(free, "a") == 36  # out of its cooldown the ordinary step applies, beyond the evidence
+
+
 def test_lift_raises_a_burst_the_forecast_has_not_seen_yet() -> None:
     # The forecast still says 3 GPUs for a (made before the burst); lift sizes the target from the evidence.
     queues = [_queue("a", 1, 1, pending=40), _queue("b", 100, 100)]
