@@ -88,7 +88,9 @@ class ReactWatch:
         """The queues that trigger a re-plan at ``now`` (``[]`` before the next poll is due, or on a failed read).
 
         A failed read, or pending unknown, feeds the watch nothing: no queue's waiting clock restarts on a
-        read that says nothing about it.
+        read that says nothing about it. Any exception in the read is a failed read (counted in
+        ``react_read_failures``, logged once per outage; an unexpected one with its traceback); only a
+        re-plan's own failure is the caller's.
         """
         now_s = now.timestamp()
         if not self.enabled or (self.last_poll_s is not None and now_s - self.last_poll_s < self.poll_s):
@@ -102,6 +104,9 @@ class ReactWatch:
             workload = self.workload.workload(now)
         except (PredictorError, OSError) as exc:
             self._failed(f"cannot read queues or pending GPUs: {exc}")
+            return []
+        except Exception as exc:  # unexpected data (or a bug) in a read: a failed read too, with its traceback
+            self._failed(f"cannot read queues or pending GPUs: {type(exc).__name__}: {exc}", exc)
             return []
         if pending_gpus(workload, p.resource) is None:
             self._failed("pending GPUs unknown (no workload from kube-state-metrics)")
@@ -117,10 +122,10 @@ class ReactWatch:
                 f"pending and allocated + pending above deserved for {p.react_after_s:g} s "
                 "(planner.react_pending_gpus)")
 
-    def _failed(self, why: str) -> None:
+    def _failed(self, why: str, exc: Exception | None = None) -> None:
         self.metrics.react_read_failures.inc()
         if not self.failing:  # once per outage, not every poll (the counter counts every one)
-            log.warning("react watch: %s; polling on", why.splitlines()[0])
+            log.warning("react watch: %s; polling on", why.splitlines()[0], exc_info=exc)
         self.failing = True
 
 

@@ -7,6 +7,7 @@ returns gangs (kube-state-metrics in production) and a clock that ``sleep`` move
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -232,3 +233,22 @@ def test_react_poll_s_is_bounded(poll_s: float) -> None:
     assert load_settings(None).loop.react_poll_s == 60
     with pytest.raises(ConfigError, match="react_poll_s"):
         load_settings(None, loop={"react_poll_s": poll_s})
+
+
+@pytest.mark.parametrize("error", [ValueError("bad kube-state-metrics frame"), KeyError("pod")])
+def test_an_unexpected_error_in_a_read_between_slots_is_a_failed_read_not_a_failed_cycle(
+        fake: FakeApiServer, api: client.ApiClient, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        error: Exception) -> None:
+    clock = Clock(NOW)
+    jobs = Jobs(error=error, failing=NOW + pd.Timedelta(seconds=1))
+    loop, _ = make_loop(tmp_path, api, clock, jobs, planner=REACT)
+    loop.workload = None  # the slots' own cycles plan without a workload; only the watch's reads fail
+    with caplog.at_level(logging.WARNING, logger="predictor.loop.react"):
+        records = run_through_next_slot(loop, clock)
+    assert done(records) == ["2026-11-02T10:00:00Z", "2026-11-02T11:00:00Z"]
+    assert not [r for r in records if r["outcome"] in ("react", "failed")]
+    polls = int(loop.metrics.react_read_failures._value.get())
+    assert polls > 30  # one per poll, every poll of the wait
+    warned = [r for r in caplog.records if "react watch" in r.getMessage()]
+    assert len(warned) == 1 and type(error).__name__ in warned[0].getMessage()  # once per outage
+    assert warned[0].exc_info is not None and warned[0].exc_info[1] is error  # with the traceback
