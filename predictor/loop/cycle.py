@@ -212,21 +212,23 @@ class Loop:
         if report.standby:
             self.metrics.cycles.labels(result="standby").inc()
             return report
-        self.audit.append([self._record(now, cycle, "*", "react", self.react.reason(queues), code="react")])
-        self.metrics.react_cycles.inc()
-        return self._run_locked(now, cycle, report, False, started, replan=True)
+        return self._run_locked(now, cycle, report, False, started, react=self.react.reason(queues))
 
     def _run_locked(self, now: pd.Timestamp, cycle: str, report: CycleReport, force: bool,
-                    started: float, *, replan: bool = False) -> CycleReport:
+                    started: float, *, react: str = "") -> CycleReport:
+        """``react``: why this is a re-plan between slots (audited and counted only if its id is not done)."""
         # Read after taking the lock: a loop that just finished this slot has written its cycle-done.
         if not force and cycle in self.audit.done_cycles(self.name):
             report.skipped = True
             return report
+        if react:
+            self.audit.append([self._record(now, cycle, "*", "react", react, code="react")])
+            self.metrics.react_cycles.inc()
         try:
             report.recovered = self.recover(now)
             for record in report.recovered:
                 self.metrics.changes.labels(mode=record.mode, outcome=record.outcome).inc()
-            self._cycle(now, cycle, report, replan=replan)
+            self._cycle(now, cycle, report, replan=bool(react))
         except PredictorError:
             self.metrics.cycles.labels(result="error").inc()
             raise

@@ -252,3 +252,17 @@ def test_an_unexpected_error_in_a_read_between_slots_is_a_failed_read_not_a_fail
     warned = [r for r in caplog.records if "react watch" in r.getMessage()]
     assert len(warned) == 1 and type(error).__name__ in warned[0].getMessage()  # once per outage
     assert warned[0].exc_info is not None and warned[0].exc_info[1] is error  # with the traceback
+
+
+def test_a_second_replan_with_the_same_cycle_id_is_skipped_and_neither_audited_nor_counted(
+        fake: FakeApiServer, api: client.ApiClient, tmp_path: Path) -> None:
+    clock = Clock(NOW)
+    loop, _ = make_loop(tmp_path, api, clock, Jobs(burst=NOW), planner=REACT)
+    loop._forever = True  # keep the lock between the calls, as run_forever does
+    loop.run_once()
+    first, second = loop.run_react(["team-a"]), loop.run_react(["team-a"])  # the same second: the same id
+    assert first.cycle == second.cycle and not first.skipped and second.skipped
+    records = AuditLog(loop.audit.path).read()
+    assert [r["cycle"] for r in records if r["outcome"] == "react"] == [first.cycle]
+    assert done(records).count(first.cycle) == 1
+    assert loop.metrics.react_cycles._value.get() == 1
