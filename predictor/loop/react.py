@@ -93,6 +93,8 @@ class ReactWatch:
         re-plan's own failure is the caller's.
         """
         now_s = now.timestamp()
+        if self.last_poll_s is not None and now_s < self.last_poll_s:
+            self._stepped_back(self.last_poll_s - now_s)
         if not self.enabled or (self.last_poll_s is not None and now_s - self.last_poll_s < self.poll_s):
             return []
         self.last_poll_s = now_s
@@ -121,6 +123,12 @@ class ReactWatch:
         return (f"re-plan between slots: {', '.join(queues)} waited with at least {p.react_pending_gpus:g} GPUs "
                 f"pending and allocated + pending above deserved for {p.react_after_s:g} s "
                 "(planner.react_pending_gpus)")
+
+    def _stepped_back(self, by_s: float) -> None:
+        """The wall clock went back ``by_s`` (NTP): poll now, and keep each queue's wait as long as it was."""
+        log.info("react watch: the clock stepped back %.0f s", by_s)
+        self.last_poll_s = None
+        self.watch.since = {queue: since - by_s for queue, since in self.watch.since.items()}
 
     def _failed(self, why: str, exc: Exception | None = None) -> None:
         self.metrics.react_read_failures.inc()

@@ -266,3 +266,52 @@ def test_a_second_replan_with_the_same_cycle_id_is_skipped_and_neither_audited_n
     assert [r["cycle"] for r in records if r["outcome"] == "react"] == [first.cycle]
     assert done(records).count(first.cycle) == 1
     assert loop.metrics.react_cycles._value.get() == 1
+
+
+class SteppingClock(Clock):
+    """A wall clock that NTP sets back ``back`` once, at ``at``; ``slept`` is the time that really passed."""
+
+    def __init__(self, start: pd.Timestamp, at: pd.Timestamp, back: pd.Timedelta) -> None:
+        super().__init__(start)
+        self.step_at, self.back, self.stepped, self.slept = at, back, False, 0.0
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        self.slept += seconds
+        if not self.stepped and self.at >= self.step_at:
+            self.at -= self.back
+            self.stepped = True
+
+
+class RealJobs(Jobs):
+    """``Jobs`` whose gangs start waiting 5 minutes of real time in (at 10:25 on the clock before it steps)."""
+
+    def __init__(self, clock: SteppingClock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def workload(self, now: pd.Timestamp) -> Workload | None:
+        self.reads += 1
+        return Workload((RUNNING, *((WAITING,) if self.clock.slept >= 300 else ())), ())
+
+
+def test_after_the_clock_steps_back_the_watch_polls_on_and_a_queue_keeps_its_wait(
+        fake: FakeApiServer, api: client.ApiClient, tmp_path: Path) -> None:
+    clock = SteppingClock(NOW, pd.Timestamp("2026-11-02T10:30:00Z"), pd.Timedelta(minutes=30))
+    loop, _ = make_loop(tmp_path, api, clock, RealJobs(clock), planner=REACT)
+    polled: list[float] = []  # real seconds at each poll
+    read = loop.react.cluster.queue_objects
+
+    def queue_objects() -> list[dict[str, Any]]:
+        polled.append(clock.slept)
+        return read()
+
+    loop.react.cluster.queue_objects = queue_objects  # type: ignore[method-assign]
+    loop.run_forever(lambda: clock.slept >= 1800, sleep=clock.sleep)
+    assert clock.stepped and max(b - a for a, b in zip(polled, polled[1:])) <= 60 + 20
+    # team-a waits from 10:25 (real 300 s); the re-plan comes react_after_s later in real time, step or not
+    # (give or take the poll the step fell in: its length is known only to a poll).
+    react = [r for r in AuditLog(loop.audit.path).read() if r["outcome"] == "react"]
+    assert len(react) == 1
+    at = pd.Timestamp(react[0]["timestamp"]) + pd.Timedelta(minutes=30)  # on the clock before the step
+    assert BURST + pd.Timedelta(seconds=1200) <= at < BURST + pd.Timedelta(seconds=1200 + 2 * (60 + 20))
