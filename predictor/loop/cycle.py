@@ -137,6 +137,7 @@ class Loop:
         for leader in self.leaders:
             why = leader.acquire(now)
             if why:
+                self.react.standby()  # another loop decides meanwhile: what this one saw waiting goes stale
                 return why
         return ""
 

@@ -124,6 +124,12 @@ class ReactWatch:
                 f"pending and allocated + pending above deserved for {p.react_after_s:g} s "
                 "(planner.react_pending_gpus)")
 
+    def standby(self) -> None:
+        """This loop stands by (another holds the lock or the Lease): forget every queue's wait and the last
+        poll, so a loop that leads again waits ``react_after_s`` from what it sees then, not from before."""
+        self.last_poll_s = None
+        self.watch.since.clear()
+
     def _stepped_back(self, by_s: float) -> None:
         """The wall clock went back ``by_s`` (NTP): poll now, and keep each queue's wait as long as it was."""
         log.info("react watch: the clock stepped back %.0f s", by_s)

@@ -315,3 +315,29 @@ def test_after_the_clock_steps_back_the_watch_polls_on_and_a_queue_keeps_its_wai
     assert len(react) == 1
     at = pd.Timestamp(react[0]["timestamp"]) + pd.Timedelta(minutes=30)  # on the clock before the step
     assert BURST + pd.Timedelta(seconds=1200) <= at < BURST + pd.Timedelta(seconds=1200 + 2 * (60 + 20))
+
+
+def test_a_loop_that_leads_again_after_standing_by_waits_react_after_s_from_then(
+        fake: FakeApiServer, api: client.ApiClient, tmp_path: Path) -> None:
+    def at(hm: str) -> pd.Timestamp:
+        return pd.Timestamp(f"2026-11-02T{hm}:00Z")
+
+    class OnOff(Jobs):  # team-a waits 10:25-10:35, and again from 10:39
+        def workload(self, now: pd.Timestamp) -> Workload | None:
+            waiting = at("10:25") <= now < at("10:35") or now >= at("10:39")
+            return Workload((RUNNING, *((WAITING,) if waiting else ())), ())
+
+    class Lease:  # another pod holds the Lease 10:30-10:40
+        def acquire(self, now: pd.Timestamp) -> str:
+            return "held by pod-2" if at("10:30") <= now < at("10:40") else ""
+
+        def release(self) -> None:
+            pass
+
+    clock = Clock(NOW)
+    loop, _ = make_loop(tmp_path, api, clock, OnOff(), planner={**REACT, "react_after_s": 600})
+    loop.leaders.append(Lease())
+    loop.run_forever(lambda: clock.at >= at("11:05"), sleep=clock.sleep)
+    react = [pd.Timestamp(r["timestamp"]) for r in AuditLog(loop.audit.path).read() if r["outcome"] == "react"]
+    # Seen waiting again at 10:40, once it leads: 10 minutes from then, not from 10:25 (it would be 10:40).
+    assert len(react) == 1 and at("10:49") <= react[0] < at("10:52")
