@@ -71,14 +71,19 @@ class ReactWatch:
         self.watch = PendingWatch(settings.planner)
         self.last_poll_s: float | None = None
         self.failing = False  # the last poll failed: the next failure is not logged again, a success is
-        if self.settings.planner.react_pending_gpus > 0 and workload is None:
+        p = settings.planner
+        if p.react_pending_gpus > 0 and workload is None:
             log.warning("planner.react_pending_gpus is set but the loop reads no workload (--history): pending "
                         "GPUs are unknown, so it never re-plans between slots")
+        elif p.react_pending_gpus > 0 and p.resource != GPU_RESOURCE:
+            log.warning("planner.react_pending_gpus is set but planner.resource is %s: the workload counts "
+                        "pending %s only, so the loop never re-plans between slots", p.resource, GPU_RESOURCE)
 
     @property
     def enabled(self) -> bool:
-        """Whether anything is read between slots: the rule is on and pending can be known."""
-        return self.settings.planner.react_pending_gpus > 0 and self.workload is not None
+        """Whether anything is read between slots: the rule is on and pending can be known (GPUs, a workload)."""
+        p = self.settings.planner
+        return p.react_pending_gpus > 0 and self.workload is not None and p.resource == GPU_RESOURCE
 
     @property
     def poll_s(self) -> float:

@@ -341,3 +341,17 @@ def test_a_loop_that_leads_again_after_standing_by_waits_react_after_s_from_then
     react = [pd.Timestamp(r["timestamp"]) for r in AuditLog(loop.audit.path).read() if r["outcome"] == "react"]
     # Seen waiting again at 10:40, once it leads: 10 minutes from then, not from 10:25 (it would be 10:40).
     assert len(react) == 1 and at("10:49") <= react[0] < at("10:52")
+
+
+def test_for_a_resource_other_than_gpus_nothing_is_read_between_slots_and_it_says_so_once(
+        fake: FakeApiServer, api: client.ApiClient, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock(NOW)
+    jobs = Jobs()
+    with caplog.at_level(logging.WARNING, logger="predictor.loop.react"):
+        loop, cluster = make_loop(tmp_path, api, clock, jobs, planner={**REACT, "resource": "cpu"})
+        assert not loop.react.enabled
+        run_through_next_slot(loop, clock)
+    assert jobs.reads == 2 and cluster.reads == 2  # the slots' cycles only
+    assert loop.metrics.react_read_failures._value.get() == 0
+    warned = [r.getMessage() for r in caplog.records if "react_pending_gpus" in r.getMessage()]
+    assert len(warned) == 1 and "planner.resource is cpu" in warned[0]
