@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -308,7 +309,7 @@ def test_after_the_clock_steps_back_the_watch_polls_on_and_a_queue_keeps_its_wai
 
     loop.react.cluster.queue_objects = queue_objects  # type: ignore[method-assign]
     loop.run_forever(lambda: clock.slept >= 1800, sleep=clock.sleep)
-    assert clock.stepped and max(b - a for a, b in zip(polled, polled[1:])) <= 60 + 20
+    assert clock.stepped and max(b - a for a, b in pairwise(polled)) <= 60 + 20
     # team-a waits from 10:25 (real 300 s); the re-plan comes react_after_s later in real time, step or not
     # (give or take the poll the step fell in: its length is known only to a poll).
     react = [r for r in AuditLog(loop.audit.path).read() if r["outcome"] == "react"]
