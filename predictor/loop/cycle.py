@@ -409,8 +409,8 @@ class Loop:
 
         Between cycles the wait is cut into steps of at most ``renew_every_s`` that renew the locks, so a
         Lease shorter than the interval stays held; a standby instance tries to take it at each step. With
-        ``planner.react_pending_gpus`` on, the steps are at most ``loop.react_poll_s`` too, and the leader
-        re-plans between slots when a queue has waited long enough (``predictor.loop.react``).
+        ``planner.react_pending_gpus`` on, the leader also polls every ``loop.react_poll_s`` (its own schedule)
+        and re-plans between slots when a queue has waited long enough (``predictor.loop.react``).
         """
         self._forever = True
         try:
@@ -420,8 +420,8 @@ class Loop:
                 except Exception as exc:  # one bad cycle (even a bug) must not end the loop
                     self.fail(exc)
                 if self.react.enabled:
-                    wait_and_watch(self.settings.loop.interval_s, self.clock, stop, sleep,
-                                   min(renew_every_s, self.react.poll_s), renew=lambda: self.lead(self.clock()),
+                    wait_and_watch(self.settings.loop.interval_s, self.clock, stop, sleep, renew_every_s=renew_every_s,
+                                   poll_s=self.react.poll_s, renew=lambda: self.lead(self.clock()),
                                    watch=self.watch_pending)
                 else:
                     wait_for_next_cycle(self.settings.loop.interval_s, self.clock, stop, sleep, renew_every_s,

@@ -17,7 +17,6 @@ safety rule of a normal cycle (the planner's). A failed read is logged and count
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -90,7 +89,7 @@ class ReactWatch:
         return self.settings.loop.react_poll_s
 
     def poll(self, now: pd.Timestamp) -> list[str]:
-        """The queues that trigger a re-plan at ``now`` (``[]`` before the next poll is due, or on a failed read).
+        """The queues that trigger a re-plan at ``now`` (``[]`` on a failed read); ``wait_and_watch`` says when.
 
         A failed read, or pending unknown, feeds the watch nothing: no queue's waiting clock restarts on a
         read that says nothing about it. Any exception in the read is a failed read (counted in
@@ -100,7 +99,7 @@ class ReactWatch:
         now_s = now.timestamp()
         if self.last_poll_s is not None and now_s < self.last_poll_s:
             self._stepped_back(self.last_poll_s - now_s)
-        if not self.enabled or (self.last_poll_s is not None and now_s - self.last_poll_s < self.poll_s):
+        if not self.enabled:
             return []
         self.last_poll_s = now_s
         assert self.workload is not None
@@ -149,22 +148,41 @@ class ReactWatch:
 
 
 def wait_and_watch(interval_s: float, clock: Callable[[], pd.Timestamp], stop: Callable[[], bool],
-                   sleep: Callable[[float], object], step_s: float, *, renew: Callable[[], str],
-                   watch: Callable[[], object]) -> None:
-    """``wait_for_next_cycle`` that also calls ``watch`` between steps while ``renew`` says this loop leads.
+                   sleep: Callable[[float], object], *, renew_every_s: float, poll_s: float,
+                   renew: Callable[[], str], watch: Callable[[], object]) -> None:
+    """``wait_for_next_cycle`` that also calls ``watch`` every ``poll_s`` while ``renew`` says this loop leads.
 
-    Steps are ``step_s`` long (so polls keep their period), the last one what is left to the slot, so time
-    spent re-planning does not delay the slot. At most as many steps as the wait holds (a clock that does
-    not move still ends the wait).
+    The locks are renewed every ``renew_every_s`` and the watch polls every ``poll_s``, each on its own
+    schedule: a short poll period costs no extra Lease calls, and a long one is kept exactly (not rounded up
+    to a renewal step). Each sleep ends at whichever is due next, or at the slot, so time spent re-planning
+    does not delay the slot. In all it never sleeps longer than the wait it began with, so a clock that
+    stands still or steps back still ends the wait; after a step back nothing is due later than one period.
     """
     start = clock().timestamp()
-    end = start + interval_s - (start % interval_s) + 0.001
-    for _ in range(math.ceil((end - start) / step_s)):
-        left = end - clock().timestamp()
-        if left <= 0:
+    wait = interval_s - (start % interval_s) + 0.001
+    end, slept = start + wait, 0.0
+    next_renew, next_poll = start + renew_every_s, start + poll_s
+    leading: bool | None = None  # unknown until this wait's first renewal
+    while slept < wait:
+        now = clock().timestamp()
+        next_renew, next_poll = min(next_renew, now + renew_every_s), min(next_poll, now + poll_s)
+        step = max(min(next_renew, next_poll, end, now + wait - slept) - now, 0.0)
+        if step > 0:
+            sleep(step)
+            slept += step
+        expected, now = now + step, clock().timestamp()
+        if now < expected:  # the clock stepped back while asleep: what was due is due now
+            next_renew, next_poll = next_renew - (expected - now), next_poll - (expected - now)
+        if stop() or now >= end or slept >= wait:
             break
-        sleep(min(step_s, left))
-        if stop():
-            break
-        if clock().timestamp() < end and not renew():
-            watch()
+        poll = now >= next_poll - _EARLY_S
+        if now >= next_renew - _EARLY_S or (poll and leading is None):  # only a leader polls: renew first
+            leading = not renew()
+            next_renew = now + renew_every_s
+        if poll:
+            if leading:
+                watch()
+            next_poll = clock().timestamp() + poll_s
+
+
+_EARLY_S = 0.001  # a step ends on the due time; a clock read a hair before it still counts as due

@@ -200,7 +200,7 @@ def test_a_failing_read_between_slots_keeps_the_loop_waiting(fake: FakeApiServer
     records = run_through_next_slot(loop, clock)
     assert done(records) == ["2026-11-02T10:00:00Z", "2026-11-02T11:00:00Z"]
     assert not [r for r in records if r["outcome"] in ("react", "failed")]
-    assert loop.metrics.react_read_failures._value.get() == 45  # one per poll: 40 before 11:00, 5 after
+    assert loop.metrics.react_read_failures._value.get() == 44  # one a minute: 10:21 to 11:00, then 11:01 to 11:04
 
 
 def test_a_fleet_replans_between_slots_only_the_cluster_whose_queue_waits(tmp_path: Path) -> None:
@@ -356,3 +356,26 @@ def test_for_a_resource_other_than_gpus_nothing_is_read_between_slots_and_it_say
     assert loop.metrics.react_read_failures._value.get() == 0
     warned = [r.getMessage() for r in caplog.records if "react_pending_gpus" in r.getMessage()]
     assert len(warned) == 1 and "planner.resource is cpu" in warned[0]
+
+
+@pytest.mark.parametrize(("poll_s", "polls"), [(1, 1799), (30, 59), (45, 39), (300, 5)])
+def test_polls_keep_their_period_and_the_locks_are_renewed_on_their_own_schedule(
+        fake: FakeApiServer, api: client.ApiClient, tmp_path: Path, poll_s: float, polls: int) -> None:
+    clock = Clock(NOW)
+    settings = load_settings(None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl",
+                                              "plan_dir": tmp_path / "plans"}, planner=REACT,
+                             loop={"react_poll_s": poll_s})
+    cluster = CountedCluster(VolcanoActuator(api, timeout_s=2))
+    loop = Loop(settings, cluster=cluster, history=History({"team-a": 22, "team-b": 41}), forecaster=Flat(),
+                clock=clock, workload=Jobs(burst=NOW + pd.Timedelta(days=1)))
+    renewals: list[pd.Timestamp] = []
+    acquire = loop.leaders[0].acquire
+
+    def counted(now: pd.Timestamp) -> str:
+        renewals.append(now)
+        return acquire(now)
+
+    loop.leaders[0].acquire = counted  # type: ignore[method-assign]
+    loop.run_forever(lambda: clock.at >= pd.Timestamp("2026-11-02T10:50:00Z"), sleep=clock.sleep)
+    assert cluster.reads - 1 == polls  # after the 10:20 cycle's read, every poll_s until 10:50 (stopped then)
+    assert len(renewals) - 1 <= 30 * 60 / 20 + 1  # every 20 s whatever the poll period (plus the cycle's)
