@@ -8,10 +8,12 @@ floors never disagree, and the cycle reads nothing more (``QUEUE_PENDING`` would
 query per cycle and per poll, today read only by the demand model, as a history range). A failed or
 absent read leaves pending *unknown* (``{}``), never 0.
 
-Between slots ``run_forever`` waits in steps that renew the locks; with ``react_pending_gpus`` on, the
-leader also reads queues and pending every ``loop.react_poll_s`` and feeds one ``PendingWatch``, and a
-queue that has waited beyond its deserved for ``react_after_s`` makes the loop re-plan at once, with every
-safety rule of a normal cycle (the planner's). A failed read is logged and counted; the loop keeps waiting.
+Between slots ``run_forever`` waits, renewing the locks every ``renew_every_s``; with ``react_pending_gpus``
+on (and ``planner.resource`` GPUs), the leader also reads queues and pending every ``loop.react_poll_s``, on
+a schedule of its own, and feeds one ``PendingWatch``, and a queue that has waited beyond its deserved for
+``react_after_s`` makes the loop re-plan at once, with every safety rule of a normal cycle (the planner's).
+A failed read (any exception in it) is logged and counted; the loop keeps waiting. A loop on standby forgets
+the waits it saw: what it sees once it leads again starts them afresh.
 """
 
 from __future__ import annotations
@@ -147,6 +149,9 @@ class ReactWatch:
         self.failing = True
 
 
+_EARLY_S = 0.001  # a step ends on the due time; a clock read a hair before it still counts as due
+
+
 def wait_and_watch(interval_s: float, clock: Callable[[], pd.Timestamp], stop: Callable[[], bool],
                    sleep: Callable[[float], object], *, renew_every_s: float, poll_s: float,
                    renew: Callable[[], str], watch: Callable[[], object]) -> None:
@@ -183,6 +188,3 @@ def wait_and_watch(interval_s: float, clock: Callable[[], pd.Timestamp], stop: C
             if leading:
                 watch()
             next_poll = clock().timestamp() + poll_s
-
-
-_EARLY_S = 0.001  # a step ends on the due time; a clock read a hair before it still counts as due
