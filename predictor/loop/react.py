@@ -150,6 +150,7 @@ class ReactWatch:
 
 
 _EARLY_S = 0.001  # a step ends on the due time; a clock read a hair before it still counts as due
+_TICK_S = 1e-6  # closer than this is there (the slot's end is 1 ms past its boundary)
 
 
 def wait_and_watch(interval_s: float, clock: Callable[[], pd.Timestamp], stop: Callable[[], bool],
@@ -168,17 +169,19 @@ def wait_and_watch(interval_s: float, clock: Callable[[], pd.Timestamp], stop: C
     end, slept = start + wait, 0.0
     next_renew, next_poll = start + renew_every_s, start + poll_s
     leading: bool | None = None  # unknown until this wait's first renewal
-    while slept < wait:
+    while True:
         now = clock().timestamp()
         next_renew, next_poll = min(next_renew, now + renew_every_s), min(next_poll, now + poll_s)
-        step = max(min(next_renew, next_poll, end, now + wait - slept) - now, 0.0)
-        if step > 0:
+        # Differences, never absolute times: a step of less than a timestamp's resolution must still count.
+        step = min(next_renew - now, next_poll - now, end - now, wait - slept)
+        step = step if step >= _TICK_S else 0.0  # something is due (or the wait is over): no sleep
+        if step:
             sleep(step)
             slept += step
         expected, now = now + step, clock().timestamp()
         if now < expected:  # the clock stepped back while asleep: what was due is due now
             next_renew, next_poll = next_renew - (expected - now), next_poll - (expected - now)
-        if stop() or now >= end or slept >= wait:
+        if stop() or now >= end - _TICK_S or slept >= wait - _TICK_S:
             break
         poll = now >= next_poll - _EARLY_S
         if now >= next_renew - _EARLY_S or (poll and leading is None):  # only a leader polls: renew first

@@ -23,7 +23,7 @@ from predictor.config import load_settings
 from predictor.errors import ConfigError, DataSourceError
 from predictor.loop import FileLock, KubeCluster, Loop
 from predictor.loop.fleet import FleetLoop, cluster_settings
-from predictor.loop.react import pending_gpus, react_cycle, with_pending
+from predictor.loop.react import pending_gpus, react_cycle, wait_and_watch, with_pending
 from predictor.planner import QueueState
 from predictor.planner.workload import JobSummary, Workload
 from tests.actuators.fake_apiserver import FakeApiServer, serve_team_queues
@@ -308,8 +308,10 @@ def test_after_the_clock_steps_back_the_watch_polls_on_and_a_queue_keeps_its_wai
         return read()
 
     loop.react.cluster.queue_objects = queue_objects  # type: ignore[method-assign]
-    loop.run_forever(lambda: clock.slept >= 1800, sleep=clock.sleep)
+    loop.run_forever(lambda: clock.at >= END, sleep=clock.sleep)  # 11:05 on the clock: 75 minutes in
     assert clock.stepped and max(b - a for a, b in pairwise(polled)) <= 60 + 20
+    # The wait for 11:00 ends when its 40 minutes have passed (10:30 on the clock): that slot is done already.
+    assert done(AuditLog(loop.audit.path).read())[::2] == ["2026-11-02T10:00:00Z", "2026-11-02T11:00:00Z"]
     # team-a waits from 10:25 (real 300 s); the re-plan comes react_after_s later in real time, step or not
     # (give or take the poll the step fell in: its length is known only to a poll).
     react = [r for r in AuditLog(loop.audit.path).read() if r["outcome"] == "react"]
@@ -379,3 +381,20 @@ def test_polls_keep_their_period_and_the_locks_are_renewed_on_their_own_schedule
     loop.run_forever(lambda: clock.at >= pd.Timestamp("2026-11-02T10:50:00Z"), sleep=clock.sleep)
     assert cluster.reads - 1 == polls  # after the 10:20 cycle's read, every poll_s until 10:50 (stopped then)
     assert len(renewals) - 1 <= 30 * 60 / 20 + 1  # every 20 s whatever the poll period (plus the cycle's)
+
+
+@pytest.mark.parametrize("standby", ["", "held by pod-2"])
+def test_a_wait_ends_with_a_clock_that_stands_still_and_polls_only_while_leading(standby: str) -> None:
+    slept: list[float] = []
+    renewals: list[str] = []
+    polls: list[float] = []
+
+    def renew() -> str:
+        renewals.append(standby)
+        return standby
+
+    wait_and_watch(3600, lambda: NOW, lambda: False, slept.append, renew_every_s=20, poll_s=60, renew=renew,
+                   watch=lambda: polls.append(sum(slept)))
+    assert sum(slept) == pytest.approx(2400.001)  # 10:20 to just past 11:00, by the sleeps alone
+    assert len(renewals) == 2400 // 20  # every 20 s slept
+    assert polls == ([] if standby else [60.0 * k for k in range(1, 41)])  # a standby instance never polls
