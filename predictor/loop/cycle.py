@@ -137,6 +137,7 @@ class Loop:
         for leader in self.leaders:
             why = leader.acquire(now)
             if why:
+                self.react.standby()  # another loop decides meanwhile: what this one saw waiting goes stale
                 return why
         return ""
 
@@ -212,21 +213,23 @@ class Loop:
         if report.standby:
             self.metrics.cycles.labels(result="standby").inc()
             return report
-        self.audit.append([self._record(now, cycle, "*", "react", self.react.reason(queues), code="react")])
-        self.metrics.react_cycles.inc()
-        return self._run_locked(now, cycle, report, False, started, replan=True)
+        return self._run_locked(now, cycle, report, False, started, react=self.react.reason(queues))
 
     def _run_locked(self, now: pd.Timestamp, cycle: str, report: CycleReport, force: bool,
-                    started: float, *, replan: bool = False) -> CycleReport:
+                    started: float, *, react: str = "") -> CycleReport:
+        """``react``: why this is a re-plan between slots (audited and counted only if its id is not done)."""
         # Read after taking the lock: a loop that just finished this slot has written its cycle-done.
         if not force and cycle in self.audit.done_cycles(self.name):
             report.skipped = True
             return report
+        if react:
+            self.audit.append([self._record(now, cycle, "*", "react", react, code="react")])
+            self.metrics.react_cycles.inc()
         try:
             report.recovered = self.recover(now)
             for record in report.recovered:
                 self.metrics.changes.labels(mode=record.mode, outcome=record.outcome).inc()
-            self._cycle(now, cycle, report, replan=replan)
+            self._cycle(now, cycle, report, replan=bool(react))
         except PredictorError:
             self.metrics.cycles.labels(result="error").inc()
             raise
@@ -406,8 +409,8 @@ class Loop:
 
         Between cycles the wait is cut into steps of at most ``renew_every_s`` that renew the locks, so a
         Lease shorter than the interval stays held; a standby instance tries to take it at each step. With
-        ``planner.react_pending_gpus`` on, the steps are at most ``loop.react_poll_s`` too, and the leader
-        re-plans between slots when a queue has waited long enough (``predictor.loop.react``).
+        ``planner.react_pending_gpus`` on, the leader also polls every ``loop.react_poll_s`` (its own schedule)
+        and re-plans between slots when a queue has waited long enough (``predictor.loop.react``).
         """
         self._forever = True
         try:
@@ -417,8 +420,8 @@ class Loop:
                 except Exception as exc:  # one bad cycle (even a bug) must not end the loop
                     self.fail(exc)
                 if self.react.enabled:
-                    wait_and_watch(self.settings.loop.interval_s, self.clock, stop, sleep,
-                                   min(renew_every_s, self.react.poll_s), renew=lambda: self.lead(self.clock()),
+                    wait_and_watch(self.settings.loop.interval_s, self.clock, stop, sleep, renew_every_s=renew_every_s,
+                                   poll_s=self.react.poll_s, renew=lambda: self.lead(self.clock()),
                                    watch=self.watch_pending)
                 else:
                     wait_for_next_cycle(self.settings.loop.interval_s, self.clock, stop, sleep, renew_every_s,

@@ -142,8 +142,8 @@ class FleetLoop:
                 self.run_cycle()
                 if reacting:
                     wait_and_watch(first.settings.loop.interval_s, first.clock, stop, sleep,
-                                   min(renew_every_s, first.react.poll_s), renew=self._renew_leading,
-                                   watch=self._watch)
+                                   renew_every_s=renew_every_s, poll_s=first.react.poll_s,
+                                   renew=self._renew_leading, watch=self._watch)
                 else:
                     wait_for_next_cycle(first.settings.loop.interval_s, first.clock, stop, sleep, renew_every_s,
                                         renew=self.renew)

@@ -8,16 +8,17 @@ floors never disagree, and the cycle reads nothing more (``QUEUE_PENDING`` would
 query per cycle and per poll, today read only by the demand model, as a history range). A failed or
 absent read leaves pending *unknown* (``{}``), never 0.
 
-Between slots ``run_forever`` waits in steps that renew the locks; with ``react_pending_gpus`` on, the
-leader also reads queues and pending every ``loop.react_poll_s`` and feeds one ``PendingWatch``, and a
-queue that has waited beyond its deserved for ``react_after_s`` makes the loop re-plan at once, with every
-safety rule of a normal cycle (the planner's). A failed read is logged and counted; the loop keeps waiting.
+Between slots ``run_forever`` waits, renewing the locks every ``renew_every_s``; with ``react_pending_gpus``
+on (and ``planner.resource`` GPUs), the leader also reads queues and pending every ``loop.react_poll_s``, on
+a schedule of its own, and feeds one ``PendingWatch``, and a queue that has waited beyond its deserved for
+``react_after_s`` makes the loop re-plan at once, with every safety rule of a normal cycle (the planner's).
+A failed read (any exception in it) is logged and counted; the loop keeps waiting. A loop on standby forgets
+the waits it saw: what it sees once it leads again starts them afresh.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -71,27 +72,36 @@ class ReactWatch:
         self.watch = PendingWatch(settings.planner)
         self.last_poll_s: float | None = None
         self.failing = False  # the last poll failed: the next failure is not logged again, a success is
-        if self.settings.planner.react_pending_gpus > 0 and workload is None:
+        p = settings.planner
+        if p.react_pending_gpus > 0 and workload is None:
             log.warning("planner.react_pending_gpus is set but the loop reads no workload (--history): pending "
                         "GPUs are unknown, so it never re-plans between slots")
+        elif p.react_pending_gpus > 0 and p.resource != GPU_RESOURCE:
+            log.warning("planner.react_pending_gpus is set but planner.resource is %s: the workload counts "
+                        "pending %s only, so the loop never re-plans between slots", p.resource, GPU_RESOURCE)
 
     @property
     def enabled(self) -> bool:
-        """Whether anything is read between slots: the rule is on and pending can be known."""
-        return self.settings.planner.react_pending_gpus > 0 and self.workload is not None
+        """Whether anything is read between slots: the rule is on and pending can be known (GPUs, a workload)."""
+        p = self.settings.planner
+        return p.react_pending_gpus > 0 and self.workload is not None and p.resource == GPU_RESOURCE
 
     @property
     def poll_s(self) -> float:
         return self.settings.loop.react_poll_s
 
     def poll(self, now: pd.Timestamp) -> list[str]:
-        """The queues that trigger a re-plan at ``now`` (``[]`` before the next poll is due, or on a failed read).
+        """The queues that trigger a re-plan at ``now`` (``[]`` on a failed read); ``wait_and_watch`` says when.
 
         A failed read, or pending unknown, feeds the watch nothing: no queue's waiting clock restarts on a
-        read that says nothing about it.
+        read that says nothing about it. Any exception in the read is a failed read (counted in
+        ``react_read_failures``, logged once per outage; an unexpected one with its traceback); only a
+        re-plan's own failure is the caller's.
         """
         now_s = now.timestamp()
-        if not self.enabled or (self.last_poll_s is not None and now_s - self.last_poll_s < self.poll_s):
+        if self.last_poll_s is not None and now_s < self.last_poll_s:
+            self._stepped_back(self.last_poll_s - now_s)
+        if not self.enabled:
             return []
         self.last_poll_s = now_s
         assert self.workload is not None
@@ -102,6 +112,9 @@ class ReactWatch:
             workload = self.workload.workload(now)
         except (PredictorError, OSError) as exc:
             self._failed(f"cannot read queues or pending GPUs: {exc}")
+            return []
+        except Exception as exc:  # unexpected data (or a bug) in a read: a failed read too, with its traceback
+            self._failed(f"cannot read queues or pending GPUs: {type(exc).__name__}: {exc}", exc)
             return []
         if pending_gpus(workload, p.resource) is None:
             self._failed("pending GPUs unknown (no workload from kube-state-metrics)")
@@ -117,30 +130,64 @@ class ReactWatch:
                 f"pending and allocated + pending above deserved for {p.react_after_s:g} s "
                 "(planner.react_pending_gpus)")
 
-    def _failed(self, why: str) -> None:
+    def standby(self) -> None:
+        """This loop stands by (another holds the lock or the Lease): forget every queue's wait and the last
+        poll, so a loop that leads again waits ``react_after_s`` from what it sees then, not from before."""
+        self.last_poll_s = None
+        self.watch.since.clear()
+
+    def _stepped_back(self, by_s: float) -> None:
+        """The wall clock went back ``by_s`` (NTP): poll now, and keep each queue's wait as long as it was."""
+        log.info("react watch: the clock stepped back %.0f s", by_s)
+        self.last_poll_s = None
+        self.watch.since = {queue: since - by_s for queue, since in self.watch.since.items()}
+
+    def _failed(self, why: str, exc: Exception | None = None) -> None:
         self.metrics.react_read_failures.inc()
         if not self.failing:  # once per outage, not every poll (the counter counts every one)
-            log.warning("react watch: %s; polling on", why.splitlines()[0])
+            log.warning("react watch: %s; polling on", why.splitlines()[0], exc_info=exc)
         self.failing = True
 
 
-def wait_and_watch(interval_s: float, clock: Callable[[], pd.Timestamp], stop: Callable[[], bool],
-                   sleep: Callable[[float], object], step_s: float, *, renew: Callable[[], str],
-                   watch: Callable[[], object]) -> None:
-    """``wait_for_next_cycle`` that also calls ``watch`` between steps while ``renew`` says this loop leads.
+_EARLY_S = 0.001  # a step ends on the due time; a clock read a hair before it still counts as due
+_TICK_S = 1e-6  # closer than this is there (the slot's end is 1 ms past its boundary)
 
-    Steps are ``step_s`` long (so polls keep their period), the last one what is left to the slot, so time
-    spent re-planning does not delay the slot. At most as many steps as the wait holds (a clock that does
-    not move still ends the wait).
+
+def wait_and_watch(interval_s: float, clock: Callable[[], pd.Timestamp], stop: Callable[[], bool],
+                   sleep: Callable[[float], object], *, renew_every_s: float, poll_s: float,
+                   renew: Callable[[], str], watch: Callable[[], object]) -> None:
+    """``wait_for_next_cycle`` that also calls ``watch`` every ``poll_s`` while ``renew`` says this loop leads.
+
+    The locks are renewed every ``renew_every_s`` and the watch polls every ``poll_s``, each on its own
+    schedule: a short poll period costs no extra Lease calls, and a long one is kept exactly (not rounded up
+    to a renewal step). Each sleep ends at whichever is due next, or at the slot, so time spent re-planning
+    does not delay the slot. In all it never sleeps longer than the wait it began with, so a clock that
+    stands still or steps back still ends the wait; after a step back nothing is due later than one period.
     """
     start = clock().timestamp()
-    end = start + interval_s - (start % interval_s) + 0.001
-    for _ in range(math.ceil((end - start) / step_s)):
-        left = end - clock().timestamp()
-        if left <= 0:
+    wait = interval_s - (start % interval_s) + 0.001
+    end, slept = start + wait, 0.0
+    next_renew, next_poll = start + renew_every_s, start + poll_s
+    leading: bool | None = None  # unknown until this wait's first renewal
+    while True:
+        now = clock().timestamp()
+        next_renew, next_poll = min(next_renew, now + renew_every_s), min(next_poll, now + poll_s)
+        # Differences, never absolute times: a step of less than a timestamp's resolution must still count.
+        step = min(next_renew - now, next_poll - now, end - now, wait - slept)
+        step = step if step >= _TICK_S else 0.0  # something is due (or the wait is over): no sleep
+        if step:
+            sleep(step)
+            slept += step
+        expected, now = now + step, clock().timestamp()
+        if now < expected:  # the clock stepped back while asleep: what was due is due now
+            next_renew, next_poll = next_renew - (expected - now), next_poll - (expected - now)
+        if stop() or now >= end - _TICK_S or slept >= wait - _TICK_S:
             break
-        sleep(min(step_s, left))
-        if stop():
-            break
-        if clock().timestamp() < end and not renew():
-            watch()
+        poll = now >= next_poll - _EARLY_S
+        if now >= next_renew - _EARLY_S or (poll and leading is None):  # only a leader polls: renew first
+            leading = not renew()
+            next_renew = now + renew_every_s
+        if poll:
+            if leading:
+                watch()
+            next_poll = clock().timestamp() + poll_s

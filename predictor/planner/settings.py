@@ -90,11 +90,12 @@ class PlannerSettings(BaseModel):
     react_pending_gpus: float = Field(
         0.0,
         ge=0,
-        description="Event-driven re-plan (0: off): a loop plans again between its hourly cycles, from the same "
-        "forecast, when a queue has had at least this many GPUs pending, and more allocated + pending than its "
-        "deserved, for react_after_s (predictor.planner.react). Honoured by the replay's loop (predictor replay, "
-        "bench/replay.py) and by predictor loop, which reads queues and pending GPUs every loop.react_poll_s "
-        "between its slots (predictor.loop.react).",
+        description="Event-driven re-plan (0: off): a loop plans again between its hourly cycles when a queue has "
+        "had at least this many GPUs pending, and more allocated + pending than its deserved, for react_after_s "
+        "(predictor.planner.react). Honoured by the replay's loop (predictor replay, bench/replay.py), which "
+        "re-plans from the same forecast, and by predictor loop, which reads queues and pending GPUs every "
+        "loop.react_poll_s between its slots and asks the served model again (predictor.loop.react; "
+        "planner.resource nvidia.com/gpu only).",
     )
     react_after_s: float = Field(600.0, ge=0, description="How long pending must last before an event re-plan.")
     headroom: float = Field(0.10, ge=0, le=2, description="Fraction added to deserved and capability targets.")
