@@ -12,6 +12,7 @@ time the cycle uses (audit records, holds, band gauges, last success) is the inj
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections import Counter as CodeCounts
@@ -56,6 +57,8 @@ from predictor.planner.decisions import TARGET_CODES
 from predictor.planner.fragmentation import fgd, task_mix
 from predictor.planner.state import is_queue_name
 from predictor.planner.workload import Workload
+
+log = logging.getLogger(__name__)
 
 __all__ = ["CycleReport", "Loop", "cycle_slot", "wait_for_next_cycle"]
 
@@ -355,6 +358,10 @@ class Loop:
         try:
             return self.workload.workload(now)
         except (PredictorError, OSError):
+            return None
+        except Exception:  # malformed kube-state-metrics data (or a bug in reading it): unknown, and said
+            log.warning("workload unreadable at %s: gang floors and pending GPUs unknown this cycle", now,
+                        exc_info=True)
             return None
 
     def _observe(self, now: pd.Timestamp, plan: QueuePlan, forecast: pd.DataFrame | None, versions: dict[str, str],

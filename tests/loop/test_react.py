@@ -141,6 +141,21 @@ def test_the_live_cycle_raises_a_waiting_queue_from_the_workload_and_not_when_it
     assert "allocated + pending GPUs 42" in raised[0].reason
 
 
+def test_malformed_workload_data_in_an_hourly_cycle_leaves_pending_unknown_and_the_cycle_runs(
+        fake: FakeApiServer, api: client.ApiClient, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock(NOW)
+    loop, _ = make_loop(tmp_path, api, clock, Jobs(burst=NOW, error=ValueError("bad ksm frame")), mode="plan",
+                        planner=REACT)
+    with caplog.at_level(logging.WARNING, logger="predictor.loop.cycle"):
+        plan = loop.run_once().plan
+    assert plan is not None  # the cycle planned: an unreadable workload is unknown, not a failed cycle
+    assert [(c.after, c.code) for c in plan.changes if c.queue == "team-a" and c.field == "deserved"] == [
+        (24.0, "max_step")]  # pending unknown: the forecast's raise, one step (as when the read is down)
+    records = AuditLog(loop.audit.path).read()
+    assert not [r for r in records if r["outcome"] == "failed"] and len(done(records)) == 1
+    assert any("workload unreadable" in r.message and r.exc_info for r in caplog.records)
+
+
 def test_a_queue_waiting_past_react_after_s_is_replanned_once_between_slots(
         fake: FakeApiServer, api: client.ApiClient, tmp_path: Path) -> None:
     clock = Clock(NOW)
