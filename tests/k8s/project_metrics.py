@@ -151,6 +151,9 @@ def project_openmetrics(history: SimHistory) -> str:
     family = {"family": "gpu-forecast"}
     out.family("predictor_loop_served_model_stale", "gauge", [(family, [(t, 0.0) for t in grid])])
     out.family("predictor_loop_model_load_failures", "counter", [(family, [(t, 0.0) for t in grid])])
+    # planner.react_pending_gpus: re-plans between slots, and the reads of queues + pending that failed
+    out.family("predictor_loop_react_cycles", "counter", [({}, [(t, 0.0) for t in grid])])
+    out.family("predictor_loop_react_read_failures", "counter", [({}, [(t, 0.0) for t in grid])])
     out.family("predictor_loop_fragmentation", "gauge", [
         ({"measure": measure}, [(t, value) for t in grid])
         for measure, value in (("fgd_gpus", 6.0), ("rate", 0.05), ("free_gpus", 20.0), ("free_nodes", 1.0))])
