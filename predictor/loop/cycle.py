@@ -40,8 +40,9 @@ from predictor.loop.demand import DemandPrediction, DemandReader, model_uri
 from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader, ReportsServing, WorkloadReader
 from predictor.loop.leader import FileLock, Leader
 from predictor.loop.metrics import LoopMetrics
-from predictor.loop.react import ReactWatch, react_cycle, wait_and_watch, with_pending
+from predictor.loop.react import ReactWatch, react_cycle, with_pending
 from predictor.loop.seams import QueueActuator
+from predictor.loop.waiting import wait_and_watch, wait_for_next_cycle
 from predictor.loop.xdp import XdpLoop
 from predictor.planner import (
     FieldChange,
@@ -445,15 +446,3 @@ class Loop:
         except Exception as exc:  # a bad re-plan (even a bug) is recorded like a bad cycle; the wait goes on
             self.fail(exc)
 
-
-def wait_for_next_cycle(interval_s: float, clock: Callable[[], pd.Timestamp], stop: Callable[[], bool],
-                        sleep: Callable[[float], object], renew_every_s: float, *, renew: Callable[[], object]) -> None:
-    """Sleep to the next interval slot in steps of at most ``renew_every_s``, calling ``renew`` between steps."""
-    wait = interval_s - (clock().timestamp() % interval_s) + 0.001
-    steps = max(1, math.ceil(wait / renew_every_s))
-    for step in range(steps):
-        sleep(wait / steps)
-        if stop():
-            break
-        if step < steps - 1:
-            renew()

@@ -23,11 +23,11 @@ import pandas as pd
 from models.frames import ID
 from predictor.config import Settings
 from predictor.errors import InputError, PredictorError
-from predictor.loop.cycle import CycleReport, Loop, wait_for_next_cycle
+from predictor.loop.cycle import CycleReport, Loop
 from predictor.loop.fleet_metrics import FleetMetrics
 from predictor.loop.inputs import Forecaster
 from predictor.loop.leader import Leader
-from predictor.loop.react import wait_and_watch
+from predictor.loop.waiting import wait_and_watch, wait_for_next_cycle
 from predictor.sources.clusters import SEPARATOR, qualify
 
 __all__ = ["ClusterRows", "FleetLoop", "FleetReport", "QualifiedForecaster", "cluster_settings"]

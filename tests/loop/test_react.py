@@ -23,7 +23,8 @@ from predictor.config import load_settings
 from predictor.errors import ConfigError, DataSourceError
 from predictor.loop import FileLock, KubeCluster, Loop
 from predictor.loop.fleet import FleetLoop, cluster_settings
-from predictor.loop.react import pending_gpus, react_cycle, wait_and_watch, with_pending
+from predictor.loop.react import pending_gpus, react_cycle, with_pending
+from predictor.loop.waiting import wait_and_watch
 from predictor.planner import QueueState
 from predictor.planner.workload import JobSummary, Workload
 from tests.actuators.fake_apiserver import FakeApiServer, serve_team_queues
