@@ -19,7 +19,7 @@ recoveries look like. Design choices, each for a reason:
   ``bench/forecast_speed.py --lstm-bags``), served as the mean of their quantile outputs. Networks trained
   on a dozen queues are high-variance (three seeds of one fit on sim3: 1.023–1.076 of seasonal mean 24's
   MAE; one network's bench score moved by up to 0.10 of the best baseline's MAE between two machines, three
-  bagged ones by under 0.01). Three networks cut the LSTM's MAE by 14–15 % on the public traces
+  bagged ones by under 0.01). Three networks cut the LSTM's MAE by 13–15 % on the public traces (same machine)
   (docs/design.md, "Forecasting": the bench trace by trace, and the calibration that came with it).
 
 Warm start (``init_state``, the ``net_.state_dict()`` of an LSTM fitted on other histories, e.g. other
