@@ -1,7 +1,7 @@
 """Benchmark every forecaster and ``auto`` across traces, worst held-out trace first.
 
 Usage: python bench/forecast.py [--data ../shared/data] [--traces philly,alibaba,sim,sim2,sim3] [--quick] [--jobs N]
-       [--outer 8] [--slow-inner 2 | --frozen] [--calibration weekly|daily|self|fresh]
+       [--outer 8] [--slow-inner 2 | --frozen] [--calibration weekly|daily|self|fresh|fresh-abs]
 
 Every model is backtested once per trace over many rolling origins (h = 168, a new origin every 24 h;
 cached under --cache, a directory stamped with the forecasting code's digest: records another code state
@@ -22,11 +22,12 @@ With --frozen the slow models' inner origins are forecast as ``auto``'s own back
 network trained at the oldest origin and fed each newer history (``models.forecast.frozen``; one network
 per trace, so at the first scored origins a little staler than auto's own), while the scored origins keep
 a network trained there, as auto serves one. --calibration picks how ``auto``'s intervals are replayed
-(``bench/forecast_intervals.py``): ``weekly`` (shipped), ``daily`` or ``self`` (the fit's self-tuned
-multiplier, ``bench/forecast_selftune.py``; no gamma tuned across traces) or ``fresh`` (what auto serves:
-each member's bands on its own errors, the LSTM's from one network trained at the newest inner origin,
-``models.forecast.memberwise``; LSTM records ``{trace}-lstm-w{outer + 7}.pkl``, a fit at every origin;
-gamma 1, nothing tuned across traces). The recorded calibration run:
+(``bench/forecast_intervals.py``): ``weekly`` (shipped until session 7), ``daily`` or ``self`` (the fit's
+self-tuned multiplier, ``bench/forecast_selftune.py``; no gamma tuned across traces), ``fresh`` (what auto
+serves: each member's bands on its own errors, the LSTM's from one network trained at the newest inner
+origin and in units of that network's band, ``models.forecast.memberwise``; LSTM records
+``{trace}-lstm-w{outer + 7}.pkl``, a fit at every origin; gamma 1, nothing tuned across traces) or
+``fresh-abs`` (the same with the LSTM's shift in GPUs, served in sessions 7–9). The recorded calibration run:
 ``--outer 8 --frozen --models <every baseline but mstl>,lstm`` (cached networks: minutes).
 ``lstm_global`` (bench/forecast_global.py) is one LSTM per held-out trace trained on the other traces and
 served frozen, so it is a full candidate at every origin whatever --slow-inner is.
@@ -249,10 +250,11 @@ def replay(
 
 def _member_evidence(
     c: dict[str, Any], models: list[str], o: int, inner: list[int], weights: dict[str, float]
-) -> dict[str, tuple[float, dict[int, tuple[np.ndarray, np.ndarray]], dict[int, np.ndarray]]]:
-    """Per member of what auto serves at origin ``o``: its weight, its bands there and its own CQR scores: a
-    baseline's on every inner window, the LSTM's on the newest only, forecast by a network trained there
-    (``lstm_fresh``'s records; ``models.forecast.memberwise``)."""
+) -> dict[str, tuple[Any, ...]]:
+    """Per member of what auto serves at origin ``o``: its weight, its bands there, its own CQR scores (a
+    baseline's on every inner window, the LSTM's on the newest only, forecast by a network trained there:
+    ``lstm_fresh``'s records; ``models.forecast.memberwise``) and, for the LSTM, the mean half-width per level
+    of the band those scores were measured against (None for a baseline)."""
     out = {}
     for m, wt in weights.items():
         i = models.index(m)
@@ -262,6 +264,10 @@ def _member_evidence(
             wt,
             {lvl: (c[f"lo-{lvl}"][i, o], c[f"hi-{lvl}"][i, o]) for lvl in LEVELS},
             {lvl: np.maximum(c[f"lo-{lvl}"][src, rows] - a, a - c[f"hi-{lvl}"][src, rows]).ravel() for lvl in LEVELS},
+            # the calibrating window's mean half-width: the LSTM's misses are learnt in units of its band
+            {lvl: float(np.nanmean(c[f"hi-{lvl}"][src, rows] - c[f"lo-{lvl}"][src, rows]) / 2) for lvl in LEVELS}
+            if m == "lstm"
+            else None,
         )
     return out
 
@@ -287,10 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--calibration",
-        choices=("weekly", "daily", "self", "fresh"),
+        choices=("weekly", "daily", "self", "fresh", "fresh-abs"),
         default="weekly",
-        help="auto's intervals: CQR on its weekly inner windows (shipped), on 7 daily ones, or daily "
-        "with the fit's self-tuned multiplier (then no gamma is tuned across traces)",
+        help="auto's intervals: CQR on its weekly inner windows (shipped until session 7), on 7 daily ones, "
+        "daily with the fit's self-tuned multiplier (then no gamma is tuned across traces), per member as auto "
+        "serves them (fresh), or so with the LSTM's shift in GPUs (fresh-abs, sessions 7-9)",
     )
     parser.add_argument("--cache", type=Path, default=Path("/tmp/bench-forecast-cache"))
     args = parser.parse_args(argv)
@@ -318,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         entry = per_trace.setdefault(trace, {"frame": frame, "records": [], "seconds": {}})
         entry["records"].append(records)
         entry["seconds"][model] = seconds / max(fits, 1)
-    fresh = args.calibration == "fresh"
+    fresh = args.calibration in ("fresh", "fresh-abs")
     if fresh:  # the LSTM's calibration window: a network trained at each origin up to the newest inner one
         for trace, entry in per_trace.items():
             w = args.outer + INNER_STEP // STEP

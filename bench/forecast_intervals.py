@@ -1,7 +1,8 @@
 """``auto``'s served intervals replayed on benchmark records: how ``bench/forecast.py --calibration`` bands.
 
 ``fresh`` is what ``auto`` serves (``models.forecast.memberwise``: every member's bands on its own backtest
-errors, the LSTM's on its newest window only, by a network trained there, then weighted like the means);
+errors, the LSTM's on its newest window only, by a network trained there and in units of that window's band,
+then weighted like the means); ``fresh-abs`` the same with the LSTM's shift in GPUs (served until session 10);
 ``weekly`` is what ``auto`` shipped before (two-sided CQR on its inner windows a week apart, at miscoverage
 ``(1 − L) · gamma``); ``daily`` calibrates on the ``DAILY`` newest windows a day apart whose actuals all
 precede the origin (the newest ``GAP`` days back); ``self`` multiplies ``gamma`` by the multiplier one fit
@@ -39,11 +40,18 @@ def fit_gammas(rep: dict[str, Any], how: str) -> dict[tuple[int, int], float]:
     return out
 
 
-def _memberwise(members: dict[str, Any], lvl: int, gamma: float) -> tuple[np.ndarray, np.ndarray]:
+def _memberwise(
+    members: dict[str, Any], lvl: int, gamma: float, relative: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     lo: Any = 0.0
     hi: Any = 0.0
-    for wt, bands, scores in members.values():
-        q = cqr_shift(scores[lvl], lvl, gamma)
+    for wt, bands, scores, calib_half in members.values():
+        if relative and calib_half is not None and calib_half[lvl] > 0:
+            # in units of the calibrating window's band, applied in units of the served band's
+            q = cqr_shift(scores[lvl] / calib_half[lvl], lvl, gamma)
+            q = None if q is None else q * float(np.nanmean(bands[lvl][1] - bands[lvl][0]) / 2)
+        else:
+            q = cqr_shift(scores[lvl], lvl, gamma)
         q = 0.0 if q is None else q
         lo, hi = lo + wt * (bands[lvl][0] - q), hi + wt * (bands[lvl][1] + q)
     return np.asarray(lo), np.asarray(hi)
@@ -59,8 +67,8 @@ def calibrated(rep: dict[str, Any], gamma: float, how: str = "weekly") -> dict[i
         raw = {}
         for lvl in levels:
             lo, hi = rep["bands"][lvl][i]
-            if how == "fresh":  # every member on its own errors, then weighted (models.forecast.memberwise)
-                raw[lvl] = _memberwise(rep["members"][i], lvl, gamma)
+            if how in ("fresh", "fresh-abs"):  # every member on its own errors, weighted (models.forecast.memberwise)
+                raw[lvl] = _memberwise(rep["members"][i], lvl, gamma, relative=how == "fresh")
                 continue
             if how == "weekly":
                 q = cqr_shift(rep["scores"][lvl][i], lvl, gamma)

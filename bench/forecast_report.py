@@ -119,7 +119,8 @@ def report(
 
     traces = list(per_trace)
     headline, held_cov = [], []
-    gammas = (1.0,) if how in ("self", "fresh") else GAMMAS  # nothing about the intervals tuned across traces
+    # nothing about the intervals tuned across traces
+    gammas = (1.0,) if how in ("self", "fresh", "fresh-abs") else GAMMAS
     for held in traces:
         train = [t for t in traces if t != held] or [held]
         rule = min(rules, key=lambda r: max(ratio(t, r) for t in train))  # worst case first, as the headline

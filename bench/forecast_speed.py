@@ -10,8 +10,8 @@ sizes first; the full 1,000-series figure takes minutes on 2 cores. CPU seconds 
 workers ``auto`` starts, ``models.forecast.parallel``) are printed beside wall seconds because on a shared
 machine the wall time measures the neighbours too; ``load`` is the 1-minute load average at the end of the
 run and ``workers`` the processes ``auto`` could use (``PREDICTOR_FORECAST_WORKERS``, else the cores).
-``--lstm-bags K`` serves ``auto``'s LSTM candidate as ``LSTMForecaster(bags=K)`` (off by default: 1): what
-bagging costs, timed against the same baseline in the same run.
+``--lstm-bags K`` serves ``auto``'s LSTM candidate as ``LSTMForecaster(bags=K)`` (default: the model's own,
+3 networks since session 10): what bagging costs, timed against the same baseline in the same run.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from forecast_traces import simulated_trace  # noqa: E402
 
+from models.forecast import LSTMForecaster  # noqa: E402
 from models.forecast.parallel import available_workers  # noqa: E402
 from pipelines.forecast import make_model, run_forecast  # noqa: E402
 
@@ -48,9 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="auto")
     parser.add_argument("--baseline", default="naive")
     parser.add_argument("--horizon", type=int, default=168)
-    parser.add_argument("--lstm-bags", type=int, default=1, help="LSTMForecaster(bags=K) inside --model")
+    parser.add_argument("--lstm-bags", type=int, default=None, help="LSTMForecaster(bags=K) inside --model "
+                        "(default: the model's own)")
     args = parser.parse_args(argv)
-    if args.lstm_bags < 1:
+    if args.lstm_bags is not None and args.lstm_bags < 1:
         parser.error(f"--lstm-bags must be a whole number of networks >= 1, not {args.lstm_bags}")
     rows = []
     for n in (int(x) for x in args.series.split(",") if x.strip()):
@@ -58,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds, cpu = {}, {}
         for name in (args.baseline, args.model):
             started, started_cpu = time.perf_counter(), cpu_seconds()
-            if name == args.model and args.lstm_bags > 1:
+            if name == args.model and args.lstm_bags is not None:
                 lstm = {"horizon": args.horizon, "bags": args.lstm_bags}
                 model = make_model(name, horizon=args.horizon, params={"candidate_params": {"lstm": lstm}})
                 forecast = model.fit(history).predict(args.horizon, level=(80, 95))
@@ -76,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{args.baseline} s": seconds[args.baseline],
                 "ratio": seconds[args.model] / seconds[args.baseline],
                 f"{args.model} ms/series": 1000 * seconds[args.model] / n,
-                "lstm bags": args.lstm_bags,
+                "lstm bags": args.lstm_bags or LSTMForecaster().bags,
                 "workers": available_workers(),
                 "load": os.getloadavg()[0],
             }

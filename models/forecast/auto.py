@@ -38,7 +38,7 @@ from sklearn.base import clone
 
 from models.forecast.backtest import BacktestResult
 from models.forecast.base import Bands, BaseForecaster, PointForecast, _tidy
-from models.forecast.memberwise import FRESH_WINDOWS, calibrate_members, member_scores
+from models.forecast.memberwise import FRESH_WINDOWS, calibrate_members, member_halfwidths, member_scores
 from models.forecast.parallel import Workers, backtest_part, by_series, fit_model, merge_backtests, spare_workers
 from models.forecast.prep import RegularSeries, to_frame
 from models.forecast.registry import forecasters
@@ -78,6 +78,8 @@ class SeriesPlan:
     gamma: float = 1.0  # miscoverage multiplier of the conformal step (see the module docstring)
     # per member and level: its own CQR scores (models.forecast.memberwise); None: the pool's band_scores
     member_scores: dict[str, dict[int, np.ndarray]] | None = None
+    # per slow member and level: its calibrating band's mean half-width; its shift is served relative to it
+    member_halfwidths: dict[str, dict[int, float]] | None = None
     windows: int = 0  # the most backtest windows any member of the plan was scored on
 
 
@@ -131,6 +133,7 @@ def plan_from_records(
             scores=scores,
             gamma=rule.gamma,
             member_scores=member_scores(every_window, list(weights), levels),
+            member_halfwidths=member_halfwidths(every_window, [m for m in weights if _slow_name(m)], levels),
             windows=int(every_window.loc[every_window["model"].isin(list(weights)), "window"].nunique()),
         )
     return plans
@@ -195,7 +198,9 @@ def combine(plan: SeriesPlan, members: Mapping[str, PointForecast], levels: tupl
         for lvl in levels
     }
     if plan.member_scores is not None:  # each member on its own errors (models.forecast.memberwise)
-        calibrated = calibrate_members(plan.weights, members, plan.member_scores, levels, plan.gamma)
+        # a state saved before member_halfwidths existed has no such attribute: absolute shifts, as then
+        halfwidths = getattr(plan, "member_halfwidths", None)
+        calibrated = calibrate_members(plan.weights, members, plan.member_scores, levels, plan.gamma, halfwidths)
     else:
         calibrated = _cqr(member_bands, plan.band_scores, levels, plan.gamma)
     # levels the backtest did not record: residual quantiles of the served mean, else the members' bands
@@ -387,6 +392,11 @@ def _slow(model: BaseForecaster) -> bool:
     return bool(getattr(model, "backtest_frozen", False))
 
 
+def _slow_name(name: str) -> bool:
+    """Whether the registered forecaster ``name`` is a slow member (an unknown name is not)."""
+    return name in forecasters and _slow(forecasters.create(name))
+
+
 def _usable(model: BaseForecaster, series: list[RegularSeries]) -> list[RegularSeries]:
     """The series long enough for ``model``: what its served copy is fitted on."""
     return [s for s in series if len(s) >= model.min_history()]
@@ -414,7 +424,7 @@ def records_for_auto(
     records = result.records
     levels = result.levels
     # as auto's own backtest: a slow member (the LSTM) only at the newest inner origin (models.forecast.memberwise)
-    slow = [m for m in records["model"].unique() if m in forecasters and _slow(forecasters.create(str(m)))]
+    slow = [m for m in records["model"].unique() if _slow_name(str(m))]
     parts = []
     for outer in range(outer_windows):
         inner = records[(records["window"] > outer) & (records["window"] <= outer + inner_windows)]

@@ -2,8 +2,9 @@
 
 What a user relies on: the served forecast is the mean of the networks' outputs (none is dropped or
 weighted in secret), together they train on every origin once, ``bags=1`` is the single network it always
-was, a bagged model survives the registry's state format with identical forecasts, and a bad ``bags`` is
-one error naming it.
+was, a model is bagged unless asked otherwise, a history with fewer training origins than networks still
+fits (with as many networks as origins), a bagged model survives the registry's state format with
+identical forecasts, and a bad ``bags`` is one error naming it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def test_a_bagged_forecast_is_the_mean_of_its_networks(bagged: LSTMForecaster) -
     served = bagged.predict(H)
     singles = []
     for net in bagged.nets_:
-        one = LSTMForecaster(**TINY)
+        one = LSTMForecaster(**TINY, bags=1)
         one.__dict__.update({k: v for k, v in bagged.__dict__.items() if k.endswith("_")})
         one.nets_, one.net_ = [net], net
         singles.append(one.predict(H).sort_values(["series_id", "timestamp"])["mean"].to_numpy())
@@ -54,13 +55,25 @@ def test_a_bagged_forecast_is_the_mean_of_its_networks(bagged: LSTMForecaster) -
 
 
 def test_the_bags_share_the_training_origins_between_them() -> None:
-    one = LSTMForecaster(**TINY)
+    one = LSTMForecaster(**TINY, bags=1)
     data = {"seq": np.arange(10.0)[:, None], "val": np.zeros(10, bool)}
     assert one._bagged(data)[0] is data  # one network: every origin, untouched
-    three = LSTMForecaster(**TINY, bags=3)._bagged(data)
+    three = LSTMForecaster(**TINY)._bagged(data)  # the default: three networks
     rows = np.sort(np.concatenate([part["seq"][:, 0] for part in three]))
     np.testing.assert_array_equal(rows, np.arange(10.0))  # disjoint, and together every origin
     assert [len(part["seq"]) for part in three] == [4, 3, 3]
+
+
+def test_fewer_training_origins_than_networks_still_fit() -> None:
+    # a series just long enough for one horizon and one day has a single training origin
+    short = synthetic_history(hours=H + 24 + 1, seed=5)
+    short = short[short["series_id"] == short["series_id"].iloc[0]]
+    model = LSTMForecaster(**TINY, bags=3)
+    parts = model._bagged({"seq": np.arange(2.0)[:, None], "val": np.zeros(2, bool)})
+    assert [len(p["seq"]) for p in parts] == [1, 1]  # two networks of one origin each, none empty
+    model.fit(short)
+    assert 1 <= len(model.nets_) <= 3
+    assert np.isfinite(model.predict(H)["mean"]).all()
 
 
 def test_a_bagged_model_round_trips_through_the_registry_state(bagged: LSTMForecaster) -> None:

@@ -25,14 +25,14 @@ HISTORY = synthetic_history(hours=360, end_offset_h=5)  # series ending at diffe
 
 
 def test_auto_trains_the_lstm_once_for_its_backtest_and_once_to_serve(monkeypatch: pytest.MonkeyPatch) -> None:
-    trained: list[int] = []
-    original = LSTMForecaster._train
+    trained: list[int] = []  # training samples of each fit (all of its bagged networks together)
+    original = LSTMForecaster._bagged
 
-    def counting(self: LSTMForecaster, data: dict[str, Any], q: Any, seed: int) -> Any:
+    def counting(self: LSTMForecaster, data: dict[str, Any]) -> Any:
         trained.append(len(data["seq"]))
-        return original(self, data, q, seed)
+        return original(self, data)
 
-    monkeypatch.setattr(LSTMForecaster, "_train", counting)
+    monkeypatch.setattr(LSTMForecaster, "_bagged", counting)
     model = auto.AutoForecaster(windows=WINDOWS, step=STEP, horizon=H, candidate_params={"lstm": TINY_LSTM})
     forecast = model.fit(HISTORY).predict(H)
     assert len(trained) == 2  # not once per backtest window plus once to serve
