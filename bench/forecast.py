@@ -254,7 +254,7 @@ def _member_evidence(
     """Per member of what auto serves at origin ``o``: its weight, its bands there, its own CQR scores (a
     baseline's on every inner window, the LSTM's on the newest only, forecast by a network trained there:
     ``lstm_fresh``'s records; ``models.forecast.memberwise``) and, for the LSTM, the mean half-width per level
-    of the band those scores were measured against (None for a baseline)."""
+    of the band those scores were measured against, per lead (None for a baseline)."""
     out = {}
     for m, wt in weights.items():
         i = models.index(m)
@@ -265,7 +265,7 @@ def _member_evidence(
             {lvl: (c[f"lo-{lvl}"][i, o], c[f"hi-{lvl}"][i, o]) for lvl in LEVELS},
             {lvl: np.maximum(c[f"lo-{lvl}"][src, rows] - a, a - c[f"hi-{lvl}"][src, rows]).ravel() for lvl in LEVELS},
             # the calibrating window's mean half-width: the LSTM's misses are learnt in units of its band
-            {lvl: float(np.nanmean(c[f"hi-{lvl}"][src, rows] - c[f"lo-{lvl}"][src, rows]) / 2) for lvl in LEVELS}
+            {lvl: np.nanmean(c[f"hi-{lvl}"][src, rows] - c[f"lo-{lvl}"][src, rows], axis=0) / 2 for lvl in LEVELS}
             if m == "lstm"
             else None,
         )

@@ -18,6 +18,7 @@ import numpy as np
 from forecast_selftune import pooled_shift, self_tuned_gamma
 
 from models.forecast.base import _tidy
+from models.forecast.memberwise import scaled_shift
 from models.forecast.selection import cqr_shift
 
 __all__ = ["DAILY", "GAP", "TESTS", "calibrated", "fit_gammas"]
@@ -46,10 +47,8 @@ def _memberwise(
     lo: Any = 0.0
     hi: Any = 0.0
     for wt, bands, scores, calib_half in members.values():
-        if relative and calib_half is not None and calib_half[lvl] > 0:
-            # in units of the calibrating window's band, applied in units of the served band's
-            q = cqr_shift(scores[lvl] / calib_half[lvl], lvl, gamma)
-            q = None if q is None else q * float(np.nanmean(bands[lvl][1] - bands[lvl][0]) / 2)
+        if relative and calib_half is not None:  # scaled to the served band, never up (models.forecast.memberwise)
+            q = scaled_shift(scores[lvl], lvl, gamma, calib_half[lvl], bands[lvl])
         else:
             q = cqr_shift(scores[lvl], lvl, gamma)
         q = 0.0 if q is None else q

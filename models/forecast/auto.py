@@ -78,8 +78,8 @@ class SeriesPlan:
     gamma: float = 1.0  # miscoverage multiplier of the conformal step (see the module docstring)
     # per member and level: its own CQR scores (models.forecast.memberwise); None: the pool's band_scores
     member_scores: dict[str, dict[int, np.ndarray]] | None = None
-    # per slow member and level: its calibrating band's mean half-width; its shift is served relative to it
-    member_halfwidths: dict[str, dict[int, float]] | None = None
+    # per slow member and level: its calibrating band's half-width per lead; its shift is scaled to the served band
+    member_halfwidths: dict[str, dict[int, np.ndarray]] | None = None
     windows: int = 0  # the most backtest windows any member of the plan was scored on
 
 

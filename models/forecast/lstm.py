@@ -284,11 +284,14 @@ class LSTMForecaster(BaseForecaster):
         self.epochs_by_bag_: list[int] = []
         self.best_val_loss_by_bag_: list[float] = []
         n = data["seq"].shape[0]
-        bags = min(int(getattr(self, "bags", 1)), n)  # never a network without a sample to train on
+        bags = min(int(getattr(self, "bags", 1)), n)
         if bags <= 1:
             return [data]
         which = np.random.default_rng(int(self.random_state)).permutation(n) % bags
-        return [{k: v[which == b] for k, v in data.items()} for b in range(bags)]
+        parts = [{k: v[which == b] for k, v in data.items()} for b in range(bags)]
+        # never a network without a training sample (on a tiny history a share can hold validation origins only)
+        trained = [p for p in parts if not p["val"].astype(bool).all()]
+        return trained or [data]
 
     def _train(self, data: dict[str, np.ndarray], q: np.ndarray, seed: int) -> _Net:
         torch.manual_seed(seed)

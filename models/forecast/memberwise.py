@@ -13,14 +13,18 @@ Measured held out (``bench/forecast.py --outer 8 --frozen --calibration fresh``,
 bands covered 0.818 / 0.816 / 0.790 on Philly / Alibaba / simulated queues (shipped before: 0.898 /
 0.878 / 0.801 with the same networks), 95 % 0.943 / 0.907 / 0.936 (Alibaba's trend under-covers).
 
-A slow member's shift is learnt in units of its calibrating band and served in units of the served band
-(``halfwidths``): the network calibrated on is another training than the one served, and a learnt band's
-width changes from one training to the next, so a miss 12 GPUs outside a band of half-width 20 says "widen
-by 60 %", not "widen by 12 GPUs". Traced on the bagged LSTM (session 9): on Alibaba's largest series the
-calibrating network's 80 % band was 1.7–4.9 times as wide as the served network's at 7 scored origins, so
-shifts learnt in GPUs narrowed the served band far too much (that series' 80 % coverage at the scored
-origins: 0.81 raw, 0.50 served). Held out, relative shifts moved the pool's 80 % coverage on Alibaba from
-0.747 to 0.799 (docs/design.md, "Forecasting": every trace, and where it still misses).
+A slow member's shift is scaled to the band it is served on (``halfwidths``): the network calibrated on is
+another training than the one served, and a learnt band's width changes from one training to the next. So
+the shift learnt in GPUs is multiplied by the served band's mean half-width ÷ the calibrating band's, over the
+leads both have, when that is below 1: a band that was too wide by 12 GPUs where it was 40 wide is too wide by
+6 where the served one is 20. Never scaled up: a calibrating band can be degenerate (a queue idle before the
+newest origin has a band a hundredth of a GPU wide, and its misses divided by that would widen the served
+band a hundredfold), and a shift is not extrapolated beyond what was measured. Traced on the bagged LSTM
+(session 9): on Alibaba's largest series the calibrating network's 80 % band was 1.7–4.9 times as wide as
+the served network's at 7 scored origins, so shifts learnt in GPUs narrowed the served band far too much
+(that series' 80 % coverage at the scored origins: 0.81 raw, 0.50 served). Scaled shifts moved the served
+pool's 80 % coverage on Alibaba from 0.747 to 0.790 (docs/design.md, "Forecasting": every trace, and where it
+still misses).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import pandas as pd
 from models.forecast.base import Bands, PointForecast
 from models.forecast.selection import cqr_shift
 
-__all__ = ["FRESH_WINDOWS", "calibrate_members", "member_halfwidths", "member_scores"]
+__all__ = ["FRESH_WINDOWS", "calibrate_members", "member_halfwidths", "member_scores", "scaled_shift"]
 
 FRESH_WINDOWS = 1  # backtest windows of a slow member: the newest, by a network trained at its origin
 
@@ -55,34 +59,48 @@ def member_scores(records: pd.DataFrame, members: list[str], levels: list[int]) 
     return out
 
 
-def member_halfwidths(records: pd.DataFrame, members: list[str], levels: list[int]) -> dict[str, dict[int, float]]:
-    """Per member and level: the mean half-width of its band over the windows it was calibrated on (the
-    rows ``member_scores`` scores). Only for the members whose shift is served relative to their band."""
-    out: dict[str, dict[int, float]] = {}
+def member_halfwidths(
+    records: pd.DataFrame, members: list[str], levels: list[int]
+) -> dict[str, dict[int, np.ndarray]]:
+    """Per member and level: its band's half-width at each lead (index ``lead - 1``), averaged over the windows
+    it was calibrated on (the rows ``member_scores`` scores; NaN at a lead with none). Only for the members
+    whose shift is scaled to the served band."""
+    out: dict[str, dict[int, np.ndarray]] = {}
     for name in members:
         rows = records[(records["model"] == name) & records["actual"].notna()]
         if rows.empty:
             continue
-        out[name] = {
-            level: float(np.mean(rows[f"hi-{level}"].to_numpy(float) - rows[f"lo-{level}"].to_numpy(float)) / 2)
-            for level in levels
-        }
+        lead = rows["lead"].to_numpy(int)
+        out[name] = {}
+        for level in levels:
+            half = (rows[f"hi-{level}"].to_numpy(float) - rows[f"lo-{level}"].to_numpy(float)) / 2
+            per_lead = pd.Series(half).groupby(lead).mean()
+            out[name][level] = per_lead.reindex(range(1, int(lead.max()) + 1)).to_numpy(float)
     return out
 
 
-def _shift(
-    scores: np.ndarray | None, level: int, gamma: float, calibrating_half: float | None, band: tuple[Any, Any]
+def scaled_shift(
+    scores: np.ndarray | None, level: int, gamma: float, calibrating: np.ndarray | None, band: tuple[Any, Any]
 ) -> float:
-    """A member's CQR shift in GPUs: absolute, or (with the calibrating band's half-width) relative to it and
-    scaled to the served band's mean half-width. 0 when the evidence is too thin."""
-    if scores is None:
+    """A member's CQR shift in GPUs, 0 when the evidence is too thin. With the calibrating band's half-widths
+    per lead it is scaled by served ÷ calibrating half-width (means over the leads both have), never up: a
+    shift learnt against a band wider than the one served moves the served band proportionally less, and one
+    learnt against a narrower band (an idle history's band can be a hundredth of a GPU) as far as learnt.
+    Anything unusable (no common lead, a width ≤ 0 or not finite) leaves the shift as learnt."""
+    q = cqr_shift(scores, level, gamma) if scores is not None else None
+    if q is None:
         return 0.0
-    if calibrating_half is not None and np.isfinite(calibrating_half) and calibrating_half > 0:
-        q = cqr_shift(np.asarray(scores, dtype=float) / calibrating_half, level, gamma)
-        served_half = float(np.mean(np.asarray(band[1], dtype=float) - np.asarray(band[0], dtype=float)) / 2)
-        return 0.0 if q is None or not np.isfinite(served_half) else q * max(served_half, 0.0)
-    q = cqr_shift(scores, level, gamma)
-    return q if q is not None else 0.0
+    if calibrating is None:
+        return q
+    served = (np.asarray(band[1], dtype=float) - np.asarray(band[0], dtype=float)) / 2
+    calib = np.asarray(calibrating, dtype=float).ravel()
+    n = min(served.size, calib.size)
+    both = np.isfinite(served[:n]) & np.isfinite(calib[:n])  # the leads both bands have
+    if not both.any():
+        return q
+    wide = float(np.mean(calib[:n][both]))
+    ratio = float(np.mean(served[:n][both])) / wide if wide > 0 else np.nan
+    return q * ratio if np.isfinite(ratio) and 0 <= ratio < 1 else q
 
 
 def calibrate_members(
@@ -91,11 +109,11 @@ def calibrate_members(
     scores: Mapping[str, Mapping[int, np.ndarray]],
     levels: tuple[int, ...],
     gamma: float,
-    halfwidths: Mapping[str, Mapping[int, float]] | None = None,
+    halfwidths: Mapping[str, Mapping[int, np.ndarray]] | None = None,
 ) -> Bands:
     """The served bands: every member's band moved out or in by its own CQR shift (left as it is when its
     evidence is too thin or the level was not backtested), then the members weighted like the means. A
-    member in ``halfwidths`` is shifted relative to its band (see the module docstring)."""
+    member in ``halfwidths`` has its shift scaled to its served band (``scaled_shift``; the module docstring)."""
     out: Bands = {}
     for level in levels:
         lo: np.ndarray | float = 0.0
@@ -103,7 +121,7 @@ def calibrate_members(
         for name, weight in weights.items():
             m_lo, m_hi = members[name][1][level]
             half = (halfwidths or {}).get(name, {}).get(level)
-            shift = _shift(scores.get(name, {}).get(level), level, gamma, half, (m_lo, m_hi))
+            shift = scaled_shift(scores.get(name, {}).get(level), level, gamma, half, (m_lo, m_hi))
             lo = lo + weight * (np.asarray(m_lo, dtype=float) - shift)
             hi = hi + weight * (np.asarray(m_hi, dtype=float) + shift)
         out[level] = (np.asarray(lo, dtype=float), np.asarray(hi, dtype=float))

@@ -86,3 +86,12 @@ def test_a_bagged_model_round_trips_through_the_registry_state(bagged: LSTMForec
 def test_a_bad_bags_is_one_clear_error(bags: Any) -> None:
     with pytest.raises(ForecastInputError, match="LSTM bags"):
         LSTMForecaster(**TINY, bags=bags).fit(HISTORY)
+
+
+def test_every_bagged_network_trains_on_at_least_one_origin() -> None:
+    # on a tiny history most origins validate, and a share can hold validation origins only: such a
+    # network would be served untrained (its random weights averaged into the forecast)
+    data = {"seq": np.arange(10.0)[:, None], "val": np.array([False] * 3 + [True] * 7)}
+    parts = LSTMForecaster(**TINY, bags=10)._bagged(data)
+    assert parts and all((~p["val"]).any() for p in parts)
+    assert sum(int((~p["val"]).sum()) for p in parts) == 3  # every training origin still used once

@@ -3,9 +3,10 @@
 What a user relies on: the LSTM's band is conformalised on the misses of a network trained at the newest
 backtest origin (as fresh as the served one), not of one trained weeks before and fed newer histories;
 every other member on all of its own backtest windows; each member's band moves by its own misses
-before the members are weighted; and the LSTM's misses, made by another training than the served one, move
-its band in proportion to that band (a miss of half the calibrating band's width widens the served band by
-half its own), while a model saved before that rule keeps its absolute shifts.
+before the members are weighted; and the LSTM's shift, learnt on another training than the served one, is
+scaled down where the served band is narrower than the band it was learnt against (over the same leads,
+whatever horizon is asked for), never up (a queue idle before its newest window must not get a band a
+hundred times its demand), while a model saved before that rule keeps its shifts as learnt.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ def test_the_lstm_is_calibrated_on_the_newest_window_by_a_network_trained_there(
         # the LSTM's shift is learnt relative to the band it was calibrated on; a baseline's is absolute
         assert plan.member_halfwidths is not None and set(plan.member_halfwidths) == {"lstm"}
         mine = fresh[(fresh["series_id"] == sid) & fresh["actual"].notna()]
-        half = float(np.mean(mine["hi-80"] - mine["lo-80"]) / 2)
-        assert plan.member_halfwidths["lstm"][80] == pytest.approx(half)
+        half = ((mine["hi-80"] - mine["lo-80"]) / 2).groupby(mine["lead"]).mean().sort_index().to_numpy()
+        np.testing.assert_allclose(plan.member_halfwidths["lstm"][80], half)  # per lead
         # a baseline is refit at every origin: every backtest window is fresh, and all of them count
         want = _scores(baselines[baselines["series_id"] == sid], 80)
         np.testing.assert_allclose(plan.member_scores["naive"][80], want)
@@ -90,38 +91,99 @@ def test_the_pipeline_replay_of_auto_calibrates_the_lstm_as_auto_does() -> None:
     np.testing.assert_allclose(served["hi-80"].to_numpy(), replay["hi-80"].to_numpy(), rtol=1e-5, atol=1e-5)
 
 
-def test_a_slow_member_moves_in_proportion_to_its_band() -> None:
+def test_a_slow_member_shift_is_scaled_down_to_a_narrower_served_band_never_up() -> None:
     lead = np.arange(4.0)
     served = {"lstm": (10 + lead, {80: (8 + lead, 12 + lead)})}  # half-width 2
-    scores = {"lstm": {80: np.full(50, 5.0)}}  # missed by 5 outside a calibrating band of half-width 10
-    lo, hi = calibrate_members({"lstm": 1.0}, served, scores, (80,), 1.0, {"lstm": {80: 10.0}})[80]
-    np.testing.assert_allclose(hi - lo, 4 + 2 * 0.5 * 2)  # widened by half its half-width on each side
-    lo, hi = calibrate_members({"lstm": 1.0}, served, scores, (80,), 1.0)[80]
-    np.testing.assert_allclose(hi - lo, 4 + 2 * 5)  # without a half-width: absolute, 5 GPUs a side
-    # inside by half the calibrating band: narrowed by half of the served band's half-width
-    inside = {"lstm": {80: np.full(50, -5.0)}}
-    lo, hi = calibrate_members({"lstm": 1.0}, served, inside, (80,), 1.0, {"lstm": {80: 10.0}})[80]
-    np.testing.assert_allclose(hi - lo, 2.0)
+    misses = {"lstm": {80: np.full(50, 5.0)}}  # 5 GPUs outside the calibrating band
+
+    def width(scores: dict[str, dict[int, np.ndarray]], calibrating: float | None) -> np.ndarray:
+        halves = None if calibrating is None else {"lstm": {80: np.full(4, calibrating)}}
+        lo, hi = calibrate_members({"lstm": 1.0}, served, scores, (80,), 1.0, halves)[80]
+        return hi - lo
+
+    np.testing.assert_allclose(width(misses, 10.0), 4 + 2 * 5 * 0.2)  # learnt on a band 5x wider: 1 GPU a side
+    np.testing.assert_allclose(width(misses, None), 4 + 2 * 5)  # no half-widths: 5 GPUs a side, as learnt
+    np.testing.assert_allclose(width(misses, 1.0), 4 + 2 * 5)  # learnt on a narrower band: not scaled up
+    np.testing.assert_allclose(width(misses, 1e-3), 4 + 2 * 5)  # a degenerate calibrating band changes nothing
+    np.testing.assert_allclose(width({"lstm": {80: np.full(50, -5.0)}}, 10.0), 4 - 2 * 5 * 0.2)  # narrowed less
+    np.testing.assert_allclose(width(misses, np.nan), 4 + 2 * 5)  # unusable half-widths: as learnt
 
 
 def test_half_widths_are_read_from_the_windows_the_scores_come_from() -> None:
     records = pd.DataFrame(
         {
-            "model": ["lstm"] * 3 + ["naive"],
-            "actual": [1.0, 2.0, np.nan, 1.0],
-            "lo-80": [0.0, 0.0, 0.0, 0.0],
-            "hi-80": [4.0, 8.0, 100.0, 2.0],
+            "model": ["lstm"] * 4 + ["naive"],
+            "lead": [1, 1, 2, 2, 1],
+            "actual": [1.0, 2.0, 1.0, np.nan, 1.0],
+            "lo-80": [0.0, 0.0, 0.0, 0.0, 0.0],
+            "hi-80": [4.0, 8.0, 6.0, 100.0, 2.0],
         }
     )
-    assert member_halfwidths(records, ["lstm"], [80]) == {"lstm": {80: 3.0}}  # unobserved row left out
+    got = member_halfwidths(records, ["lstm"], [80])
+    assert set(got) == {"lstm"}
+    np.testing.assert_allclose(got["lstm"][80], [3.0, 3.0])  # per lead, the unobserved row left out
 
 
-def test_a_model_saved_before_relative_shifts_serves_absolute_ones() -> None:
-    model = auto.AutoForecaster(windows=WINDOWS, step=STEP, horizon=H, candidate_params={"lstm": TINY_LSTM})
-    model.fit(HISTORY)
-    new = model.predict(H)
-    for plan in model.states_.values():
-        del plan.member_halfwidths  # as a state written before the attribute existed loads
-    old = model.predict(H)
-    np.testing.assert_allclose(old["mean"], new["mean"])
+H_WAKE = 24  # ≥ 20 scores per series on the LSTM's one window, so its shift applies
+WAKE_LSTM: dict[str, Any] = {**TINY_LSTM, "horizon": H_WAKE}
+
+
+def _waking_history() -> pd.DataFrame:
+    """A busy queue, and one idle for nine days that runs ~20 GPUs through the newest backtest window."""
+    rng = np.random.default_rng(1)
+    n = 240
+    start = pd.Timestamp("2026-01-05", tz="UTC")
+    stamps = start + pd.to_timedelta(np.arange(n), "h")
+    busy = 50 + 10 * np.sin(2 * np.pi * np.arange(n) / 24) + rng.normal(0, 2, n)
+    waking = np.zeros(n)
+    waking[-H_WAKE:] = 20 + rng.normal(0, 1, H_WAKE)
+    return pd.concat(
+        [
+            pd.DataFrame({"series_id": "busy", "timestamp": stamps, "value": busy}),
+            pd.DataFrame({"series_id": "waking", "timestamp": stamps, "value": waking}),
+        ],
+        ignore_index=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def waking() -> auto.AutoForecaster:
+    return auto.AutoForecaster(windows=WINDOWS, step=H_WAKE, horizon=H_WAKE, candidate_params={"lstm": WAKE_LSTM}).fit(
+        _waking_history()
+    )
+
+
+def test_a_queue_that_wakes_up_gets_a_band_of_its_size(waking: auto.AutoForecaster) -> None:
+    served = waking.predict(H_WAKE)
+    mine = served[served["series_id"] == "waking"]
+    # its LSTM band was calibrated where it was idle (a band a hundredth of a GPU wide): that must not
+    # multiply the shift (it served hi-80 ≈ 790 GPUs on a ~20 GPU forecast when it did)
+    assert mine["hi-80"].max() < 5 * max(mine["mean"].max(), 1.0)
+    assert (mine["hi-95"] >= mine["hi-80"]).all() and (mine["lo-95"] <= mine["lo-80"]).all()
+
+
+def test_the_band_at_a_lead_does_not_depend_on_the_horizon_asked_for(waking: auto.AutoForecaster) -> None:
+    long = waking.predict(H_WAKE).groupby("series_id").head(6).reset_index(drop=True)
+    short = waking.predict(6).reset_index(drop=True)  # the loop asks for 25 steps of a 168-step model
+    for col in ("lo-80", "hi-80", "lo-95", "hi-95"):
+        np.testing.assert_allclose(long[col], short[col], atol=1e-6)
+
+
+def test_a_model_saved_before_scaled_shifts_serves_its_shifts_as_learnt(waking: auto.AutoForecaster) -> None:
+    saved = {sid: plan.member_halfwidths for sid, plan in waking.states_.items()}
+    try:
+        for plan in waking.states_.values():  # learnt against bands 1,000x wider: scaled to almost nothing
+            assert plan.member_halfwidths is not None
+            wider = {m: {lvl: 1e3 * h for lvl, h in by.items()} for m, by in plan.member_halfwidths.items()}
+            plan.member_halfwidths = wider
+        scaled = waking.predict(H_WAKE)
+        for plan in waking.states_.values():
+            del plan.member_halfwidths  # as a state written before the attribute existed loads
+        old = waking.predict(H_WAKE)
+    finally:
+        for sid, plan in waking.states_.items():
+            plan.member_halfwidths = saved[sid]
+    np.testing.assert_allclose(old["mean"], scaled["mean"])
     assert np.isfinite(old["hi-80"]).all()
+    # without half-widths the LSTM's shift is served as learnt, which the scaled one was not
+    assert not np.allclose(old["hi-80"], scaled["hi-80"])
