@@ -13,18 +13,19 @@ Measured held out (``bench/forecast.py --outer 8 --frozen --calibration fresh``,
 bands covered 0.818 / 0.816 / 0.790 on Philly / Alibaba / simulated queues (shipped before: 0.898 /
 0.878 / 0.801 with the same networks), 95 % 0.943 / 0.907 / 0.936 (Alibaba's trend under-covers).
 
-A slow member's shift is scaled to the band it is served on (``halfwidths``): the network calibrated on is
-another training than the one served, and a learnt band's width changes from one training to the next. So
-the shift learnt in GPUs is multiplied by the served band's mean half-width ÷ the calibrating band's, over the
-leads both have, when that is below 1: a band that was too wide by 12 GPUs where it was 40 wide is too wide by
-6 where the served one is 20. Never scaled up: a calibrating band can be degenerate (a queue idle before the
-newest origin has a band a hundredth of a GPU wide, and its misses divided by that would widen the served
-band a hundredfold), and a shift is not extrapolated beyond what was measured. Traced on the bagged LSTM
-(session 9): on Alibaba's largest series the calibrating network's 80 % band was 1.7–4.9 times as wide as
-the served network's at 7 scored origins, so shifts learnt in GPUs narrowed the served band far too much
-(that series' 80 % coverage at the scored origins: 0.81 raw, 0.50 served). Scaled shifts moved the served
-pool's 80 % coverage on Alibaba from 0.747 to 0.790 (docs/design.md, "Forecasting": every trace, and where it
-still misses).
+A slow member's narrowing is scaled to the band it is served on (``halfwidths``): the network calibrated on
+is another training than the one served, and a learnt band's width changes from one training to the next. So
+a shift inward, learnt in GPUs, is multiplied by the served band's mean half-width ÷ the calibrating band's,
+over the leads both have, when that is below 1: a band that was too wide by 12 GPUs where it was 40 wide is
+too wide by 6 where the served one is 20. A shift outward is served as learnt, and nothing is scaled up, so
+the served band is never narrower than with shifts in GPUs: a calibrating band can be degenerate (a queue idle
+before the newest origin has a band a hundredth of a GPU wide, and its misses scaled by that would widen the
+served band a hundredfold), and a served band can be (a queue drained now), where scaling a widening by it
+would drop the widening its misses asked for. Traced on the bagged LSTM (session 9): on Alibaba's largest
+series the calibrating network's 80 % band was 1.7–4.9 times as wide as the served network's at 7 scored
+origins, so shifts learnt in GPUs narrowed the served band far too much (that series' 80 % coverage at the
+scored origins: 0.81 raw, 0.50 served). Scaled narrowing moved the served pool's 80 % coverage on Alibaba
+from 0.747 to 0.799 (docs/design.md, "Forecasting": every trace, and where it still misses).
 """
 
 from __future__ import annotations
@@ -83,10 +84,9 @@ def scaled_shift(
     scores: np.ndarray | None, level: int, gamma: float, calibrating: np.ndarray | None, band: tuple[Any, Any]
 ) -> float:
     """A member's CQR shift in GPUs, 0 when the evidence is too thin. With the calibrating band's half-widths
-    per lead it is scaled by served ÷ calibrating half-width (means over the leads both have), never up: a
-    shift learnt against a band wider than the one served moves the served band proportionally less, and one
-    learnt against a narrower band (an idle history's band can be a hundredth of a GPU) as far as learnt.
-    Anything unusable (no common lead, a width ≤ 0 or not finite) leaves the shift as learnt."""
+    per lead, a shift inward (< 0) is scaled by served ÷ calibrating half-width (means over the leads both
+    have) when that is below 1: learnt against a wider band, it narrows the served one proportionally less. A
+    shift outward, or anything unusable (no common lead, a width ≤ 0 or not finite), stays as learnt."""
     q = cqr_shift(scores, level, gamma) if scores is not None else None
     if q is None:
         return 0.0
@@ -100,7 +100,7 @@ def scaled_shift(
         return q
     wide = float(np.mean(calib[:n][both]))
     ratio = float(np.mean(served[:n][both])) / wide if wide > 0 else np.nan
-    return q * ratio if np.isfinite(ratio) and 0 <= ratio < 1 else q
+    return q * ratio if q < 0 and np.isfinite(ratio) and 0 <= ratio < 1 else q
 
 
 def calibrate_members(

@@ -3,10 +3,11 @@
 What a user relies on: the LSTM's band is conformalised on the misses of a network trained at the newest
 backtest origin (as fresh as the served one), not of one trained weeks before and fed newer histories;
 every other member on all of its own backtest windows; each member's band moves by its own misses
-before the members are weighted; and the LSTM's shift, learnt on another training than the served one, is
+before the members are weighted; and the LSTM's narrowing, learnt on another training than the served one, is
 scaled down where the served band is narrower than the band it was learnt against (over the same leads,
-whatever horizon is asked for), never up (a queue idle before its newest window must not get a band a
-hundred times its demand), while a model saved before that rule keeps its shifts as learnt.
+whatever horizon is asked for), while a widening is served as learnt (a queue idle before its newest window
+must not get a band a hundred times its demand, nor a drained one lose the widening its misses asked for),
+and a model saved before that rule keeps its shifts as learnt.
 """
 
 from __future__ import annotations
@@ -91,22 +92,26 @@ def test_the_pipeline_replay_of_auto_calibrates_the_lstm_as_auto_does() -> None:
     np.testing.assert_allclose(served["hi-80"].to_numpy(), replay["hi-80"].to_numpy(), rtol=1e-5, atol=1e-5)
 
 
-def test_a_slow_member_shift_is_scaled_down_to_a_narrower_served_band_never_up() -> None:
+def test_a_slow_member_narrows_less_on_a_narrower_served_band_and_widens_as_learnt() -> None:
     lead = np.arange(4.0)
     served = {"lstm": (10 + lead, {80: (8 + lead, 12 + lead)})}  # half-width 2
     misses = {"lstm": {80: np.full(50, 5.0)}}  # 5 GPUs outside the calibrating band
+    inside = {"lstm": {80: np.full(50, -1.0)}}  # 1 GPU inside it
 
     def width(scores: dict[str, dict[int, np.ndarray]], calibrating: float | None) -> np.ndarray:
         halves = None if calibrating is None else {"lstm": {80: np.full(4, calibrating)}}
         lo, hi = calibrate_members({"lstm": 1.0}, served, scores, (80,), 1.0, halves)[80]
         return hi - lo
 
-    np.testing.assert_allclose(width(misses, 10.0), 4 + 2 * 5 * 0.2)  # learnt on a band 5x wider: 1 GPU a side
-    np.testing.assert_allclose(width(misses, None), 4 + 2 * 5)  # no half-widths: 5 GPUs a side, as learnt
-    np.testing.assert_allclose(width(misses, 1.0), 4 + 2 * 5)  # learnt on a narrower band: not scaled up
+    np.testing.assert_allclose(width(inside, 10.0), 4 - 2 * 1 * 0.2)  # learnt on a band 5x wider: 0.2 a side
+    np.testing.assert_allclose(width(inside, None), 4 - 2 * 1)  # no half-widths: 1 GPU a side, as learnt
+    np.testing.assert_allclose(width(inside, 1.0), 4 - 2 * 1)  # learnt on a narrower band: not scaled up
+    np.testing.assert_allclose(width(misses, 10.0), 4 + 2 * 5)  # a widening is served as learnt
     np.testing.assert_allclose(width(misses, 1e-3), 4 + 2 * 5)  # a degenerate calibrating band changes nothing
-    np.testing.assert_allclose(width({"lstm": {80: np.full(50, -5.0)}}, 10.0), 4 - 2 * 5 * 0.2)  # narrowed less
-    np.testing.assert_allclose(width(misses, np.nan), 4 + 2 * 5)  # unusable half-widths: as learnt
+    np.testing.assert_allclose(width(inside, np.nan), 4 - 2 * 1)  # unusable half-widths: as learnt
+    drained = {"lstm": (lead * 0, {80: (lead * 0, lead * 0)})}  # a served band of zero width still widens
+    lo, hi = calibrate_members({"lstm": 1.0}, drained, misses, (80,), 1.0, {"lstm": {80: np.full(4, 10.0)}})[80]
+    np.testing.assert_allclose(hi - lo, 10.0)
 
 
 def test_half_widths_are_read_from_the_windows_the_scores_come_from() -> None:
@@ -170,10 +175,13 @@ def test_the_band_at_a_lead_does_not_depend_on_the_horizon_asked_for(waking: aut
 
 
 def test_a_model_saved_before_scaled_shifts_serves_its_shifts_as_learnt(waking: auto.AutoForecaster) -> None:
-    saved = {sid: plan.member_halfwidths for sid, plan in waking.states_.items()}
+    saved = {sid: (plan.member_scores, plan.member_halfwidths) for sid, plan in waking.states_.items()}
     try:
-        for plan in waking.states_.values():  # learnt against bands 1,000x wider: scaled to almost nothing
-            assert plan.member_halfwidths is not None
+        for plan in waking.states_.values():
+            assert plan.member_scores is not None and plan.member_halfwidths is not None
+            # the LSTM's band was too wide everywhere (it narrows), against bands 1,000x wider than served
+            scores = {lvl: -np.abs(v) - 1.0 for lvl, v in plan.member_scores["lstm"].items()}
+            plan.member_scores = {**plan.member_scores, "lstm": scores}
             wider = {m: {lvl: 1e3 * h for lvl, h in by.items()} for m, by in plan.member_halfwidths.items()}
             plan.member_halfwidths = wider
         scaled = waking.predict(H_WAKE)
@@ -182,8 +190,8 @@ def test_a_model_saved_before_scaled_shifts_serves_its_shifts_as_learnt(waking: 
         old = waking.predict(H_WAKE)
     finally:
         for sid, plan in waking.states_.items():
-            plan.member_halfwidths = saved[sid]
+            plan.member_scores, plan.member_halfwidths = saved[sid]
     np.testing.assert_allclose(old["mean"], scaled["mean"])
     assert np.isfinite(old["hi-80"]).all()
-    # without half-widths the LSTM's shift is served as learnt, which the scaled one was not
-    assert not np.allclose(old["hi-80"], scaled["hi-80"])
+    # without half-widths the narrowing is served as learnt; scaled, it all but vanished
+    assert (old["hi-80"] - old["lo-80"]).sum() < (scaled["hi-80"] - scaled["lo-80"]).sum()
