@@ -38,11 +38,18 @@ from sklearn.base import clone
 
 from models.forecast.backtest import BacktestResult
 from models.forecast.base import Bands, BaseForecaster, PointForecast, _tidy
-from models.forecast.memberwise import FRESH_WINDOWS, calibrate_members, member_halfwidths, member_scores
+from models.forecast.memberwise import (
+    FRESH_WINDOWS,
+    calibrate_members,
+    calibrate_pool,
+    member_halfwidths,
+    member_scores,
+    residual_bands,
+)
 from models.forecast.parallel import Workers, backtest_part, by_series, fit_model, merge_backtests, spare_workers
 from models.forecast.prep import RegularSeries, to_frame
 from models.forecast.registry import forecasters
-from models.forecast.selection import DEFAULT_RULE, SelectionRule, choose, cqr_shift, label_of, pool_weights
+from models.forecast.selection import DEFAULT_RULE, SelectionRule, choose, label_of, pool_weights
 from models.frames import ID, TIME
 
 __all__ = ["DEFAULT_CANDIDATES", "AutoForecaster", "SeriesPlan", "plan_from_records", "records_for_auto"]
@@ -63,7 +70,6 @@ DEFAULT_CANDIDATES = (
 FALLBACK = "naive"
 CALIBRATED_LEVELS = (50, 80, 90, 95)  # levels whose bands auto conformalises on its backtest
 ENSEMBLE_SIZES = DEFAULT_RULE.ensemble_sizes  # inverse-MAE ensembles of the best k
-_BUCKET = 24  # leads pooled per conformal quantile: one day of an hourly horizon
 
 
 @dataclass
@@ -89,6 +95,7 @@ def plan_from_records(
     """Per-series choice from backtest records (``model, window, series_id, lead, mean, actual``)."""
     rule = SelectionRule(**{**rule.__dict__, "ensemble_sizes": tuple(ensemble_sizes)})
     plans: dict[str, SeriesPlan] = {}
+    slow = {str(m) for m in records["model"].unique() if _slow_name(str(m))}
     for series_id, g in records.groupby(ID, sort=True):
         every_window = g  # before g narrows to the windows every candidate shares: each member's own errors
         newest = int(g["window"].min())
@@ -133,7 +140,7 @@ def plan_from_records(
             scores=scores,
             gamma=rule.gamma,
             member_scores=member_scores(every_window, list(weights), levels),
-            member_halfwidths=member_halfwidths(every_window, [m for m in weights if _slow_name(m)], levels),
+            member_halfwidths=member_halfwidths(every_window, [m for m in weights if m in slow], levels),
             windows=int(every_window.loc[every_window["model"].isin(list(weights)), "window"].nunique()),
         )
     return plans
@@ -141,50 +148,6 @@ def plan_from_records(
 
 def _record_levels(records: pd.DataFrame) -> list[int]:
     return sorted(int(c[3:]) for c in records.columns if c.startswith("lo-") and f"hi-{c[3:]}" in records.columns)
-
-
-def _cqr(bands: Bands, scores: Mapping[int, np.ndarray], levels: tuple[int, ...], gamma: float) -> Bands:
-    """Conformalised bands (CQR), two-sided: move each band by the adjusted quantile of its backtest
-    nonconformity scores ``max(lo − y, y − hi)``, out when it missed too often, in when it was too wide,
-    keeping the members' shape over the horizon."""
-    out: Bands = {}
-    for level in levels:
-        lo, hi = bands[level]
-        s = scores.get(level)
-        q = cqr_shift(s, level, gamma) if s is not None else None
-        if q is not None:
-            lo, hi = lo - q, hi + q
-        out[level] = (lo, hi)
-    return out
-
-
-def _conformal(mean: np.ndarray, errors: np.ndarray, levels: tuple[int, ...]) -> Bands | None:
-    """Bands from residual quantiles pooled per day of lead, widening monotonically with the lead."""
-    horizon = mean.shape[0]
-    width = errors.shape[1]
-    n_buckets = -(-width // _BUCKET)
-    probs = np.array([p for lvl in levels for p in (0.5 - lvl / 200, 0.5 + lvl / 200)])
-    q = np.full((n_buckets, probs.shape[0]), np.nan)
-    for b in range(n_buckets):
-        pooled = errors[:, b * _BUCKET : (b + 1) * _BUCKET].ravel()
-        pooled = pooled[np.isfinite(pooled)]
-        if pooled.size >= 12:
-            q[b] = np.quantile(pooled, probs)
-    if np.isnan(q).all():
-        return None
-    # fill buckets without enough residuals from the previous one; uncertainty does not shrink with lead
-    for b in range(1, n_buckets):
-        if np.isnan(q[b]).any():
-            q[b] = q[b - 1]
-    first = int(np.argmax(~np.isnan(q).any(axis=1)))
-    q[:first] = q[first]
-    q[:, 0::2] = np.minimum.accumulate(q[:, 0::2], axis=0)
-    q[:, 1::2] = np.maximum.accumulate(q[:, 1::2], axis=0)
-    leads = np.arange(horizon)
-    bucket = np.minimum(leads // _BUCKET, n_buckets - 1)
-    grow = np.sqrt(np.maximum(leads + 1, width) / width)  # beyond the backtested horizon: random-walk growth
-    per_lead = q[bucket] * grow[:, None]
-    return {lvl: (mean + per_lead[:, 2 * i], mean + per_lead[:, 2 * i + 1]) for i, lvl in enumerate(levels)}
 
 
 def combine(plan: SeriesPlan, members: Mapping[str, PointForecast], levels: tuple[int, ...]) -> PointForecast:
@@ -198,13 +161,13 @@ def combine(plan: SeriesPlan, members: Mapping[str, PointForecast], levels: tupl
         for lvl in levels
     }
     if plan.member_scores is not None:  # each member on its own errors (models.forecast.memberwise)
-        # a state saved before member_halfwidths existed has no such attribute: absolute shifts, as then
-        halfwidths = getattr(plan, "member_halfwidths", None)
+        # a state saved before member_halfwidths existed reads the class default, None: shifts as learnt
+        halfwidths = plan.member_halfwidths
         calibrated = calibrate_members(plan.weights, members, plan.member_scores, levels, plan.gamma, halfwidths)
     else:
-        calibrated = _cqr(member_bands, plan.band_scores, levels, plan.gamma)
+        calibrated = calibrate_pool(member_bands, plan.band_scores, levels, plan.gamma)
     # levels the backtest did not record: residual quantiles of the served mean, else the members' bands
-    residual = _conformal(mean, plan.errors, levels) if plan.errors is not None else None
+    residual = residual_bands(mean, plan.errors, levels) if plan.errors is not None else None
     for lvl in levels:
         if lvl not in plan.band_scores and residual is not None:
             calibrated[lvl] = residual[lvl]

@@ -30,7 +30,7 @@ from 0.747 to 0.799 (docs/design.md, "Forecasting": every trace, and where it st
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -39,19 +39,33 @@ import pandas as pd
 from models.forecast.base import Bands, PointForecast
 from models.forecast.selection import cqr_shift
 
-__all__ = ["FRESH_WINDOWS", "calibrate_members", "member_halfwidths", "member_scores", "scaled_shift"]
+__all__ = [
+    "FRESH_WINDOWS",
+    "calibrate_members",
+    "calibrate_pool",
+    "member_halfwidths",
+    "member_scores",
+    "residual_bands",
+    "scaled_shift",
+]
 
 FRESH_WINDOWS = 1  # backtest windows of a slow member: the newest, by a network trained at its origin
+_BUCKET = 24  # leads pooled per conformal quantile (residual_bands): one day of an hourly horizon
+
+
+def _observed(records: pd.DataFrame, members: list[str]) -> Iterator[tuple[str, pd.DataFrame]]:
+    """Each member's backtest rows with an observed actual (members without any are left out)."""
+    for name in members:
+        rows = records[(records["model"] == name) & records["actual"].notna()]
+        if not rows.empty:
+            yield name, rows
 
 
 def member_scores(records: pd.DataFrame, members: list[str], levels: list[int]) -> dict[str, dict[int, np.ndarray]]:
     """Per member and level: CQR nonconformity scores ``max(lo − y, y − hi)`` over every window it was
     backtested on (observed actuals only). ``records``: one series' backtest records."""
     out: dict[str, dict[int, np.ndarray]] = {}
-    for name in members:
-        rows = records[(records["model"] == name) & records["actual"].notna()]
-        if rows.empty:
-            continue
+    for name, rows in _observed(records, members):
         y = rows["actual"].to_numpy(float)
         out[name] = {
             level: np.maximum(rows[f"lo-{level}"].to_numpy(float) - y, y - rows[f"hi-{level}"].to_numpy(float))
@@ -67,10 +81,7 @@ def member_halfwidths(
     it was calibrated on (the rows ``member_scores`` scores; NaN at a lead with none). Only for the members
     whose shift is scaled to the served band."""
     out: dict[str, dict[int, np.ndarray]] = {}
-    for name in members:
-        rows = records[(records["model"] == name) & records["actual"].notna()]
-        if rows.empty:
-            continue
+    for name, rows in _observed(records, members):
         lead = rows["lead"].to_numpy(int)
         out[name] = {}
         for level in levels:
@@ -126,3 +137,49 @@ def calibrate_members(
             hi = hi + weight * (np.asarray(m_hi, dtype=float) + shift)
         out[level] = (np.asarray(lo, dtype=float), np.asarray(hi, dtype=float))
     return out
+
+
+# The pool-level steps auto falls back on: one CQR over the served pool's scores (plans without
+# per-member scores), and residual quantiles of the served mean for levels the backtest did not record.
+def calibrate_pool(bands: Bands, scores: Mapping[int, np.ndarray], levels: tuple[int, ...], gamma: float) -> Bands:
+    """Conformalised bands (CQR), two-sided: move each band by the adjusted quantile of its backtest
+    nonconformity scores ``max(lo − y, y − hi)``, out when it missed too often, in when it was too wide,
+    keeping the members' shape over the horizon."""
+    out: Bands = {}
+    for level in levels:
+        lo, hi = bands[level]
+        s = scores.get(level)
+        q = cqr_shift(s, level, gamma) if s is not None else None
+        if q is not None:
+            lo, hi = lo - q, hi + q
+        out[level] = (lo, hi)
+    return out
+
+
+def residual_bands(mean: np.ndarray, errors: np.ndarray, levels: tuple[int, ...]) -> Bands | None:
+    """Bands from residual quantiles pooled per day of lead, widening monotonically with the lead."""
+    horizon = mean.shape[0]
+    width = errors.shape[1]
+    n_buckets = -(-width // _BUCKET)
+    probs = np.array([p for lvl in levels for p in (0.5 - lvl / 200, 0.5 + lvl / 200)])
+    q = np.full((n_buckets, probs.shape[0]), np.nan)
+    for b in range(n_buckets):
+        pooled = errors[:, b * _BUCKET : (b + 1) * _BUCKET].ravel()
+        pooled = pooled[np.isfinite(pooled)]
+        if pooled.size >= 12:
+            q[b] = np.quantile(pooled, probs)
+    if np.isnan(q).all():
+        return None
+    # fill buckets without enough residuals from the previous one; uncertainty does not shrink with lead
+    for b in range(1, n_buckets):
+        if np.isnan(q[b]).any():
+            q[b] = q[b - 1]
+    first = int(np.argmax(~np.isnan(q).any(axis=1)))
+    q[:first] = q[first]
+    q[:, 0::2] = np.minimum.accumulate(q[:, 0::2], axis=0)
+    q[:, 1::2] = np.maximum.accumulate(q[:, 1::2], axis=0)
+    leads = np.arange(horizon)
+    bucket = np.minimum(leads // _BUCKET, n_buckets - 1)
+    grow = np.sqrt(np.maximum(leads + 1, width) / width)  # beyond the backtested horizon: random-walk growth
+    per_lead = q[bucket] * grow[:, None]
+    return {lvl: (mean + per_lead[:, 2 * i], mean + per_lead[:, 2 * i + 1]) for i, lvl in enumerate(levels)}
