@@ -27,6 +27,7 @@ the pipeline scores ``auto`` without refitting every candidate at every nested o
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -104,10 +105,13 @@ def plan_from_records(
     plans: dict[str, SeriesPlan] = {}
     slow = {str(m) for m in records["model"].unique() if _slow_name(str(m))}
     for series_id, g in records.groupby(ID, sort=True):
-        rule = every_rule.for_strength(1.0) if str(series_id) in seasonal else every_rule
         every_window = g  # before g narrows to the windows every candidate shares: each member's own errors
         newest = int(g["window"].min())
         candidates = sorted(g.loc[g["window"] == newest, "model"].unique())
+        rule = every_rule
+        if str(series_id) in seasonal and set(every_rule.seasonal_pool) <= set(candidates):
+            # a member without a backtest here (level_profile needs 14 days before the origin): the plain pool
+            rule = every_rule.for_strength(1.0)
         models_at = g.groupby("window")["model"].unique()
         windows = sorted(int(str(w)) for w, ms in models_at.items() if set(candidates) <= set(ms))
         g = g[g["window"].isin(windows) & g["model"].isin(candidates)]
@@ -229,20 +233,30 @@ class AutoForecaster(BaseForecaster):
         self.seasonal_from = seasonal_from
 
     def rule(self) -> SelectionRule:
-        """The selection rule these parameters describe."""
+        """The selection rule these parameters describe (a bad setting raises ``ForecastInputError``)."""
+        for name, value in (("pool", self.pool), ("seasonal_pool", self.seasonal_pool)):
+            if isinstance(value, str):
+                raise ForecastInputError(f"auto: {name} is a list of forecaster names, not the string {value!r}")
+        if not 0 <= float(self.seasonal_from) <= 1:
+            raise ForecastInputError(
+                f"auto: seasonal_from is a daily-cycle strength in [0, 1], not {self.seasonal_from}"
+            )
         # a seasonal pool needs all its members among the candidates (else the plain pool serves every series)
         seasonal = tuple(self.seasonal_pool) if set(self.seasonal_pool) <= set(self.candidates) else ()
         default = (DEFAULT_RULE.seasonal_pool, DEFAULT_RULE.seasonal_weights)
-        return SelectionRule(
-            pool=tuple(self.pool),
-            weights=self._pool_weights(),
-            margin=float(self.margin),
-            gamma=float(self.gamma),
-            ensemble_sizes=tuple(self.ensemble_sizes),
-            seasonal_pool=seasonal,
-            seasonal_weights=_weights(self.seasonal_weights, seasonal, *default) if seasonal else (),
-            seasonal_from=float(self.seasonal_from),
-        )
+        try:
+            return SelectionRule(
+                pool=tuple(self.pool),
+                weights=self._pool_weights(),
+                margin=float(self.margin),
+                gamma=float(self.gamma),
+                ensemble_sizes=tuple(self.ensemble_sizes),
+                seasonal_pool=seasonal,
+                seasonal_weights=_weights(self.seasonal_weights, seasonal, *default) if seasonal else (),
+                seasonal_from=float(self.seasonal_from),
+            )
+        except ValueError as exc:  # the rule's own checks (weights per member): named for the user
+            raise ForecastInputError(f"auto: {exc}") from exc
 
     def _pool_weights(self) -> tuple[float, ...]:
         """``pool_weights``, or by default the tuned weights of the default pool and equal weights otherwise."""
@@ -255,7 +269,9 @@ class AutoForecaster(BaseForecaster):
         members = [n for n in names if n in self.pool or n in self.seasonal_pool]
         if float(self.margin) >= 1 and len(members) >= 2:  # the pool is always served: only its members matter
             names = members
-        return {name: forecasters.create(name, freq=self.freq, **dict(params.get(name, {}))) for name in names}
+        made = {name: forecasters.create(name, freq=self.freq, **dict(params.get(name, {}))) for name in names}
+        # a model that cannot forecast on this grid at all (level_profile on a grid that does not divide a day)
+        return {name: model for name, model in made.items() if model.min_history() < sys.maxsize}
 
     def _fit_all(self, series: list[RegularSeries]) -> dict[str, Any]:
         models = self.make_candidates()
@@ -287,6 +303,7 @@ class AutoForecaster(BaseForecaster):
                 quick = workers.submit(backtest_part, frame, fast, options)
         plans: dict[str, SeriesPlan] = {}
         skipped: list[str] = []
+        rule = self.rule()  # before the try: a bad setting is an error, not "every series too short"
         try:
             # the slow members only at the newest origin, by a network trained there (models.forecast.memberwise)
             parts: list[BacktestResult | str] = []
@@ -297,7 +314,6 @@ class AutoForecaster(BaseForecaster):
             elif fast := {name: model for name, model in models.items() if name not in slow}:
                 parts.append(backtest_part(frame, fast, options))
             result = merge_backtests(parts, list(models))
-            rule = self.rule()
             seasonal = seasonal_ids(series, rule)
             plans = by_series(plan_from_records, result.records, workers, self.ensemble_sizes, rule, seasonal)
             skipped = result.skipped
@@ -446,8 +462,8 @@ def records_for_auto(
 
     At outer window ``o`` auto would backtest on windows ``o+1..o+inner_windows`` of the same cuts (exact
     when ``step == horizon``) and then serve its members' forecasts at ``o``: that is what is replayed. The
-    seasonal gate needs the ``history`` the backtest ran on (each series cut at the origin); without it every
-    series is planned with the plain pool.
+    seasonal gate needs the ``history`` the backtest ran on (each series cut at the origin); without it, or for a
+    series it lacks, the plain pool plans the series.
     """
     if not set(rule.seasonal_pool) <= set(result.records["model"].unique()):  # as AutoForecaster.rule()
         rule = replace(rule, seasonal_pool=(), seasonal_weights=())

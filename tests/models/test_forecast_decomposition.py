@@ -125,3 +125,53 @@ def test_the_pipeline_replay_of_auto_gates_each_series_as_auto_does() -> None:
     np.testing.assert_allclose(served["hi-80"].to_numpy(), replay["hi-80"].to_numpy(), rtol=1e-9)
     without = records_for_auto(result, outer_windows=1, inner_windows=2, rule=model.rule())  # no history: ungated
     assert "level_profile" not in set(without["choice"])
+
+
+def test_a_band_does_not_depend_on_the_horizon_and_a_short_series_gets_replayed_bands() -> None:
+    for days in (14, 28):
+        fitted = forecasters.create("level_profile").fit(_frame(q=_rhythm(days, noise=0.02)))
+        widths = [float((o["hi-80"] - o["lo-80"]).iloc[0]) for o in (fitted.predict(h) for h in (1, 4, 48, 168))]
+        assert widths == pytest.approx([widths[0]] * 4)
+        assert widths[0] < 0.5 * float(np.ptp(_rhythm(days)))  # not the whole daily swing (the no-evidence fallback)
+
+
+def test_level_profile_reads_hours_on_the_teams_clock_across_a_dst_change() -> None:
+    stamps = pd.date_range("2026-02-20", periods=49 * 24, freq="1h", tz="UTC")
+    local = stamps.tz_convert("Europe/Berlin")
+    busy = (local.hour >= 9) & (local.hour < 17)
+    values = np.asarray(10 + 90 * busy * np.where(local.day_of_week >= 5, 0.6, 1.0), float)
+    frame = pd.DataFrame({"series_id": "q", "timestamp": stamps, "value": values})
+    cut = 42 * 24  # five days after the change to summer time
+    errors = {}
+    for tz in ("UTC", "Europe/Berlin"):
+        out = forecasters.create("level_profile", tz=tz).fit(frame.iloc[:cut]).predict(168)
+        errors[tz] = float(np.abs(out["mean"].to_numpy() - values[cut:]).mean())
+    assert errors["Europe/Berlin"] < 0.5 * errors["UTC"]
+    with pytest.raises(ForecastInputError, match="time zone"):
+        forecasters.create("level_profile", tz="Mars/Olympus").fit(frame)
+
+
+def test_daily_strength_keeps_a_gap_in_its_place_and_refuses_a_day_of_one_step() -> None:
+    rhythm = _rhythm(14, noise=0.01)
+    gappy = rhythm.copy()
+    gappy[100:112] = np.nan
+    assert daily_strength(gappy, 24) == pytest.approx(daily_strength(rhythm, 24), abs=0.05)
+    with pytest.raises(ForecastInputError):
+        daily_strength(rhythm, 0)
+
+
+def test_auto_refuses_bad_gate_settings_and_runs_on_a_grid_with_no_daily_profile() -> None:
+    frame = _frame(q=_rhythm(30, noise=0.02))
+    for bad in ({"seasonal_from": 2.0}, {"seasonal_pool": "level_profile"}, {"seasonal_weights": (1.0,)}):
+        with pytest.raises(ForecastInputError):
+            AutoForecaster(**{**_gated_auto().get_params(), **bad}).fit(frame)
+    daily = pd.DataFrame(
+        {"series_id": "q", "timestamp": START + pd.to_timedelta(np.arange(400), "D"), "value": 50 + np.arange(400.0)}
+    )
+    gated = AutoForecaster(**{**_gated_auto().get_params(), "horizon": 7, "step": 7, "freq": "1D"}).fit(daily)
+    assert gated.choices_["q"].startswith("pool(naive") and "q" not in gated.notes_  # level_profile left out
+
+
+def test_a_young_seasonal_series_keeps_the_plain_pool_until_its_members_have_a_backtest() -> None:
+    fitted = _gated_auto().fit(_frame(q=_rhythm(15, noise=0.02)))  # gated, but level_profile has no backtest yet
+    assert set(fitted.states_["q"].weights) == {"naive", "drift"}
