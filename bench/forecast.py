@@ -10,7 +10,10 @@ wrote are refused, ``bench/forecast_cache.py``). ``auto`` is replayed on those r
 apart (its ``step``). Its
 selection rule is tuned leave-one-trace-out: for each held-out trace the rule with the lowest worst-case
 MAE ratio to the best baseline on the *other* traces is scored on the held-out one; the interval ``gamma``
-is tuned the same way on coverage. Headline: the worst held-out trace's MAE relative to its best
+is tuned the same way on coverage. Since session 11 the rules include the shipped pool with a seasonal pool
+(``SEASONAL_POOLS``) served where a series' daily cycle is strong (``SEASONAL_FROM``, the strength measured
+over the 14 days before each origin, as ``auto``'s gate does); ``level_profile`` is a model, not a baseline.
+Headline: the worst held-out trace's MAE relative to its best
 baseline. Prints one table per trace (MAE in GPUs, MASE, pinball p90, coverage 80/95, seconds per fit).
 --quick drops mstl and lstm and scores fewer origins. mstl and lstm are backtested at the scored origins
 and, with --slow-inner N, at the inner origins of the first N scored ones (their fits cost 10-30 s per
