@@ -10,7 +10,10 @@ wrote are refused, ``bench/forecast_cache.py``). ``auto`` is replayed on those r
 apart (its ``step``). Its
 selection rule is tuned leave-one-trace-out: for each held-out trace the rule with the lowest worst-case
 MAE ratio to the best baseline on the *other* traces is scored on the held-out one; the interval ``gamma``
-is tuned the same way on coverage. Headline: the worst held-out trace's MAE relative to its best
+is tuned the same way on coverage. Since session 11 the rules include the shipped pool with a seasonal pool
+(``SEASONAL_POOLS``) served where a series' daily cycle is strong (``SEASONAL_FROM``, the strength measured
+over the 14 days before each origin, as ``auto``'s gate does); ``level_profile`` is a model, not a baseline.
+Headline: the worst held-out trace's MAE relative to its best
 baseline. Prints one table per trace (MAE in GPUs, MASE, pinball p90, coverage 80/95, seconds per fit).
 --quick drops mstl and lstm and scores fewer origins. mstl and lstm are backtested at the scored origins
 and, with --slow-inner N, at the inner origins of the first N scored ones (their fits cost 10-30 s per
@@ -41,6 +44,7 @@ import pickle
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -58,14 +62,17 @@ from forecast_report import INNER, INNER_STEP, LEVELS, SLOW, STEP, H, mase_scale
 from forecast_traces import load_traces  # noqa: E402
 
 from models.forecast import forecasters, run_backtest  # noqa: E402
-from models.forecast.auto import DEFAULT_CANDIDATES  # noqa: E402
+from models.forecast.auto import DEFAULT_CANDIDATES, GATE_DAYS  # noqa: E402
+from models.forecast.decomposition import daily_strength  # noqa: E402
 from models.forecast.frozen import train_once  # noqa: E402
 from models.forecast.prep import regularize  # noqa: E402
-from models.forecast.selection import SelectionRule, choose  # noqa: E402
+from models.forecast.selection import DEFAULT_RULE, SelectionRule, choose  # noqa: E402
 
 FROZEN = -1  # --slow-inner's value under --frozen
 FRESH = "lstm_fresh"  # --calibration fresh: the LSTM fitted at every origin up to the newest inner one
-BASELINES = tuple(name for name in DEFAULT_CANDIDATES if name != "lstm")  # every candidate but the LSTM
+# level_profile is a model this project built (session 11, a decomposition fitted to no trace): not a baseline
+LEARNT = ("lstm", "level_profile")
+BASELINES = tuple(name for name in DEFAULT_CANDIDATES if name not in LEARNT)  # every other candidate
 POOLS = {
     "n+w24+w168+ets": ("naive", "window_mean_24", "window_mean_168", "ets"),
     "w24+w168+ets": ("window_mean_24", "window_mean_168", "ets"),
@@ -115,6 +122,14 @@ WEIGHTED = tuple(
 POOLS.update(GLOBAL_POOLS)  # pools led by, or containing, the network trained on the other traces
 WEIGHTED = (*WEIGHTED, *GLOBAL_WEIGHTED)
 MARGINS = (0.0, 0.05, 0.1, 0.2, 1.0)  # 1: the pool is always served
+# Session 11: the shipped pool, with a seasonal pool where a series' daily cycle is at least this strong
+SEASONAL_POOLS = (
+    (("lstm", "level_profile"), (0.5, 0.5)),
+    (("lstm", "level_profile"), (0.3, 0.7)),
+    (("lstm", "level_profile"), (0.7, 0.3)),
+    (("lstm", "seasonal_median_24"), (0.5, 0.5)),
+)
+SEASONAL_FROM = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
 
 
 def _backtest_one(args: tuple[str, pd.DataFrame, str, int, Path, int]) -> tuple[str, pd.DataFrame, float, int]:
@@ -181,13 +196,26 @@ def cube(records: pd.DataFrame, models: list[str], windows: int) -> dict[str, di
     return out
 
 
+def strengths(frame: pd.DataFrame, outer: int) -> dict[tuple[str, int], float]:
+    """Per (series, scored origin): the daily cycle's strength over the 14 days before it, as auto's gate
+    measures it (``models.forecast.auto.seasonal_ids``; NaN with less history: the plain pool)."""
+    out = {}
+    for sid, g in frame.groupby("series_id"):
+        v = g.sort_values("timestamp")["value"].to_numpy(float)
+        for o in range(outer):
+            cut = v[: v.size - H - o * STEP]
+            out[str(sid), o] = daily_strength(cut, 24, GATE_DAYS) if cut.size >= GATE_DAYS * 24 else float("nan")
+    return out
+
+
 def replay(
     cubes: dict[str, dict[str, Any]],
     models: list[str],
     outer: int,
-    rule: SelectionRule,
+    every_rule: SelectionRule,
     candidates: tuple[str, ...],
     fresh: bool = False,
+    strength: dict[tuple[str, int], float] | None = None,
 ) -> dict[str, Any]:
     """``auto``'s forecasts at outer windows 0..outer-1: mean, raw bands, CQR scores, choices."""
     cand = [models.index(m) for m in candidates if m in models]
@@ -207,6 +235,7 @@ def replay(
         for o in range(outer):
             if not np.isfinite(c["actual"][o]).any():
                 continue
+            rule = every_rule.for_strength(strength.get((sid, o), np.nan) if strength else np.nan)
             inner = [o + INNER_STEP // STEP * j for j in range(1, INNER + 1) if o + INNER_STEP // STEP * j < windows]
             inner = [w for w in inner if np.isfinite(c["actual"][w]).any()]
             usable = [
@@ -353,8 +382,15 @@ def main(argv: list[str] | None = None) -> int:
         rules += [SelectionRule(pool=p, weights=w, margin=mg) for p, w in weighted for mg in (0.05, 0.1)]
     else:  # pools with a slow member can only be scored as fixed pools
         rules += [SelectionRule(pool=p, margin=1.0, min_windows=1) for p in FIXED_POOLS if all(m in models for m in p)]
+    plain = SelectionRule(pool=DEFAULT_RULE.pool, weights=DEFAULT_RULE.weights)
+    rules += [
+        replace(plain, seasonal_pool=p, seasonal_weights=w, seasonal_from=t)
+        for (p, w), t in itertools.product(SEASONAL_POOLS, SEASONAL_FROM)
+        if all(m in models for m in (*plain.pool, *p))
+    ]
     results: dict[str, dict[SelectionRule, Any]] = {t: {} for t in per_trace}
     for trace, entry in per_trace.items():
+        gate = strengths(entry["frame"], entry["outer"])
         base = replay(entry["cubes"], models, entry["outer"], rules[0], candidates)
         entry["keys"] = base["key"]
         entry["scales"] = mase_scales(entry["cubes"], entry["frame"], base["key"])
@@ -362,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
         entry["best_base"] = min((r["mae"], m) for m, r in entry["rows"].items() if m in BASELINES)
         for rule in rules:
             fixed = any(m in SLOW for m in rule.pool) and not full
-            rep = replay(entry["cubes"], models, entry["outer"], rule, rule.pool if fixed else candidates, fresh)
+            members = (*rule.pool, *rule.seasonal_pool) if fixed else candidates
+            rep = replay(entry["cubes"], models, entry["outer"], rule, members, fresh, gate)
             assert rep["key"] == entry["keys"]
             results[trace][rule] = rep
     wall = time.perf_counter() - started

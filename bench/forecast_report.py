@@ -138,6 +138,7 @@ def report(
             f"\n## {held}: {e['frame']['series_id'].nunique()} series, {len(rep['key'])} forecasts "
             f"(origins every {STEP} h, h={H}); auto tuned on {', '.join(train)}: pool={rule.pool} "
             f"weights={rule.weights} margin={rule.margin} loss={rule.loss} min_windows={rule.min_windows} gamma={gamma}"
+            + (f" seasonal={_describe(rule)}" if rule.seasonal_pool else "")
         )
         table = pd.DataFrame(e["rows"]).T
         for m, sec in e["seconds"].items():
@@ -170,14 +171,28 @@ def report(
     everywhere = min(rules, key=lambda r: max(ratio(t, r) for t in traces))
     gamma = min(gammas, key=lambda g: float(np.mean([cov_error(t, everywhere, g) for t in traces])))
     print(f"# rule tuned on all traces: {replace(everywhere)} gamma={gamma}")
-    shipped = [r for r in rules if (r.pool, r.weights, r.margin) == (DEFAULT_RULE.pool, DEFAULT_RULE.weights, 1.0)]
-    if shipped:  # what auto serves by default (chosen earlier on philly, alibaba and sim), trace by trace
+    plain = SelectionRule(pool=DEFAULT_RULE.pool, weights=DEFAULT_RULE.weights)
+    for label, rule in (
+        ("shipped until session 10, no seasonal pool", plain),
+        ("shipped default", DEFAULT_RULE),
+        ("tuned on all traces", everywhere),
+    ):
+        if rule not in results[traces[0]]:
+            continue
         cells = [
-            f"{t} {ratio(t, shipped[0]):.3f} ({c['cov80']:.3f} / {c['cov95']:.3f})"
+            f"{t} {ratio(t, rule):.3f} ({c['cov80']:.3f} / {c['cov95']:.3f})"
             for t in traces
-            if (c := calibration(t, shipped[0], 1.0))
+            if (c := calibration(t, rule, 1.0))
         ]
-        members = dict(zip(DEFAULT_RULE.pool, DEFAULT_RULE.weights, strict=True))
-        print(f"# shipped default pool {members}: MAE ÷ best baseline (80 % / 95 %, gamma 1): " + ", ".join(cells))
+        print(f"# {label} {_describe(rule)}: MAE ÷ best baseline (80 % / 95 %, gamma 1): " + ", ".join(cells))
     print(f"wall time: {wall:.1f} s")
     return 0
+
+
+def _describe(rule: SelectionRule) -> str:
+    """``{lstm: 0.8, ...}``, and the seasonal pool with its threshold where the rule has one."""
+    text = str(dict(zip(rule.pool, rule.weights, strict=True)))
+    if rule.seasonal_pool:
+        seasonal = dict(zip(rule.seasonal_pool, rule.seasonal_weights, strict=True))
+        text += f", {seasonal} where the daily cycle's strength ≥ {rule.seasonal_from}"
+    return text

@@ -182,6 +182,7 @@ TYPES: dict[str, StateType] = {
     **_plain("models.forecast.baselines", "NaiveForecaster", "DriftForecaster", "SeasonalNaiveForecaster"),
     **_plain("models.forecast.statistical", "ETSForecaster", "MSTLForecaster", "_EtsState"),
     **_plain("models.forecast.windows", "WindowMeanForecaster", "SeasonalWindowForecaster"),
+    **_plain("models.forecast.decomposition", "LevelProfileForecaster"),
     **_plain("models.forecast.auto", "AutoForecaster", "SeriesPlan"),
     **_plain("models.forecast.lstm", "LSTMForecaster"),
     **_plain("models.forecast.chunked", "ChunkedForecaster"),

@@ -169,7 +169,8 @@ def evaluate(
                 freq=estimator.freq,
             )
             records = records_for_auto(
-                result, windows, int(estimator.windows), estimator.ensemble_sizes, estimator.rule()
+                result, windows, int(estimator.windows), estimator.ensemble_sizes, estimator.rule(),
+                history=history, freq=estimator.freq,
             )
             records = records.assign(model=name)
         else:

@@ -6,11 +6,12 @@ Importing this package registers every forecaster with ``forecasters`` (explicit
 
 from __future__ import annotations
 
-from models.forecast import auto, baselines, lstm, statistical, windows  # noqa: F401  (registers the forecasters)
+from models.forecast import auto, baselines, decomposition, lstm, statistical, windows  # noqa: F401  (registers the forecasters)
 from models.forecast.auto import AutoForecaster, plan_from_records, records_for_auto
 from models.forecast.backtest import BacktestResult, run_backtest, score_records, summarize
 from models.forecast.base import BaseForecaster
 from models.forecast.baselines import DriftForecaster, NaiveForecaster, SeasonalNaiveForecaster
+from models.forecast.decomposition import LevelProfileForecaster
 from models.forecast.lstm import LSTMForecaster
 from models.forecast.prep import ForecastInputError, parse_freq, regularize
 from models.forecast.registry import UnknownForecasterError, forecasters
@@ -25,6 +26,7 @@ __all__ = [
     "ETSForecaster",
     "ForecastInputError",
     "LSTMForecaster",
+    "LevelProfileForecaster",
     "MSTLForecaster",
     "NaiveForecaster",
     "SeasonalNaiveForecaster",

@@ -27,9 +27,10 @@ the pipeline scores ``auto`` without refitting every candidate at every nested o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -38,6 +39,7 @@ from sklearn.base import clone
 
 from models.forecast.backtest import BacktestResult
 from models.forecast.base import Bands, BaseForecaster, PointForecast, _tidy
+from models.forecast.decomposition import daily_strength, steps_per_day
 from models.forecast.memberwise import (
     FRESH_WINDOWS,
     calibrate_members,
@@ -47,7 +49,7 @@ from models.forecast.memberwise import (
     residual_bands,
 )
 from models.forecast.parallel import Workers, backtest_part, by_series, fit_model, merge_backtests, spare_workers
-from models.forecast.prep import RegularSeries, to_frame
+from models.forecast.prep import ForecastInputError, RegularSeries, regularize, to_frame
 from models.forecast.registry import forecasters
 from models.forecast.selection import DEFAULT_RULE, SelectionRule, choose, label_of, pool_weights
 from models.frames import ID, TIME
@@ -63,6 +65,7 @@ DEFAULT_CANDIDATES = (
     "window_mean_168",
     "seasonal_mean_24",
     "seasonal_median_24",
+    "level_profile",
     "ets",
     "mstl",
     "lstm",
@@ -70,6 +73,7 @@ DEFAULT_CANDIDATES = (
 FALLBACK = "naive"
 CALIBRATED_LEVELS = (50, 80, 90, 95)  # levels whose bands auto conformalises on its backtest
 ENSEMBLE_SIZES = DEFAULT_RULE.ensemble_sizes  # inverse-MAE ensembles of the best k
+GATE_DAYS = 14  # days of history the daily cycle's strength is measured over (seasonal_ids)
 
 
 @dataclass
@@ -90,16 +94,24 @@ class SeriesPlan:
 
 
 def plan_from_records(
-    records: pd.DataFrame, ensemble_sizes: Sequence[int] = ENSEMBLE_SIZES, rule: SelectionRule = DEFAULT_RULE
+    records: pd.DataFrame,
+    ensemble_sizes: Sequence[int] = ENSEMBLE_SIZES,
+    rule: SelectionRule = DEFAULT_RULE,
+    seasonal: Collection[str] = frozenset(),
 ) -> dict[str, SeriesPlan]:
-    """Per-series choice from backtest records (``model, window, series_id, lead, mean, actual``)."""
-    rule = SelectionRule(**{**rule.__dict__, "ensemble_sizes": tuple(ensemble_sizes)})
+    """Per-series choice from backtest records (``model, window, series_id, lead, mean, actual``); the
+    series in ``seasonal`` (a strong daily cycle: ``seasonal_ids``) are planned with the rule's seasonal pool."""
+    every_rule = SelectionRule(**{**rule.__dict__, "ensemble_sizes": tuple(ensemble_sizes)})
     plans: dict[str, SeriesPlan] = {}
     slow = {str(m) for m in records["model"].unique() if _slow_name(str(m))}
     for series_id, g in records.groupby(ID, sort=True):
         every_window = g  # before g narrows to the windows every candidate shares: each member's own errors
         newest = int(g["window"].min())
         candidates = sorted(g.loc[g["window"] == newest, "model"].unique())
+        rule = every_rule
+        if str(series_id) in seasonal and set(every_rule.seasonal_pool) <= set(candidates):
+            # a member without a backtest here (level_profile needs 14 days before the origin): the plain pool
+            rule = every_rule.for_strength(1.0)
         models_at = g.groupby("window")["model"].unique()
         windows = sorted(int(str(w)) for w, ms in models_at.items() if set(candidates) <= set(ms))
         g = g[g["window"].isin(windows) & g["model"].isin(candidates)]
@@ -201,6 +213,9 @@ class AutoForecaster(BaseForecaster):
         margin: float = DEFAULT_RULE.margin,
         gamma: float = DEFAULT_RULE.gamma,
         freq: str = "1h",
+        seasonal_pool: Sequence[str] = DEFAULT_RULE.seasonal_pool,
+        seasonal_weights: Sequence[float] | None = None,
+        seasonal_from: float = DEFAULT_RULE.seasonal_from,
     ) -> None:
         self.candidates = candidates
         self.windows = windows
@@ -213,31 +228,50 @@ class AutoForecaster(BaseForecaster):
         self.gamma = gamma
         self.candidate_params = candidate_params
         self.freq = freq
+        self.seasonal_pool = seasonal_pool
+        self.seasonal_weights = seasonal_weights
+        self.seasonal_from = seasonal_from
 
     def rule(self) -> SelectionRule:
-        """The selection rule these parameters describe."""
-        return SelectionRule(
-            pool=tuple(self.pool),
-            weights=self._pool_weights(),
-            margin=float(self.margin),
-            gamma=float(self.gamma),
-            ensemble_sizes=tuple(self.ensemble_sizes),
-        )
+        """The selection rule these parameters describe (a bad setting raises ``ForecastInputError``)."""
+        for name, value in (("pool", self.pool), ("seasonal_pool", self.seasonal_pool)):
+            if isinstance(value, str):
+                raise ForecastInputError(f"auto: {name} is a list of forecaster names, not the string {value!r}")
+        if not 0 <= float(self.seasonal_from) <= 1:
+            raise ForecastInputError(
+                f"auto: seasonal_from is a daily-cycle strength in [0, 1], not {self.seasonal_from}"
+            )
+        # a seasonal pool needs all its members among the candidates (else the plain pool serves every series)
+        seasonal = tuple(self.seasonal_pool) if set(self.seasonal_pool) <= set(self.candidates) else ()
+        default = (DEFAULT_RULE.seasonal_pool, DEFAULT_RULE.seasonal_weights)
+        try:
+            return SelectionRule(
+                pool=tuple(self.pool),
+                weights=self._pool_weights(),
+                margin=float(self.margin),
+                gamma=float(self.gamma),
+                ensemble_sizes=tuple(self.ensemble_sizes),
+                seasonal_pool=seasonal,
+                seasonal_weights=_weights(self.seasonal_weights, seasonal, *default) if seasonal else (),
+                seasonal_from=float(self.seasonal_from),
+            )
+        except ValueError as exc:  # the rule's own checks (weights per member): named for the user
+            raise ForecastInputError(f"auto: {exc}") from exc
 
     def _pool_weights(self) -> tuple[float, ...]:
         """``pool_weights``, or by default the tuned weights of the default pool and equal weights otherwise."""
-        if self.pool_weights is not None:
-            return tuple(float(w) for w in self.pool_weights)
-        return DEFAULT_RULE.weights if tuple(self.pool) == DEFAULT_RULE.pool else ()
+        return _weights(self.pool_weights, self.pool, DEFAULT_RULE.pool, DEFAULT_RULE.weights)
 
     def make_candidates(self) -> dict[str, BaseForecaster]:
         """The models to backtest: every candidate, or only the pool's when nothing can replace it."""
         params = self.candidate_params or {}
         names = list(self.candidates)
-        members = [n for n in names if n in self.pool]
+        members = [n for n in names if n in self.pool or n in self.seasonal_pool]
         if float(self.margin) >= 1 and len(members) >= 2:  # the pool is always served: only its members matter
             names = members
-        return {name: forecasters.create(name, freq=self.freq, **dict(params.get(name, {}))) for name in names}
+        made = {name: forecasters.create(name, freq=self.freq, **dict(params.get(name, {}))) for name in names}
+        # a model that cannot forecast on this grid at all (level_profile on a grid that does not divide a day)
+        return {name: model for name, model in made.items() if model.min_history() < sys.maxsize}
 
     def _fit_all(self, series: list[RegularSeries]) -> dict[str, Any]:
         models = self.make_candidates()
@@ -253,7 +287,10 @@ class AutoForecaster(BaseForecaster):
     ) -> dict[str, Any]:
         frame = to_frame(series)
         options: dict[str, Any] = {
-            "horizon": self.horizon, "windows": self.windows, "step": self.step, "freq": self.freq,
+            "horizon": self.horizon,
+            "windows": self.windows,
+            "step": self.step,
+            "freq": self.freq,
             "level": CALIBRATED_LEVELS,
         }
         ahead: dict[str, Future[BaseForecaster]] = {}
@@ -266,6 +303,7 @@ class AutoForecaster(BaseForecaster):
                 quick = workers.submit(backtest_part, frame, fast, options)
         plans: dict[str, SeriesPlan] = {}
         skipped: list[str] = []
+        rule = self.rule()  # before the try: a bad setting is an error, not "every series too short"
         try:
             # the slow members only at the newest origin, by a network trained there (models.forecast.memberwise)
             parts: list[BacktestResult | str] = []
@@ -276,7 +314,8 @@ class AutoForecaster(BaseForecaster):
             elif fast := {name: model for name, model in models.items() if name not in slow}:
                 parts.append(backtest_part(frame, fast, options))
             result = merge_backtests(parts, list(models))
-            plans = by_series(plan_from_records, result.records, workers, self.ensemble_sizes, self.rule())
+            seasonal = seasonal_ids(series, rule)
+            plans = by_series(plan_from_records, result.records, workers, self.ensemble_sizes, rule, seasonal)
             skipped = result.skipped
         except ValueError as exc:  # every series too short to backtest: all fall back below
             skipped = [str(exc)]
@@ -350,6 +389,44 @@ class AutoForecaster(BaseForecaster):
         return out
 
 
+def _cut_at(grid: Mapping[str, RegularSeries], here: pd.DataFrame) -> list[RegularSeries]:
+    """Each series of ``grid`` up to the step before its first forecast in ``here`` (one backtest window)."""
+    first = here.groupby(ID)[TIME].min()
+    out = []
+    for sid, stamp in first.items():
+        s = grid.get(str(sid))
+        if s is not None:
+            k = int(max(0, min(len(s), (pd.Timestamp(stamp) - s.start) // s.freq)))
+            out.append(RegularSeries(s.series_id, s.start, s.freq, s.values[:k], s.observed[:k]))
+    return out
+
+
+def _weights(
+    given: Sequence[float] | None, pool: Sequence[str], default_pool: tuple[str, ...], default: tuple[float, ...]
+) -> tuple[float, ...]:
+    """Weights as given, else the tuned ones where the pool is the default pool, else equal (())."""
+    if given is not None:
+        return tuple(float(w) for w in given)
+    return default if tuple(pool) == default_pool else ()
+
+
+def seasonal_ids(series: Sequence[RegularSeries], rule: SelectionRule) -> frozenset[str]:
+    """The series served the rule's seasonal pool: a daily cycle at least ``seasonal_from`` strong over the last
+    ``GATE_DAYS`` days, with that much history (a shorter one, or a grid that does not divide a day, is not
+    judged: the plain pool serves it)."""
+    if not rule.seasonal_pool:
+        return frozenset()
+    out = set()
+    for s in series:
+        try:
+            per_day = steps_per_day(s.freq)
+        except ForecastInputError:
+            return frozenset()
+        if len(s) >= GATE_DAYS * per_day and rule.for_strength(daily_strength(s.values, per_day, GATE_DAYS)) != rule:
+            out.add(s.series_id)
+    return frozenset(out)
+
+
 def _slow(model: BaseForecaster) -> bool:
     """A member auto backtests only at its newest origin(s) (``FRESH_WINDOWS``), trained there."""
     return bool(getattr(model, "backtest_frozen", False))
@@ -378,12 +455,19 @@ def records_for_auto(
     inner_windows: int,
     ensemble_sizes: Sequence[int] = ENSEMBLE_SIZES,
     rule: SelectionRule = DEFAULT_RULE,
+    history: pd.DataFrame | None = None,
+    freq: str = "1h",
 ) -> pd.DataFrame:
     """Backtest records of ``auto`` at windows ``0..outer_windows-1`` from a backtest of its candidates.
 
     At outer window ``o`` auto would backtest on windows ``o+1..o+inner_windows`` of the same cuts (exact
-    when ``step == horizon``) and then serve its members' forecasts at ``o``: that is what is replayed.
+    when ``step == horizon``) and then serve its members' forecasts at ``o``: that is what is replayed. The
+    seasonal gate needs the ``history`` the backtest ran on (each series cut at the origin); without it, or for a
+    series it lacks, the plain pool plans the series.
     """
+    if not set(rule.seasonal_pool) <= set(result.records["model"].unique()):  # as AutoForecaster.rule()
+        rule = replace(rule, seasonal_pool=(), seasonal_weights=())
+    grid = {s.series_id: s for s in regularize(history, freq)} if history is not None and rule.seasonal_pool else {}
     records = result.records
     levels = result.levels
     # as auto's own backtest: a slow member (the LSTM) only at the newest inner origin (models.forecast.memberwise)
@@ -393,8 +477,9 @@ def records_for_auto(
         inner = records[(records["window"] > outer) & (records["window"] <= outer + inner_windows)]
         inner = inner[~inner["model"].isin(slow) | (inner["window"] < outer + 1 + FRESH_WINDOWS)].copy()
         inner["window"] -= outer + 1
-        plans = plan_from_records(inner, ensemble_sizes, rule) if not inner.empty else {}
         here = records[records["window"] == outer]
+        seasonal = seasonal_ids(_cut_at(grid, here), rule) if grid else frozenset()
+        plans = plan_from_records(inner, ensemble_sizes, rule, seasonal) if not inner.empty else {}
         for sid, g in here.groupby(ID, sort=True):
             plan = plans.get(str(sid), SeriesPlan(weights={FALLBACK: 1.0}))
             by_model = {m: gm.sort_values("lead") for m, gm in g.groupby("model")}

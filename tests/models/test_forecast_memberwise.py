@@ -34,7 +34,10 @@ def _scores(records: Any, level: int) -> np.ndarray:
 
 
 def test_the_lstm_is_calibrated_on_the_newest_window_by_a_network_trained_there() -> None:
-    model = auto.AutoForecaster(windows=WINDOWS, step=STEP, horizon=H, candidate_params={"lstm": TINY_LSTM})
+    # the plain pool on every series (its seasonal pool is pinned in test_forecast_decomposition.py)
+    model = auto.AutoForecaster(
+        windows=WINDOWS, step=STEP, horizon=H, candidate_params={"lstm": TINY_LSTM}, seasonal_pool=()
+    )
     model.fit(HISTORY)
     fresh = run_backtest(
         HISTORY, {"lstm": LSTMForecaster(**TINY_LSTM)}, horizon=H, windows=1, step=STEP, level=auto.CALIBRATED_LEVELS
@@ -83,7 +86,8 @@ def test_the_pipeline_replay_of_auto_calibrates_the_lstm_as_auto_does() -> None:
     result = run_backtest(HISTORY, members, horizon=H, windows=WINDOWS + 1, step=H)
     cut = HISTORY.groupby("series_id")["timestamp"].transform("max") - pd.Timedelta(hours=H)
     fitted = auto.AutoForecaster(
-        windows=WINDOWS, step=H, horizon=H, pool=("lstm", "naive"), candidate_params={"lstm": TINY_LSTM}
+        windows=WINDOWS, step=H, horizon=H, pool=("lstm", "naive"), candidate_params={"lstm": TINY_LSTM},
+        seasonal_pool=(),
     ).fit(HISTORY[HISTORY["timestamp"] <= cut])
     replay = auto.records_for_auto(result, outer_windows=1, inner_windows=WINDOWS, rule=fitted.rule())
     replay = replay.sort_values(["series_id", "lead"])

@@ -93,7 +93,7 @@ def test_cached_auto_replay_equals_fitting_auto_at_that_origin(make_history: Cal
     frame = make_history(hours=504)
     models = {m: forecasters.create(m) for m in CANDIDATES}
     result = run_backtest(frame, models, horizon=H, windows=4, step=H)
-    replay = records_for_auto(result, outer_windows=1, inner_windows=3)
+    replay = records_for_auto(result, outer_windows=1, inner_windows=3, history=frame)
     cut = frame.groupby("series_id")["timestamp"].transform("max") - pd.Timedelta(hours=H)
     auto = AutoForecaster(candidates=CANDIDATES, windows=3, horizon=H, step=H).fit(frame[frame["timestamp"] <= cut])
     served = auto.predict(H).sort_values(["series_id", "timestamp"]).reset_index(drop=True)
