@@ -62,9 +62,10 @@ from forecast_report import INNER, INNER_STEP, LEVELS, SLOW, STEP, H, mase_scale
 from forecast_traces import load_traces  # noqa: E402
 
 from models.forecast import forecasters, run_backtest  # noqa: E402
-from models.forecast.auto import DEFAULT_CANDIDATES, GATE_DAYS  # noqa: E402
+from models.forecast.auto import DEFAULT_CANDIDATES  # noqa: E402
 from models.forecast.decomposition import daily_strength  # noqa: E402
 from models.forecast.frozen import train_once  # noqa: E402
+from models.forecast.gate import GATE_DAYS  # noqa: E402
 from models.forecast.prep import regularize  # noqa: E402
 from models.forecast.selection import DEFAULT_RULE, SelectionRule, choose  # noqa: E402
 
@@ -198,7 +199,7 @@ def cube(records: pd.DataFrame, models: list[str], windows: int) -> dict[str, di
 
 def strengths(frame: pd.DataFrame, outer: int) -> dict[tuple[str, int], float]:
     """Per (series, scored origin): the daily cycle's strength over the 14 days before it, as auto's gate
-    measures it (``models.forecast.auto.seasonal_ids``; NaN with less history: the plain pool)."""
+    measures it (``models.forecast.gate.seasonal_ids``; NaN with less history: the plain pool)."""
     out = {}
     for sid, g in frame.groupby("series_id"):
         v = g.sort_values("timestamp")["value"].to_numpy(float)

@@ -39,7 +39,7 @@ from sklearn.base import clone
 
 from models.forecast.backtest import BacktestResult
 from models.forecast.base import Bands, BaseForecaster, PointForecast, _tidy
-from models.forecast.decomposition import daily_strength, steps_per_day
+from models.forecast.gate import cut_at, seasonal_ids
 from models.forecast.memberwise import (
     FRESH_WINDOWS,
     calibrate_members,
@@ -54,7 +54,14 @@ from models.forecast.registry import forecasters
 from models.forecast.selection import DEFAULT_RULE, SelectionRule, choose, label_of, pool_weights
 from models.frames import ID, TIME
 
-__all__ = ["DEFAULT_CANDIDATES", "AutoForecaster", "SeriesPlan", "plan_from_records", "records_for_auto"]
+__all__ = [
+    "DEFAULT_CANDIDATES",
+    "AutoForecaster",
+    "SeriesPlan",
+    "plan_from_records",
+    "records_for_auto",
+    "seasonal_ids",
+]
 
 DEFAULT_CANDIDATES = (
     "naive",
@@ -73,7 +80,6 @@ DEFAULT_CANDIDATES = (
 FALLBACK = "naive"
 CALIBRATED_LEVELS = (50, 80, 90, 95)  # levels whose bands auto conformalises on its backtest
 ENSEMBLE_SIZES = DEFAULT_RULE.ensemble_sizes  # inverse-MAE ensembles of the best k
-GATE_DAYS = 14  # days of history the daily cycle's strength is measured over (seasonal_ids)
 
 
 @dataclass
@@ -389,18 +395,6 @@ class AutoForecaster(BaseForecaster):
         return out
 
 
-def _cut_at(grid: Mapping[str, RegularSeries], here: pd.DataFrame) -> list[RegularSeries]:
-    """Each series of ``grid`` up to the step before its first forecast in ``here`` (one backtest window)."""
-    first = here.groupby(ID)[TIME].min()
-    out = []
-    for sid, stamp in first.items():
-        s = grid.get(str(sid))
-        if s is not None:
-            k = int(max(0, min(len(s), (pd.Timestamp(stamp) - s.start) // s.freq)))
-            out.append(RegularSeries(s.series_id, s.start, s.freq, s.values[:k], s.observed[:k]))
-    return out
-
-
 def _weights(
     given: Sequence[float] | None, pool: Sequence[str], default_pool: tuple[str, ...], default: tuple[float, ...]
 ) -> tuple[float, ...]:
@@ -408,23 +402,6 @@ def _weights(
     if given is not None:
         return tuple(float(w) for w in given)
     return default if tuple(pool) == default_pool else ()
-
-
-def seasonal_ids(series: Sequence[RegularSeries], rule: SelectionRule) -> frozenset[str]:
-    """The series served the rule's seasonal pool: a daily cycle at least ``seasonal_from`` strong over the last
-    ``GATE_DAYS`` days, with that much history (a shorter one, or a grid that does not divide a day, is not
-    judged: the plain pool serves it)."""
-    if not rule.seasonal_pool:
-        return frozenset()
-    out = set()
-    for s in series:
-        try:
-            per_day = steps_per_day(s.freq)
-        except ForecastInputError:
-            return frozenset()
-        if len(s) >= GATE_DAYS * per_day and rule.for_strength(daily_strength(s.values, per_day, GATE_DAYS)) != rule:
-            out.add(s.series_id)
-    return frozenset(out)
 
 
 def _slow(model: BaseForecaster) -> bool:
@@ -478,7 +455,7 @@ def records_for_auto(
         inner = inner[~inner["model"].isin(slow) | (inner["window"] < outer + 1 + FRESH_WINDOWS)].copy()
         inner["window"] -= outer + 1
         here = records[records["window"] == outer]
-        seasonal = seasonal_ids(_cut_at(grid, here), rule) if grid else frozenset()
+        seasonal = seasonal_ids(cut_at(grid, here), rule) if grid else frozenset()
         plans = plan_from_records(inner, ensemble_sizes, rule, seasonal) if not inner.empty else {}
         for sid, g in here.groupby(ID, sort=True):
             plan = plans.get(str(sid), SeriesPlan(weights={FALLBACK: 1.0}))
