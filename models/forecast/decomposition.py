@@ -23,10 +23,11 @@ median) the profile is noise and the week-long level lags (its MAE: 1.04× the b
 
 Intervals: the method replayed from one origin every 3 days over the last 63 days of history, as far back as
 origins with 7 days behind them go (each with only the history before it: 21 origins on a 77-day history, 5
-on the loop's 28 days, 3 on 14 days), and the empirical quantiles of its misses per day of lead (a whole day
-replayed whatever the horizon, so a band does not depend on how far ahead is asked), like the other baselines'
-``empirical_bands`` but on a few origins (a decomposition per hourly origin would cost 72× more). With no
-replayed miss at all the band is the history's spread around its median.
+on the loop's 28 days, 3 on 14 days), and the quantiles of its misses pooled per day of lead, never narrowing
+with the lead (``memberwise.residual_bands``, as ``auto`` bands a level its backtest did not record; a whole day
+replayed whatever the horizon, so a band does not depend on how far ahead is asked). A decomposition per
+hourly origin, as the other baselines' ``empirical_bands`` replay, would cost 72× more. With no replayed miss
+at all the band is the history's spread around its median.
 Only observed actuals count. Nothing is fitted: ``update`` recomputes everything from the new window.
 """
 
@@ -39,7 +40,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from models.forecast.base import Bands, LocalForecaster, PointForecast
+from models.forecast.base import LocalForecaster, PointForecast
+from models.forecast.memberwise import residual_bands
 from models.forecast.prep import ForecastInputError, RegularSeries
 from models.forecast.registry import forecasters
 
@@ -51,7 +53,6 @@ __all__ = ["LevelProfileForecaster", "daily_strength", "steps_per_day"]
 _REPLAY_DAYS = 63  # days of history replayed for the bands
 _REPLAY_EVERY = 3  # days between replayed origins
 _REPLAY_MIN_DAYS = 7  # history a replayed origin needs (fewer than a forecast does: a short series gets bands)
-_MIN_ERRORS = 24  # fewer misses in a day of lead and its band is widened from the last well-sampled day
 _WEEKEND_CLIP = (0.5, 1.5)
 
 
@@ -178,8 +179,12 @@ class LevelProfileForecaster(LocalForecaster):
             k = min(reach, n - end)
             pred = self._forecast_from(s.values, end, k, calendar, per_day)
             misses[row, :k] = np.where(s.observed[end : end + k], s.values[end : end + k] - pred, np.nan)
-        bands = _bands_by_day(np.concatenate([mean, np.zeros(reach - horizon)]), misses, levels, per_day, s.values)
-        return mean, {lvl: (lo[:horizon], hi[:horizon]) for lvl, (lo, hi) in bands.items()}
+        bands = residual_bands(mean, misses, levels, bucket=per_day)  # the misses pooled per day of lead
+        if bands is None:  # no replayed miss at all: the history's spread around its median
+            probs = np.array([p for lvl in levels for p in (0.5 - lvl / 200, 0.5 + lvl / 200)])
+            q = np.quantile(s.values - np.median(s.values), probs)
+            bands = {lvl: (mean + q[2 * i], mean + q[2 * i + 1]) for i, lvl in enumerate(levels)}
+        return mean, bands
 
 
 def _calendar(
@@ -191,26 +196,3 @@ def _calendar(
     clock = stamps.hour * 3600 + stamps.minute * 60 + stamps.second  # wall-clock seconds: a DST day keeps its hours
     slot = np.asarray(clock // int(freq.total_seconds()), dtype=np.int64) % per_day
     return slot, np.asarray(stamps.day_of_week >= 5)
-
-
-def _bands_by_day(
-    mean: np.ndarray, misses: np.ndarray, levels: tuple[int, ...], per_day: int, values: np.ndarray
-) -> Bands:
-    """``mean`` plus the quantiles of the replayed misses, pooled per day of lead; a day with too few misses
-    is widened from the last well-sampled one like a random walk; none at all: the spread of the history."""
-    horizon = mean.size
-    probs = np.array([p for lvl in levels for p in (0.5 - lvl / 200, 0.5 + lvl / 200)])
-    q = np.full((horizon, probs.size), np.nan)
-    last: tuple[int, np.ndarray] | None = None
-    for day in range(0, horizon, per_day):
-        cell = misses[:, day : day + per_day].ravel() if misses.size else np.zeros(0)
-        cell = cell[np.isfinite(cell)]
-        if cell.size >= _MIN_ERRORS:
-            last = (day, np.quantile(cell, probs))
-            q[day : day + per_day] = last[1]
-        elif last is not None:
-            q[day : day + per_day] = last[1] * np.sqrt((day + per_day) / (last[0] + per_day))
-    if last is None:  # no replayed miss at all: the history's spread around its median
-        spread = values - np.median(values) if values.size else np.zeros(1)
-        q[:] = np.quantile(spread, probs)
-    return {lvl: (mean + q[:, 2 * i], mean + q[:, 2 * i + 1]) for i, lvl in enumerate(levels)}

@@ -156,15 +156,18 @@ def calibrate_pool(bands: Bands, scores: Mapping[int, np.ndarray], levels: tuple
     return out
 
 
-def residual_bands(mean: np.ndarray, errors: np.ndarray, levels: tuple[int, ...]) -> Bands | None:
-    """Bands from residual quantiles pooled per day of lead, widening monotonically with the lead."""
+def residual_bands(
+    mean: np.ndarray, errors: np.ndarray, levels: tuple[int, ...], bucket: int = _BUCKET
+) -> Bands | None:
+    """Bands from residual quantiles pooled per ``bucket`` leads (a day of an hourly horizon), widening
+    monotonically with the lead; None when no bucket has enough residuals."""
     horizon = mean.shape[0]
     width = errors.shape[1]
-    n_buckets = -(-width // _BUCKET)
+    n_buckets = -(-width // bucket)
     probs = np.array([p for lvl in levels for p in (0.5 - lvl / 200, 0.5 + lvl / 200)])
     q = np.full((n_buckets, probs.shape[0]), np.nan)
     for b in range(n_buckets):
-        pooled = errors[:, b * _BUCKET : (b + 1) * _BUCKET].ravel()
+        pooled = errors[:, b * bucket : (b + 1) * bucket].ravel()
         pooled = pooled[np.isfinite(pooled)]
         if pooled.size >= 12:
             q[b] = np.quantile(pooled, probs)
@@ -179,7 +182,7 @@ def residual_bands(mean: np.ndarray, errors: np.ndarray, levels: tuple[int, ...]
     q[:, 0::2] = np.minimum.accumulate(q[:, 0::2], axis=0)
     q[:, 1::2] = np.maximum.accumulate(q[:, 1::2], axis=0)
     leads = np.arange(horizon)
-    bucket = np.minimum(leads // _BUCKET, n_buckets - 1)
+    which = np.minimum(leads // bucket, n_buckets - 1)
     grow = np.sqrt(np.maximum(leads + 1, width) / width)  # beyond the backtested horizon: random-walk growth
-    per_lead = q[bucket] * grow[:, None]
+    per_lead = q[which] * grow[:, None]
     return {lvl: (mean + per_lead[:, 2 * i], mean + per_lead[:, 2 * i + 1]) for i, lvl in enumerate(levels)}
