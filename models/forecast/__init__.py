@@ -7,7 +7,8 @@ Importing this package registers every forecaster with ``forecasters`` (explicit
 from __future__ import annotations
 
 from models.forecast import auto, baselines, decomposition, lstm, statistical, windows  # noqa: F401  (registers the forecasters)
-from models.forecast.auto import AutoForecaster, plan_from_records, records_for_auto
+from models.forecast.auto import AutoForecaster, plan_from_records
+from models.forecast.auto_replay import records_for_auto
 from models.forecast.backtest import BacktestResult, run_backtest, score_records, summarize
 from models.forecast.base import BaseForecaster
 from models.forecast.baselines import DriftForecaster, NaiveForecaster, SeasonalNaiveForecaster

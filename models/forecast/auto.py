@@ -21,8 +21,8 @@ seen at fit time, or now too short for a member of its plan) is served the robus
 weights renormalised over the members that can forecast it (any member if no pool member can, else
 persistence), with the members' own bands, uncalibrated; ``notes_`` names those series.
 
-``records_for_auto`` replays exactly this selection on a longer backtest's cached records, which is how
-the pipeline scores ``auto`` without refitting every candidate at every nested origin.
+``models.forecast.auto_replay.records_for_auto`` replays exactly this selection on a longer backtest's cached
+records, which is how the pipeline scores ``auto`` without refitting every candidate at every nested origin.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -38,8 +38,8 @@ import pandas as pd
 from sklearn.base import clone
 
 from models.forecast.backtest import BacktestResult
-from models.forecast.base import Bands, BaseForecaster, PointForecast, _tidy
-from models.forecast.gate import cut_at, seasonal_ids
+from models.forecast.base import Bands, BaseForecaster, PointForecast
+from models.forecast.gate import seasonal_ids
 from models.forecast.memberwise import (
     FRESH_WINDOWS,
     calibrate_members,
@@ -49,17 +49,16 @@ from models.forecast.memberwise import (
     residual_bands,
 )
 from models.forecast.parallel import Workers, backtest_part, by_series, fit_model, merge_backtests, spare_workers
-from models.forecast.prep import ForecastInputError, RegularSeries, regularize, to_frame
+from models.forecast.prep import ForecastInputError, RegularSeries, to_frame
 from models.forecast.registry import forecasters
 from models.forecast.selection import DEFAULT_RULE, SelectionRule, choose, label_of, pool_weights
-from models.frames import ID, TIME
+from models.frames import ID
 
 __all__ = [
     "DEFAULT_CANDIDATES",
     "AutoForecaster",
     "SeriesPlan",
     "plan_from_records",
-    "records_for_auto",
     "seasonal_ids",
 ]
 
@@ -424,53 +423,3 @@ def _parameter_free(name: str, freq: str, series: list[RegularSeries]) -> BaseFo
     model: BaseForecaster = forecasters.create(name, freq=freq)
     model.states_ = {}  # fitted on nothing: there is nothing to fit
     return model._update_regular(series)
-
-
-def records_for_auto(
-    result: BacktestResult,
-    outer_windows: int,
-    inner_windows: int,
-    ensemble_sizes: Sequence[int] = ENSEMBLE_SIZES,
-    rule: SelectionRule = DEFAULT_RULE,
-    history: pd.DataFrame | None = None,
-    freq: str = "1h",
-) -> pd.DataFrame:
-    """Backtest records of ``auto`` at windows ``0..outer_windows-1`` from a backtest of its candidates.
-
-    At outer window ``o`` auto would backtest on windows ``o+1..o+inner_windows`` of the same cuts (exact
-    when ``step == horizon``) and then serve its members' forecasts at ``o``: that is what is replayed. The
-    seasonal gate needs the ``history`` the backtest ran on (each series cut at the origin); without it, or for a
-    series it lacks, the plain pool plans the series.
-    """
-    if not set(rule.seasonal_pool) <= set(result.records["model"].unique()):  # as AutoForecaster.rule()
-        rule = replace(rule, seasonal_pool=(), seasonal_weights=())
-    grid = {s.series_id: s for s in regularize(history, freq)} if history is not None and rule.seasonal_pool else {}
-    records = result.records
-    levels = result.levels
-    # as auto's own backtest: a slow member (the LSTM) only at the newest inner origin (models.forecast.memberwise)
-    slow = [m for m in records["model"].unique() if _slow_name(str(m))]
-    parts = []
-    for outer in range(outer_windows):
-        inner = records[(records["window"] > outer) & (records["window"] <= outer + inner_windows)]
-        inner = inner[~inner["model"].isin(slow) | (inner["window"] < outer + 1 + FRESH_WINDOWS)].copy()
-        inner["window"] -= outer + 1
-        here = records[records["window"] == outer]
-        seasonal = seasonal_ids(cut_at(grid, here), rule) if grid else frozenset()
-        plans = plan_from_records(inner, ensemble_sizes, rule, seasonal) if not inner.empty else {}
-        for sid, g in here.groupby(ID, sort=True):
-            plan = plans.get(str(sid), SeriesPlan(weights={FALLBACK: 1.0}))
-            by_model = {m: gm.sort_values("lead") for m, gm in g.groupby("model")}
-            if not set(plan.weights) <= set(by_model):
-                continue
-            members = {m: _members_from_frame(by_model[m], levels)[str(sid)] for m in plan.weights}
-            mean, bands = combine(plan, members, levels)
-            mean, bands = _tidy(mean, bands, levels, fallback=float(mean[0]) if mean.size else 0.0)
-            base = by_model[next(iter(plan.weights))]
-            part = pd.DataFrame({"model": "auto", "window": outer, ID: sid, TIME: base[TIME].to_numpy(), "mean": mean})
-            for lvl in levels:
-                part[f"lo-{lvl}"], part[f"hi-{lvl}"] = bands[lvl]
-            part["lead"] = base["lead"].to_numpy()
-            part["actual"] = base["actual"].to_numpy()
-            part["choice"] = plan.choice
-            parts.append(part)
-    return pd.concat(parts, ignore_index=True) if parts else records.iloc[0:0]

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models.forecast import LSTMForecaster, auto, run_backtest
+from models.forecast import LSTMForecaster, auto, records_for_auto, run_backtest
 from models.forecast.memberwise import calibrate_members, member_halfwidths
 from tests.models.conftest import synthetic_history
 
@@ -89,7 +89,7 @@ def test_the_pipeline_replay_of_auto_calibrates_the_lstm_as_auto_does() -> None:
         windows=WINDOWS, step=H, horizon=H, pool=("lstm", "naive"), candidate_params={"lstm": TINY_LSTM},
         seasonal_pool=(),
     ).fit(HISTORY[HISTORY["timestamp"] <= cut])
-    replay = auto.records_for_auto(result, outer_windows=1, inner_windows=WINDOWS, rule=fitted.rule())
+    replay = records_for_auto(result, outer_windows=1, inner_windows=WINDOWS, rule=fitted.rule())
     replay = replay.sort_values(["series_id", "lead"])
     served = fitted.predict(H).sort_values(["series_id", "timestamp"])
     np.testing.assert_allclose(served["mean"].to_numpy(), replay["mean"].to_numpy(), rtol=1e-6)
