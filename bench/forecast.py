@@ -14,7 +14,8 @@ is tuned the same way on coverage. Since session 11 the rules include the shippe
 (``SEASONAL_POOLS``) served where a series' daily cycle is strong (``SEASONAL_FROM``, the strength measured
 over the 14 days before each origin, as ``auto``'s gate does); ``level_profile`` is a model, not a baseline.
 Headline: the worst held-out trace's MAE relative to its best
-baseline. Prints one table per trace (MAE in GPUs, MASE, pinball p90, coverage 80/95, seconds per fit).
+baseline. Prints one table per trace (MAE in GPUs, MASE, pinball p90, coverage 80/95, seconds per fit),
+and the held-out coverage with its standard error over series (``forecast_report.series_bootstrap``).
 --quick drops mstl and lstm and scores fewer origins. mstl and lstm are backtested at the scored origins
 and, with --slow-inner N, at the inner origins of the first N scored ones (their fits cost 10-30 s per
 origin on 2 shared cores). With N ≥ --outer (the recorded run: --outer 8 --slow-inner 8, ~7 min cold on

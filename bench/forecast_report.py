@@ -26,10 +26,12 @@ __all__ = [
     "SLOW",
     "STEP",
     "H",
+    "coverage_by_series",
     "mase_scales",
     "model_rows",
     "report",
     "score",
+    "series_bootstrap",
 ]
 
 H, STEP, INNER_STEP, INNER = 168, 24, 168, 3
@@ -54,6 +56,32 @@ def score(
         for lvl, (lo, hi) in bands.items():
             row[f"cov{lvl}"] = float(np.mean(((actual >= lo) & (actual <= hi))[ok]))
     return row
+
+
+def coverage_by_series(
+    keys: list[tuple[str, int]], actual: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray:
+    """Per series (rows in first-seen order): [points inside the band, points scored], over all its origins."""
+    counts: dict[str, list[int]] = {}
+    for (sid, _), a, low, high in zip(keys, actual, lo, hi, strict=True):
+        ok = np.isfinite(a)
+        c = counts.setdefault(sid, [0, 0])
+        c[0] += int(((a >= low) & (a <= high))[ok].sum())
+        c[1] += int(ok.sum())
+    return np.array(list(counts.values()), dtype=float).reshape(-1, 2)
+
+
+def series_bootstrap(counts: np.ndarray, draws: int = 2000, seed: int = 0) -> float:
+    """Standard error of a pooled coverage, resampling whole series: a series' hours and origins are
+    correlated, so the series, not the point, is the unit of evidence. 0 with fewer than two series."""
+    counts = np.asarray(counts, dtype=float)
+    if counts.shape[0] < 2:
+        return 0.0
+    idx = np.random.default_rng(seed).integers(0, counts.shape[0], (draws, counts.shape[0]))
+    picked = counts[idx]  # (draws, series, 2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cov = picked[..., 0].sum(axis=1) / picked[..., 1].sum(axis=1)
+    return float(np.nanstd(cov))
 
 
 def mase_scales(cubes: dict[str, dict[str, Any]], frame: pd.DataFrame, keys: list[tuple[str, int]]) -> np.ndarray:
@@ -109,8 +137,12 @@ def report(
             keep = np.array([o < slow_inner for _, o in rep["key"]])
         bands = {lvl: (lo[keep], hi[keep]) for lvl, (lo, hi) in calibrated(rep, gamma, how).items()}
         scales = per_trace[trace]["scales"][keep]
-        out = score(np.array(rep["mean"])[keep], np.array(rep["actual"])[keep], scales, bands)
+        actual = np.array(rep["actual"])[keep]
+        out = score(np.array(rep["mean"])[keep], actual, scales, bands)
         out["n"] = float(keep.sum())
+        keys = [k for k, kept in zip(rep["key"], keep, strict=True) if kept]
+        for lvl, (lo, hi) in bands.items():
+            counts[trace, lvl] = coverage_by_series(keys, actual, lo, hi)
         return out
 
     def cov_error(trace: str, rule: SelectionRule, gamma: float) -> float:
@@ -119,6 +151,8 @@ def report(
 
     traces = list(per_trace)
     headline, held_cov = [], []
+    counts: dict[tuple[str, int], np.ndarray] = {}  # the last calibration's per-series hits, per trace and level
+    held_counts: dict[int, list[np.ndarray]] = {lvl: [] for lvl in LEVELS}
     # nothing about the intervals tuned across traces
     gammas = (1.0,) if how in ("self", "fresh", "fresh-abs") else GAMMAS
     for held in traces:
@@ -154,8 +188,11 @@ def report(
             f"coverage 80 % {cal['cov80']:.3f}, 95 % {cal['cov95']:.3f}"
         )
         own = fit_gammas(rep, how)
+        for lvl in LEVELS:
+            held_counts[lvl].append(counts[held, lvl])
+        se = {lvl: series_bootstrap(counts[held, lvl]) for lvl in LEVELS}
         held_cov.append(
-            f"{held} {cal['cov80']:.3f} / {cal['cov95']:.3f}"
+            f"{held} {cal['cov80']:.3f} ± {se[80]:.3f} / {cal['cov95']:.3f} ± {se[95]:.3f}"
             + "".join(
                 f"; {lvl} % self-tuned gamma {min(v)}-{max(v)}"
                 for lvl in LEVELS
@@ -167,7 +204,15 @@ def report(
         f"\n# leave-one-trace-out headline: worst held-out trace {worst[1]}: auto MAE = {worst[0]:.3f} × best "
         f"baseline ({100 * (1 - worst[0]):+.1f} %); all: " + ", ".join(f"{t} {r:.3f}" for r, t in headline)
     )
-    print(f"# held-out coverage 80 % / 95 % ({how} calibration): " + ", ".join(held_cov))
+    print(f"# held-out coverage 80 % / 95 % ± series-bootstrap s.e. ({how} calibration): " + ", ".join(held_cov))
+    pooled = {lvl: np.concatenate(held_counts[lvl]) for lvl in LEVELS}
+    print(
+        f"# held-out coverage pooled over {pooled[80].shape[0]} series of every trace: "
+        + " / ".join(
+            f"{lvl} % {pooled[lvl][:, 0].sum() / pooled[lvl][:, 1].sum():.3f} ± {series_bootstrap(pooled[lvl]):.3f}"
+            for lvl in LEVELS
+        )
+    )
     everywhere = min(rules, key=lambda r: max(ratio(t, r) for t in traces))
     gamma = min(gammas, key=lambda g: float(np.mean([cov_error(t, everywhere, g) for t in traces])))
     print(f"# rule tuned on all traces: {replace(everywhere)} gamma={gamma}")

@@ -1,0 +1,41 @@
+"""``bench/forecast.py``'s coverage resolution: a trace's coverage is counted per series, and its standard error
+resamples whole series (a series' hours are correlated), so a table can say whether a miss is beyond noise."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def report(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    return importlib.import_module("forecast_report")
+
+
+def test_coverage_is_counted_per_series_over_all_its_origins(report: ModuleType) -> None:
+    keys = [("a", 0), ("b", 0), ("a", 1)]
+    actual = np.array([[1.0, 5.0, np.nan], [2.0, 2.0, 2.0], [0.0, 1.0, 1.0]])
+    lo, hi = np.zeros((3, 3)), np.full((3, 3), 2.0)
+    counts = report.coverage_by_series(keys, actual, lo, hi)
+    # a: 1 of 2 scored at origin 0 (NaN not scored), 3 of 3 at origin 1; b: 3 of 3
+    assert counts.tolist() == [[4.0, 5.0], [3.0, 3.0]]
+
+
+def test_series_that_agree_have_no_spread_and_series_that_disagree_do(report: ModuleType) -> None:
+    same = np.array([[80.0, 100.0]] * 12)
+    assert report.series_bootstrap(same) == pytest.approx(0.0, abs=1e-12)
+    split = np.array([[50.0, 100.0]] * 6 + [[100.0, 100.0]] * 6)  # pooled 0.75, half the series at 0.5
+    se = report.series_bootstrap(split, draws=4000)
+    # the mean of 12 draws from {0.5, 1.0}: s.e. 0.25 / sqrt(12) = 0.072
+    assert se == pytest.approx(0.25 / np.sqrt(12), rel=0.08)
+
+
+def test_one_series_gives_no_standard_error(report: ModuleType) -> None:
+    assert report.series_bootstrap(np.array([[30.0, 40.0]])) == 0.0
