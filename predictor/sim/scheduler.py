@@ -1,7 +1,9 @@
 """An event-driven, Volcano-like gang scheduler with a step-wise API for closed-loop quota experiments.
 
 Jobs arrive and finish as events; a scheduling pass (one Volcano session) runs at most once per
-``period_s`` whenever something changed. Within a pass queues take turns by lowest share
+``period_s`` whenever something changed, and one ``period_s`` after a pass that evicted (Volcano opens a
+session every period; a session here gives a queue one eviction attempt, so a burst reclaims a gang per queue
+per period). Within a pass queues take turns by lowest share
 (allocated/deserved, the capacity plugin's order), each queue serves its jobs FIFO, a job is admitted
 only whole (gang) and only under its queue's real capability (capability, and never into other queues'
 guarantees), and GPUs are placed binpack (fullest node that fits) so fragmentation behaves as in a real
@@ -108,6 +110,11 @@ class Scheduler:
         self._q_des: list[np.ndarray] = [self.deserved.copy()]
         self._q_cap: list[np.ndarray] = [self.capability.copy()]
         self._changed = False
+        # A session that evicted is followed by another one period later: Volcano opens a session every
+        # --schedule-period (1 s by default) whatever happens, and here a session gives a queue one eviction
+        # attempt, so without the follow-up a burst waiting on reclaim got one more eviction only at the next
+        # arrival or finish anywhere in the cluster (an hour apart, on a full cluster of long services).
+        self._next_session = math.inf
 
     def _column(self, name: str, default: float) -> np.ndarray:
         """An optional per-job column (priority, checkpoint_s, restart_s), or ``default`` for every job."""
@@ -166,7 +173,7 @@ class Scheduler:
         while True:
             next_arrival = self._submit[self._next_job] if self._next_job < n else math.inf
             next_end = self._heap[0][0] if self._heap else math.inf
-            event = min(next_arrival, next_end)
+            event = min(next_arrival, next_end, self._next_session)
             if event > t_end:
                 break
             event = max(int(event), self.now)
@@ -213,6 +220,7 @@ class Scheduler:
     # ----------------------------------------------------------------- one session
     def _schedule(self) -> None:
         nq = len(self.queue_names)
+        self._next_session = math.inf
         if not self._changed:
             return
         self._changed = False
@@ -221,6 +229,7 @@ class Scheduler:
         active = [q for q in range(nq) if self._pending[q]]
         pos = dict.fromkeys(active, 0)
         tried: set[int] = set()  # one eviction attempt per queue and session
+        evicted = False
         guaranteed = float(self.guarantee.sum())
         evicting = self.volcano.reclaim or self.volcano.preempt
         while active and (free_total > 0 or evicting):
@@ -236,6 +245,7 @@ class Scheduler:
                 tried.add(q)
                 freed = self._evict_for(q, job, g, real_cap)
                 free_total += freed
+                evicted = evicted or freed > 0
                 quota_ok = self._alloc[q] + g <= real_cap
                 placed = self._place(g) if freed and quota_ok and g <= free_total else None
             elif placed is None and free_total <= 0:
@@ -252,6 +262,7 @@ class Scheduler:
                 pos[q] += 1
             if pos[q] >= len(queue) or pos[q] >= self.max_scan:
                 active.remove(q)
+        self._next_session = self.now + self.period_s if evicted else math.inf
         self._record(ready_total)
 
     def _real_capability(self, q: int, ready_total: int, guaranteed: float) -> float:
