@@ -59,12 +59,14 @@ def score(
 
 
 def coverage_by_series(
-    keys: list[tuple[str, int]], actual: np.ndarray, lo: np.ndarray, hi: np.ndarray
+    keys: list[tuple[str, int]], actual: np.ndarray, lo: np.ndarray, hi: np.ndarray, mean: np.ndarray | None = None
 ) -> np.ndarray:
-    """Per series (rows in first-seen order): [points inside the band, points scored], over all its origins."""
+    """Per series (rows in first-seen order): [points inside the band, points scored], over all its origins. A
+    point is scored where the actual (and, given ``mean``, the forecast) is finite, as ``score`` counts it."""
     counts: dict[str, list[int]] = {}
-    for (sid, _), a, low, high in zip(keys, actual, lo, hi, strict=True):
-        ok = np.isfinite(a)
+    means = np.full(np.shape(actual), 0.0) if mean is None else mean
+    for (sid, _), a, low, high, m in zip(keys, actual, lo, hi, means, strict=True):
+        ok = np.isfinite(a) & np.isfinite(m)
         c = counts.setdefault(sid, [0, 0])
         c[0] += int(((a >= low) & (a <= high))[ok].sum())
         c[1] += int(ok.sum())
@@ -73,8 +75,14 @@ def coverage_by_series(
 
 def series_bootstrap(counts: np.ndarray, draws: int = 2000, seed: int = 0) -> float:
     """Standard error of a pooled coverage, resampling whole series: a series' hours and origins are
-    correlated, so the series, not the point, is the unit of evidence. 0 with fewer than two series."""
+    correlated, so the series, not the point, is the unit of evidence. ``counts``: rows of [inside, scored];
+    series with nothing scored are left out, and 0 is returned with fewer than two left."""
     counts = np.asarray(counts, dtype=float)
+    if counts.ndim != 2 or counts.shape[1] != 2:
+        raise ValueError(f"counts must be rows of [inside, scored], got shape {counts.shape}")
+    if draws < 1:
+        raise ValueError(f"draws must be at least 1, got {draws}")
+    counts = counts[counts[:, 1] > 0]
     if counts.shape[0] < 2:
         return 0.0
     idx = np.random.default_rng(seed).integers(0, counts.shape[0], (draws, counts.shape[0]))
@@ -141,8 +149,9 @@ def report(
         out = score(np.array(rep["mean"])[keep], actual, scales, bands)
         out["n"] = float(keep.sum())
         keys = [k for k, kept in zip(rep["key"], keep, strict=True) if kept]
+        mean = np.array(rep["mean"])[keep]
         for lvl, (lo, hi) in bands.items():
-            counts[trace, lvl] = coverage_by_series(keys, actual, lo, hi)
+            counts[trace, lvl] = coverage_by_series(keys, actual, lo, hi, mean)
         return out
 
     def cov_error(trace: str, rule: SelectionRule, gamma: float) -> float:
@@ -207,7 +216,7 @@ def report(
     print(f"# held-out coverage 80 % / 95 % ± series-bootstrap s.e. ({how} calibration): " + ", ".join(held_cov))
     pooled = {lvl: np.concatenate(held_counts[lvl]) for lvl in LEVELS}
     print(
-        f"# held-out coverage pooled over {pooled[80].shape[0]} series of every trace: "
+        f"# held-out coverage pooled over {int((pooled[80][:, 1] > 0).sum())} series of every trace: "
         + " / ".join(
             f"{lvl} % {pooled[lvl][:, 0].sum() / pooled[lvl][:, 1].sum():.3f} ± {series_bootstrap(pooled[lvl]):.3f}"
             for lvl in LEVELS

@@ -1,10 +1,11 @@
 """An event-driven, Volcano-like gang scheduler with a step-wise API for closed-loop quota experiments.
 
 Jobs arrive and finish as events; a scheduling pass (one Volcano session) runs at most once per
-``period_s`` whenever something changed, and one ``period_s`` after a pass that evicted (Volcano opens a
-session every period; a session here gives a queue one eviction attempt, so a burst reclaims a gang per queue
-per period). Within a pass queues take turns by lowest share
-(allocated/deserved, the capacity plugin's order), each queue serves its jobs FIFO, a job is admitted
+``period_s`` whenever something changed, and at the first ``period_s`` boundary at least ``period_s`` after
+a pass that evicted (Volcano opens a session every period; a session here gives a queue one eviction attempt,
+for its first job that cannot be placed, so a burst of small gangs reclaims one gang per queue per period).
+Within a pass queues take turns by lowest share (allocated/deserved, the capacity plugin's order), each
+queue serves its jobs FIFO, a job is admitted
 only whole (gang) and only under its queue's real capability (capability, and never into other queues'
 guarantees), and GPUs are placed binpack (fullest node that fits) so fragmentation behaves as in a real
 cluster. Inside a queue, higher priorityClass goes first. With ``VolcanoSettings(reclaim=True,
@@ -110,7 +111,7 @@ class Scheduler:
         self._q_des: list[np.ndarray] = [self.deserved.copy()]
         self._q_cap: list[np.ndarray] = [self.capability.copy()]
         self._changed = False
-        # A session that evicted is followed by another one period later: Volcano opens a session every
+        # A session that evicted is followed by another about a period later: Volcano opens a session every
         # --schedule-period (1 s by default) whatever happens, and here a session gives a queue one eviction
         # attempt, so without the follow-up a burst waiting on reclaim got one more eviction only at the next
         # arrival or finish anywhere in the cluster (an hour apart, on a full cluster of long services).

@@ -39,3 +39,24 @@ def test_series_that_agree_have_no_spread_and_series_that_disagree_do(report: Mo
 
 def test_one_series_gives_no_standard_error(report: ModuleType) -> None:
     assert report.series_bootstrap(np.array([[30.0, 40.0]])) == 0.0
+
+
+def test_series_with_nothing_scored_are_not_evidence(report: ModuleType) -> None:
+    split = np.array([[50.0, 100.0]] * 6 + [[100.0, 100.0]] * 6)
+    padded = np.vstack([split, np.zeros((12, 2))])
+    assert report.series_bootstrap(padded) == report.series_bootstrap(split)
+    assert report.series_bootstrap(np.zeros((5, 2))) == 0.0
+
+
+def test_a_point_without_a_forecast_is_not_scored(report: ModuleType) -> None:
+    keys = [("a", 0)]
+    actual, mean = np.array([[1.0, 5.0]]), np.array([[1.0, np.nan]])
+    counts = report.coverage_by_series(keys, actual, np.zeros((1, 2)), np.full((1, 2), 2.0), mean)
+    assert counts.tolist() == [[1.0, 1.0]]  # the miss at 5.0 had no forecast, as score() leaves it out
+
+
+def test_counts_of_the_wrong_shape_are_refused(report: ModuleType) -> None:
+    with pytest.raises(ValueError, match="rows of"):
+        report.series_bootstrap(np.array([1.0, 2.0, 3.0]))
+    with pytest.raises(ValueError, match="draws"):
+        report.series_bootstrap(np.array([[1.0, 2.0], [2.0, 2.0]]), draws=0)

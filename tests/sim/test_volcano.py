@@ -54,7 +54,6 @@ def test_reclaim_gives_a_queue_under_deserved_the_gpus_another_borrowed():
     assert b["start"] == T0 + pd.Timedelta(seconds=100) and b["wait_s"] == 0
 
 
-
 def test_a_burst_waiting_on_reclaim_gets_one_gang_a_session_not_one_per_event():
     # a borrows all 16 GPUs with 1-GPU jobs; b's 4 jobs arrive together and nothing else happens for hours.
     # Volcano opens a session every period whatever happens; the simulator reclaims for one gang of a queue
@@ -65,6 +64,7 @@ def test_a_burst_waiting_on_reclaim_gets_one_gang_a_session_not_one_per_event():
     b = a[a["queue"] == "b"].sort_values("start")
     assert s.allocated == {"a": 12, "b": 4} and a["cause"].tolist().count("reclaim") == 4
     assert b["wait_s"].tolist() == [0, 10, 20, 30]
+
 
 def test_without_the_reclaim_action_borrowed_gpus_stay_borrowed():
     s = _sched(_jobs(BORROW), _two_queues(), volcano=sim.VolcanoSettings())  # Volcano's default actions
