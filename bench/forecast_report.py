@@ -136,23 +136,30 @@ def report(
         mae = score(np.array(rep["mean"]), np.array(rep["actual"]), e["scales"], None)["mae"]
         return mae / e["best_base"][0]
 
-    def calibration(trace: str, rule: SelectionRule, gamma: float) -> dict[str, float]:
-        """Coverage where auto had backtest evidence for its bands (for a pool with a slow member: only the
-        first ``slow_inner`` origins)."""
+    def evidenced(trace: str, rule: SelectionRule, gamma: float) -> tuple[np.ndarray, Any, dict[int, Any]]:
+        """The forecasts where auto had backtest evidence for its bands (for a pool with a slow member: only
+        the first ``slow_inner`` origins): which rows, and their means and served bands."""
         rep = results[trace][rule]
         keep = np.ones(len(rep["key"]), bool)
         if slow_inner > 0 and any(m in SLOW for m in rule.pool):
             keep = np.array([o < slow_inner for _, o in rep["key"]])
         bands = {lvl: (lo[keep], hi[keep]) for lvl, (lo, hi) in calibrated(rep, gamma, how).items()}
-        scales = per_trace[trace]["scales"][keep]
-        actual = np.array(rep["actual"])[keep]
-        out = score(np.array(rep["mean"])[keep], actual, scales, bands)
+        return keep, np.array(rep["mean"])[keep], bands
+
+    def calibration(trace: str, rule: SelectionRule, gamma: float) -> dict[str, float]:
+        """Coverage where auto had backtest evidence for its bands (``evidenced``)."""
+        keep, mean, bands = evidenced(trace, rule, gamma)
+        out = score(mean, np.array(results[trace][rule]["actual"])[keep], per_trace[trace]["scales"][keep], bands)
         out["n"] = float(keep.sum())
-        keys = [k for k, kept in zip(rep["key"], keep, strict=True) if kept]
-        mean = np.array(rep["mean"])[keep]
-        for lvl, (lo, hi) in bands.items():
-            counts[trace, lvl] = coverage_by_series(keys, actual, lo, hi, mean)
         return out
+
+    def series_counts(trace: str, rule: SelectionRule, gamma: float) -> dict[int, np.ndarray]:
+        """Per level, ``coverage_by_series`` over the same forecasts ``calibration`` scores."""
+        keep, mean, bands = evidenced(trace, rule, gamma)
+        rep = results[trace][rule]
+        keys = [k for k, kept in zip(rep["key"], keep, strict=True) if kept]
+        actual = np.array(rep["actual"])[keep]
+        return {lvl: coverage_by_series(keys, actual, lo, hi, mean) for lvl, (lo, hi) in bands.items()}
 
     def cov_error(trace: str, rule: SelectionRule, gamma: float) -> float:
         s = calibration(trace, rule, gamma)
@@ -160,7 +167,6 @@ def report(
 
     traces = list(per_trace)
     headline, held_cov = [], []
-    counts: dict[tuple[str, int], np.ndarray] = {}  # the last calibration's per-series hits, per trace and level
     held_counts: dict[int, list[np.ndarray]] = {lvl: [] for lvl in LEVELS}
     # nothing about the intervals tuned across traces
     gammas = (1.0,) if how in ("self", "fresh", "fresh-abs") else GAMMAS
@@ -197,9 +203,10 @@ def report(
             f"coverage 80 % {cal['cov80']:.3f}, 95 % {cal['cov95']:.3f}"
         )
         own = fit_gammas(rep, how)
+        counts = series_counts(held, rule, gamma)
         for lvl in LEVELS:
-            held_counts[lvl].append(counts[held, lvl])
-        se = {lvl: series_bootstrap(counts[held, lvl]) for lvl in LEVELS}
+            held_counts[lvl].append(counts[lvl])
+        se = {lvl: series_bootstrap(counts[lvl]) for lvl in LEVELS}
         held_cov.append(
             f"{held} {cal['cov80']:.3f} ± {se[80]:.3f} / {cal['cov95']:.3f} ± {se[95]:.3f}"
             + "".join(
