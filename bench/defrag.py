@@ -44,14 +44,21 @@ def jobs(days: float, seed: int, rate: float) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     hours = days * 24
     n_small = rng.poisson(rate * hours)
-    small = pd.DataFrame({
-        "submit": START + pd.to_timedelta(np.sort(rng.uniform(0, hours, n_small)), unit="h"),
-        "num_gpus": rng.choice([1, 2, 4], n_small, p=[0.5, 0.25, 0.25]),
-        "duration_s": np.exp(rng.normal(np.log(2.5 * 3600), 0.6, n_small)),
-    })
+    small = pd.DataFrame(
+        {
+            "submit": START + pd.to_timedelta(np.sort(rng.uniform(0, hours, n_small)), unit="h"),
+            "num_gpus": rng.choice([1, 2, 4], n_small, p=[0.5, 0.25, 0.25]),
+            "duration_s": np.exp(rng.normal(np.log(2.5 * 3600), 0.6, n_small)),
+        }
+    )
     starts = np.arange(3.0, hours, 6.0) + rng.uniform(0, 2, len(np.arange(3.0, hours, 6.0)))
-    big = pd.DataFrame({"submit": START + pd.to_timedelta(starts, unit="h"), "num_gpus": 16,
-                        "duration_s": rng.uniform(6, 10, len(starts)) * 3600})
+    big = pd.DataFrame(
+        {
+            "submit": START + pd.to_timedelta(starts, unit="h"),
+            "num_gpus": 16,
+            "duration_s": rng.uniform(6, 10, len(starts)) * 3600,
+        }
+    )
     table = pd.concat([small.assign(kind="s"), big.assign(kind="g")], ignore_index=True)
     table["job_id"] = [f"{k}{i}" for i, k in enumerate(table["kind"])]
     return normalise_jobs(table.assign(queue="train").drop(columns="kind"), source="bench jobs")
@@ -112,8 +119,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=16.0, help="small jobs per hour (load)")
     args = parser.parse_args()
     table = jobs(args.days, args.seed, args.rate)
-    sched = Scheduler(table, ClusterSpec.uniform(NODES, gpus_per_node=G), [QueueSpec("train", deserved=NODES * G)],
-                      start=START)
+    sched = Scheduler(
+        table, ClusterSpec.uniform(NODES, gpus_per_node=G), [QueueSpec("train", deserved=NODES * G)], start=START
+    )
     names = sched.cluster.node_names()
     rows = []
     t = START + pd.Timedelta(hours=12)
@@ -136,29 +144,65 @@ def main() -> None:
 
 
 def show(rows: list[tuple], args: argparse.Namespace) -> None:  # type: ignore[type-arg]
-    out = Table(title=f"Defragmentation advice in the simulator: {NODES}×{G} GPUs, {args.days:g} days, seed "
-                f"{args.seed}, {args.horizon:g} h after each blocked moment")
-    for name in ("moment", "gang", "drain", "FGD GPUs (rate) before", "after advice", "whole free nodes",
-                 "gang wait as is h", "with advice h", "lost GPU-h", "alloc GPU-h as is", "with advice"):
+    out = Table(
+        title=f"Defragmentation advice in the simulator: {NODES}×{G} GPUs, {args.days:g} days, seed "
+        f"{args.seed}, {args.horizon:g} h after each blocked moment"
+    )
+    for name in (
+        "moment",
+        "gang",
+        "drain",
+        "FGD GPUs (rate) before",
+        "after advice",
+        "whole free nodes",
+        "gang wait as is h",
+        "with advice h",
+        "lost GPU-h",
+        "alloc GPU-h as is",
+        "with advice",
+    ):
         out.add_column(name, justify="right")
     totals = np.zeros(5)
     for t, gang, advice, as_is, adv in rows:
         b, a = advice.before, advice.after
-        out.add_row(t.strftime("%a %H:%M"), gang, ",".join(n.removeprefix("node-") for n in advice.drain) or "-",
-                    f"{b.gpus:.1f} ({b.rate:.2f})", f"{a.gpus:.1f} ({a.rate:.2f})", f"{b.free_nodes}→{a.free_nodes}",
-                    f"{as_is[0]:.1f}", f"{adv[0]:.1f}", f"{adv[2]:.1f}", f"{as_is[1]:.0f}", f"{adv[1]:.0f}")
+        out.add_row(
+            t.strftime("%a %H:%M"),
+            gang,
+            ",".join(n.removeprefix("node-") for n in advice.drain) or "-",
+            f"{b.gpus:.1f} ({b.rate:.2f})",
+            f"{a.gpus:.1f} ({a.rate:.2f})",
+            f"{b.free_nodes}→{a.free_nodes}",
+            f"{as_is[0]:.1f}",
+            f"{adv[0]:.1f}",
+            f"{adv[2]:.1f}",
+            f"{as_is[1]:.0f}",
+            f"{adv[1]:.0f}",
+        )
         totals += [as_is[0], adv[0], adv[2], as_is[1], adv[1]]
     if rows:
-        out.add_row("total", str(len(rows)), "", "", "", "", f"{totals[0]:.1f}", f"{totals[1]:.1f}", f"{totals[2]:.1f}",
-                    f"{totals[3]:.0f}", f"{totals[4]:.0f}")
+        out.add_row(
+            "total",
+            str(len(rows)),
+            "",
+            "",
+            "",
+            "",
+            f"{totals[0]:.1f}",
+            f"{totals[1]:.1f}",
+            f"{totals[2]:.1f}",
+            f"{totals[3]:.0f}",
+            f"{totals[4]:.0f}",
+        )
     Console(width=160).print(out)
     if rows:
         net = totals[4] - totals[3]
         # Restarted work runs again inside the horizon and counts as allocation: goodput subtracts it.
-        print(f"gang wait saved: {totals[0] - totals[1]:.1f} h over {len(rows)} blocked moments; restarts lost "
-              f"{totals[2]:.1f} GPU-h; allocation in the horizons {net:+.0f} GPU-h ({net / totals[3]:+.2%}), "
-              f"goodput (allocation − lost) {net - totals[2]:+.0f} GPU-h ({(net - totals[2]) / totals[3]:+.2%}) "
-              "with the advice")
+        print(
+            f"gang wait saved: {totals[0] - totals[1]:.1f} h over {len(rows)} blocked moments; restarts lost "
+            f"{totals[2]:.1f} GPU-h; allocation in the horizons {net:+.0f} GPU-h ({net / totals[3]:+.2%}), "
+            f"goodput (allocation − lost) {net - totals[2]:+.0f} GPU-h ({(net - totals[2]) / totals[3]:+.2%}) "
+            "with the advice"
+        )
 
 
 if __name__ == "__main__":

@@ -48,11 +48,18 @@ def _show(title: str, table: pd.DataFrame) -> None:
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
 
 
-def _sim_runs(seed: int, days: int, nodes: int, jobs_per_hour: float, probs: np.ndarray | None,
-              trend: float, multi_share: float) -> pd.DataFrame:
+def _sim_runs(
+    seed: int, days: int, nodes: int, jobs_per_hour: float, probs: np.ndarray | None, trend: float, multi_share: float
+) -> pd.DataFrame:
     start = pd.Timestamp("2026-03-02", tz="UTC")
-    jobs = sim.synthetic_jobs(start - pd.Timedelta(days=2), start + pd.Timedelta(days=days), seed=seed,
-                              jobs_per_hour=jobs_per_hour, queue_probs=probs, trend_per_week=trend)
+    jobs = sim.synthetic_jobs(
+        start - pd.Timedelta(days=2),
+        start + pd.Timedelta(days=days),
+        seed=seed,
+        jobs_per_hour=jobs_per_hour,
+        queue_probs=probs,
+        trend_per_week=trend,
+    )
     # Philly's mix is 93 % one-GPU jobs, which leaves whole-GPU right-sizing little to do; a share of
     # them is turned into 2/4/8-GPU jobs so partial use of multi-GPU requests shows up.
     rng = np.random.default_rng(seed)
@@ -71,8 +78,10 @@ def bench_sim(days: int, nodes: int) -> None:
     probs = np.array([0.2, 0.1, 0.3, 0.1, 0.1, 0.1, 0.05, 0.05])
     test = _sim_runs(2, days, nodes, 12.0, probs, 0.15, 0.3)
     split = test["start"].min() + pd.Timedelta(days=2)  # the test cluster's rules get two days of history
-    print(f"simulated: train {len(train)} runs (seed 1), test {len(test)} runs (seed 2, other mix); "
-          f"{time.perf_counter() - t0:.1f} s")
+    print(
+        f"simulated: train {len(train)} runs (seed 1), test {len(test)} runs (seed 2, other mix); "
+        f"{time.perf_counter() - t0:.1f} s"
+    )
     table, _ = evaluate_runs(test, split, train_runs=train)
     _show("simulated, whole GPUs (busy = util > 5 %), quantile 0.95, test runs after day 2", table)
     table, _ = evaluate_runs(test, split, train_runs=train, target="equiv", sharing_sizes=(0.25, 0.5))
@@ -86,8 +95,15 @@ def bench_genai(quantile: float = 0.95, folds: int = 5) -> None:
         print(f"\n## genai: skipped ({GENAI} not present)")
         return
     pods = pd.read_csv(GENAI).dropna(subset=["gpu_util_p95", "gpu_mem_used_gib_max"]).reset_index(drop=True)
-    features = ["gpu_util_mean", "gpu_util_p50", "gpu_util_p95", "gpu_mem_used_gib_mean", "gpu_mem_used_gib_p95",
-                "host_mem_util_pct_mean", "observed_h"]
+    features = [
+        "gpu_util_mean",
+        "gpu_util_p50",
+        "gpu_util_p95",
+        "gpu_mem_used_gib_mean",
+        "gpu_mem_used_gib_p95",
+        "host_mem_util_pct_mean",
+        "observed_h",
+    ]
     X = pods[features].to_numpy(np.float64)
     hours = pods["observed_h"].to_numpy(np.float64)
     fold = np.arange(len(pods)) % folds
@@ -119,8 +135,10 @@ def bench_genai(quantile: float = 0.95, folds: int = 5) -> None:
             if scale != 1:
                 rec = np.minimum(round_up_to_sizes(rec, (0.25, 0.5)), 1.0)
             table[method] = provisioning_metrics(used, np.minimum(rec, card_gib if scale == 1 else 1.0), hours)
-        _show(f"genai_pod_usage.csv ({len(pods)} pods): peak {name} from typical usage",
-              metrics_table(table).drop(columns=["freed"]))
+        _show(
+            f"genai_pod_usage.csv ({len(pods)} pods): peak {name} from typical usage",
+            metrics_table(table).drop(columns=["freed"]),
+        )
 
 
 def bench_philly() -> None:
@@ -130,13 +148,13 @@ def bench_philly() -> None:
     frame = pd.read_csv(PHILLY, parse_dates=["timestamp"])
     rows = []
     for q in (0.5, 0.7, 0.8, 0.9, 0.95):
-        table, _ = evaluate_queue(frame, pd.Timestamp("2017-11-20"), demand="gpus_demanded",
-                                  arrivals="gpus_submitted", quantile=q)
+        table, _ = evaluate_queue(
+            frame, pd.Timestamp("2017-11-20"), demand="gpus_demanded", arrivals="gpus_submitted", quantile=q
+        )
         if not rows:
             rows += table.iloc[:2].to_dict("records")
         rows.append(table.iloc[2].to_dict())
-    _show("philly demand_hourly.csv: next-24 h peak per series (12 series), test = last 3 weeks",
-          pd.DataFrame(rows))
+    _show("philly demand_hourly.csv: next-24 h peak per series (12 series), test = last 3 weeks", pd.DataFrame(rows))
 
 
 def main(argv: list[str] | None = None) -> int:

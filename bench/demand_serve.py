@@ -33,24 +33,35 @@ def _model() -> RunDemandModel:
     rng = np.random.default_rng(0)
     times = pd.date_range("2026-10-01", periods=24 * 28, freq="h", tz="UTC")
     daily = np.sin(np.arange(len(times)) * 2 * np.pi / 24)
-    queues = pd.concat([pd.DataFrame({"series_id": q, "timestamp": times,
-                                      "demand": level * (1 + 0.2 * daily) + rng.normal(0, 1, len(times))})
-                        for q, level in (("x", 12.0), ("y", 40.0))])
+    queues = pd.concat(
+        [
+            pd.DataFrame(
+                {"series_id": q, "timestamp": times, "demand": level * (1 + 0.2 * daily) + rng.normal(0, 1, len(times))}
+            )
+            for q, level in (("x", 12.0), ("y", 40.0))
+        ]
+    )
     return RunDemandModel(max_iter=50).fit_queues(queues)
 
 
 def _inputs(n: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     times = pd.date_range(end=NOW, periods=24 * 28, freq="h")
     rng = np.random.default_rng(1)
-    history = pd.DataFrame({"series_id": np.repeat([f"q{i}" for i in range(n)], len(times)),
-                            "timestamp": np.tile(times, n), "value": rng.gamma(2, 5, n * len(times))})
+    history = pd.DataFrame(
+        {
+            "series_id": np.repeat([f"q{i}" for i in range(n)], len(times)),
+            "timestamp": np.tile(times, n),
+            "value": rng.gamma(2, 5, n * len(times)),
+        }
+    )
     pending = history[history["timestamp"] > NOW - pd.Timedelta(hours=3)].assign(value=1.0)
     return history, pending
 
 
 def _baseline(model: RunDemandModel, history: pd.DataFrame, pending: pd.DataFrame) -> int:
     frame = history.rename(columns={"value": "demand"}).merge(
-        pending.rename(columns={"value": "pending"}), on=["series_id", "timestamp"], how="left")
+        pending.rename(columns={"value": "pending"}), on=["series_id", "timestamp"], how="left"
+    )
     f = queue_features(frame, pending="pending", serving=True).groupby("series_id").tail(1)
     assert model.queue_model_ is not None
     model.queue_model_.predict(feature_matrix(f, QUEUE_FEATURES))

@@ -53,8 +53,12 @@ def raw_loop(
         for lo, hi in chunk_ranges(start, end, step, 11_000):
             answer = session.get(
                 f"{url}/api/v1/query_range",
-                params={"query": query, "start": int(lo.timestamp()), "end": int(hi.timestamp()),
-                        "step": int(step.total_seconds())},
+                params={
+                    "query": query,
+                    "start": int(lo.timestamp()),
+                    "end": int(hi.timestamp()),
+                    "step": int(step.total_seconds()),
+                },
                 timeout=120,
             )
             answer.raise_for_status()
@@ -108,13 +112,31 @@ def main() -> int:
     for column in ("path", "requests", "best s", "median s", "samples/s", "ratio to raw"):
         table.add_column(column, justify="right")
     raw_best, src_best = min(raw_times), min(source_times)
-    table.add_row("requests + json (baseline)", str(chunks), f"{raw_best:.2f}",
-                  f"{np.median(raw_times):.2f}", f"{total / raw_best:,.0f}", "1.00")
+    table.add_row(
+        "requests + json (baseline)",
+        str(chunks),
+        f"{raw_best:.2f}",
+        f"{np.median(raw_times):.2f}",
+        f"{total / raw_best:,.0f}",
+        "1.00",
+    )
     arr_best = min(array_times)
-    table.add_row("requests + json + float arrays", str(chunks), f"{arr_best:.2f}",
-                  f"{np.median(array_times):.2f}", f"{total / arr_best:,.0f}", f"{arr_best / raw_best:.2f}")
-    table.add_row("PrometheusSource → frame", str(chunks), f"{src_best:.2f}",
-                  f"{np.median(source_times):.2f}", f"{total / src_best:,.0f}", f"{src_best / raw_best:.2f}")
+    table.add_row(
+        "requests + json + float arrays",
+        str(chunks),
+        f"{arr_best:.2f}",
+        f"{np.median(array_times):.2f}",
+        f"{total / arr_best:,.0f}",
+        f"{arr_best / raw_best:.2f}",
+    )
+    table.add_row(
+        "PrometheusSource → frame",
+        str(chunks),
+        f"{src_best:.2f}",
+        f"{np.median(source_times):.2f}",
+        f"{total / src_best:,.0f}",
+        f"{src_best / raw_best:.2f}",
+    )
     console.print(table)
     console.print(f"generate OpenMetrics {generate_s:.1f} s · promtool backfill {backfill_s:.1f} s")
     return 0

@@ -69,14 +69,17 @@ def fleet_history(clusters: int, gpus: int, queues: int, weeks: int, seed: int =
     level = share * gpus * 0.8
     daily = 1 + 0.3 * np.sin(2 * np.pi * (t[None, :] / 24 + rng.uniform(0, 1, (queues, 1))))
     weekly = 1 - 0.2 * (((t // 24) % 7) >= 5)[None, :]
-    values = np.maximum(level[:, None] * daily * weekly + rng.normal(0, 1, (queues, hours)) * np.sqrt(level)[:, None],
-                        0)
-    return pd.DataFrame({
-        "cluster": np.repeat(cluster, hours),
-        "series_id": np.repeat([f"q{i:04d}" for i in range(queues)], hours),
-        "timestamp": np.tile(times, queues),
-        "value": values.ravel(),
-    })
+    values = np.maximum(
+        level[:, None] * daily * weekly + rng.normal(0, 1, (queues, hours)) * np.sqrt(level)[:, None], 0
+    )
+    return pd.DataFrame(
+        {
+            "cluster": np.repeat(cluster, hours),
+            "series_id": np.repeat([f"q{i:04d}" for i in range(queues)], hours),
+            "timestamp": np.tile(times, queues),
+            "value": values.ravel(),
+        }
+    )
 
 
 # ---------------------------------------------------------------------------------------------- forecast
@@ -117,9 +120,16 @@ def cluster_inputs(names: list[str], gpus: int, rng: np.random.Generator) -> tup
     share = gpus / len(names)
     for i, name in enumerate(names):
         d = float(rng.integers(0, int(2 * share) + 1))
-        queues.append(QueueState(name=name, parent=parents[i // 10], deserved={GPU: d},
-                                 capability={GPU: d + float(rng.integers(0, 8))}, guarantee={GPU: d // 2},
-                                 allocated={GPU: float(rng.integers(0, int(d) + 1))}))
+        queues.append(
+            QueueState(
+                name=name,
+                parent=parents[i // 10],
+                deserved={GPU: d},
+                capability={GPU: d + float(rng.integers(0, 8))},
+                guarantee={GPU: d // 2},
+                allocated={GPU: float(rng.integers(0, int(d) + 1))},
+            )
+        )
     times = pd.date_range(NOW, periods=25, freq="h")
     mean = np.repeat(rng.gamma(2.0, share / 2, size=len(names)), len(times)) + rng.normal(0, 1, len(names) * 25)
     frame = pd.DataFrame({"series_id": np.repeat(names, len(times)), "timestamp": np.tile(times, len(names))})
@@ -132,8 +142,10 @@ def bench_cycles(clusters: int, gpus: int, queues: int, repeats: int = 5) -> tup
     """(median per-cluster cycle s, median fleet cycle s, changed queues in the fleet)."""
     rng = np.random.default_rng(1)
     names = [f"q{i:04d}" for i in range(queues)]
-    inputs = [cluster_inputs([f"c{c}-{n}" for n in part], gpus, rng)
-              for c, part in enumerate(np.array_split(np.array(names), clusters))]
+    inputs = [
+        cluster_inputs([f"c{c}-{n}" for n in part], gpus, rng)
+        for c, part in enumerate(np.array_split(np.array(names), clusters))
+    ]
     policy = PlannerSettings()  # type: ignore[call-arg]
     per_cluster, fleet, changed = [], [], 0
     for _ in range(repeats):
@@ -168,17 +180,30 @@ class _FrameHistory:
 
 def _queue_objects(queues: list[QueueState]) -> list[dict[str, object]]:
     """The queues as ``kubectl get queues -o json`` items (what the loop reads from the API)."""
+
     def gpus(values: Mapping[str, float]) -> dict[str, str]:
         return {GPU: f"{values[GPU]:g}"} if GPU in values else {}
 
-    return [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": q.name},
-             "spec": {"weight": 1, "reclaimable": True, "deserved": gpus(q.deserved), "capability": gpus(q.capability),
-                      "guarantee": {"resource": gpus(q.guarantee)}, **({"parent": q.parent} if q.parent else {})},
-             "status": {"state": "Open", "allocated": gpus(q.allocated)}} for q in queues]
+    return [
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": q.name},
+            "spec": {
+                "weight": 1,
+                "reclaimable": True,
+                "deserved": gpus(q.deserved),
+                "capability": gpus(q.capability),
+                "guarantee": {"resource": gpus(q.guarantee)},
+                **({"parent": q.parent} if q.parent else {}),
+            },
+            "status": {"state": "Open", "allocated": gpus(q.allocated)},
+        }
+        for q in queues
+    ]
 
 
-def bench_loop(clusters: int, gpus: int, queues: int, weeks: int,
-               repeats: int = 5) -> tuple[float, float, float, int]:
+def bench_loop(clusters: int, gpus: int, queues: int, weeks: int, repeats: int = 5) -> tuple[float, float, float, int]:
     """(median fleet loop cycle s, of which plan files s, median /metrics scrape s, audit records per cycle)."""
     from prometheus_client import generate_latest
 
@@ -207,24 +232,44 @@ def bench_loop(clusters: int, gpus: int, queues: int, weeks: int,
     hours = min(weeks * 7 * 24, 28 * 24)  # the loop's lookback: 28 days
     times = pd.date_range(NOW.floor("h") - pd.Timedelta(hours=hours - 1), periods=hours, freq="h")
     with tempfile.TemporaryDirectory(prefix="fleet-loop-") as tmp:
-        settings = load_settings(None, actuators={"mode": "plan", "audit_log": Path(tmp) / "audit.jsonl",
-                                                  "plan_dir": Path(tmp) / "plans"})
+        settings = load_settings(
+            None, actuators={"mode": "plan", "audit_log": Path(tmp) / "audit.jsonl", "plan_dir": Path(tmp) / "plans"}
+        )
         audit = AuditLog(settings.actuators.audit_log)
         lock = FileLock(audit.path.with_name(audit.path.name + ".lock"))
         loops = []
         for c, part in enumerate(np.array_split(np.array(names), clusters)):
             name = f"cluster-{c}"
             qs, forecast = cluster_inputs([str(n) for n in part], gpus, rng)
-            history = pd.DataFrame({"series_id": np.repeat(part, hours), "timestamp": np.tile(times, len(part)),
-                                    "value": rng.gamma(2.0, 4.0, len(part) * hours)})
-            nodes = {"items": [{"metadata": {"name": f"{name}-n{i}"}, "status": {
-                "allocatable": {GPU: "8"}, "conditions": [{"type": "Ready", "status": "True"}]}}
-                for i in range(gpus // 8)]}
+            history = pd.DataFrame(
+                {
+                    "series_id": np.repeat(part, hours),
+                    "timestamp": np.tile(times, len(part)),
+                    "value": rng.gamma(2.0, 4.0, len(part) * hours),
+                }
+            )
+            nodes = {
+                "items": [
+                    {
+                        "metadata": {"name": f"{name}-n{i}"},
+                        "status": {"allocatable": {GPU: "8"}, "conditions": [{"type": "Ready", "status": "True"}]},
+                    }
+                    for i in range(gpus // 8)
+                ]
+            }
             qualified = forecast.assign(series_id=f"{name}/" + forecast["series_id"])
-            loops.append(Loop(cluster_settings(settings, name), cluster=FileCluster(_queue_objects(qs), nodes),
-                              history=_FrameHistory(history),
-                              forecaster=QualifiedForecaster(_Precomputed(qualified), name), clock=lambda: NOW,
-                              name=name, lock=lock, audit=audit))
+            loops.append(
+                Loop(
+                    cluster_settings(settings, name),
+                    cluster=FileCluster(_queue_objects(qs), nodes),
+                    history=_FrameHistory(history),
+                    forecaster=QualifiedForecaster(_Precomputed(qualified), name),
+                    clock=lambda: NOW,
+                    name=name,
+                    lock=lock,
+                    audit=audit,
+                )
+            )
         fleet = FleetLoop(loops, lock=lock)
         cycle_s, files_s, scrape_s, records = [], [], [], 0
         for _ in range(repeats):
@@ -263,9 +308,14 @@ def bench_export(n_series: int, directory: Path) -> tuple[float, int, float, int
     write_openmetrics(om, [family], grid)
     om_s = time.perf_counter() - t0
     stamps = pd.date_range(NOW - pd.Timedelta(hours=hours), periods=grid.n_steps, freq="h")
-    frame = pd.DataFrame({"cluster": np.repeat([f"cluster-{i % 5}" for i in range(n_series)], grid.n_steps),
-                          "series_id": np.repeat([f"q{i:05d}" for i in range(n_series)], grid.n_steps),
-                          "timestamp": np.tile(stamps, n_series), "value": values.ravel()})
+    frame = pd.DataFrame(
+        {
+            "cluster": np.repeat([f"cluster-{i % 5}" for i in range(n_series)], grid.n_steps),
+            "series_id": np.repeat([f"q{i:05d}" for i in range(n_series)], grid.n_steps),
+            "timestamp": np.tile(stamps, n_series),
+            "value": values.ravel(),
+        }
+    )
     pq = directory / "fleet.parquet"
     t1 = time.perf_counter()
     write_frame(frame, pq)
@@ -312,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     chunks = [sub[sub["series_id"].isin(c)] for c in chunk_series(sub.drop(columns="cluster"), size)]
     results: dict[str, tuple[float, float, float]] = {}
     runs: list[tuple[str, Callable[[], Executor]]] = [
-        ("serial", SerialExecutor), (f"{args.workers} local processes", lambda: ProcessExecutor(args.workers))
+        ("serial", SerialExecutor),
+        (f"{args.workers} local processes", lambda: ProcessExecutor(args.workers)),
     ]
     if not args.no_ray:
         # Ray's memory monitor kills tasks when the *machine* is above 95 % memory; on a shared bench machine that
@@ -332,30 +383,57 @@ def main(argv: list[str] | None = None) -> int:
     for name, (start, elapsed, cpu) in results.items():
         rate = len(ids) / elapsed
         spent = f"; {cpu:.1f} s CPU" if name == "serial" else ""
-        rows.append(row(f"auto forecast, {name}", f"{rate:.3f} series/s ({len(ids)} series in {elapsed:.1f} s{spent}; "
-                        f"start-up {start:.1f} s)", "", f"× {serial / elapsed:.2f} vs serial"))
+        rows.append(
+            row(
+                f"auto forecast, {name}",
+                f"{rate:.3f} series/s ({len(ids)} series in {elapsed:.1f} s{spent}; start-up {start:.1f} s)",
+                "",
+                f"× {serial / elapsed:.2f} vs serial",
+            )
+        )
     full_min, full_cpu_min = serial / len(ids) * args.queues / 60, serial_cpu / len(ids) * args.queues / 60
-    rows.append(row(f"auto forecast, all {args.queues:,} queues serial (extrapolated from {len(ids)})",
-                    f"{full_min:.1f} min wall, {full_cpu_min:.1f} min CPU", "< 20 min",
-                    "meets" if full_min < 20 else "misses"))
+    rows.append(
+        row(
+            f"auto forecast, all {args.queues:,} queues serial (extrapolated from {len(ids)})",
+            f"{full_min:.1f} min wall, {full_cpu_min:.1f} min CPU",
+            "< 20 min",
+            "meets" if full_min < 20 else "misses",
+        )
+    )
     proc_name = f"{args.workers} local processes"
     ray_name = next((n for n in results if n.startswith("local Ray")), None)
     if ray_name is not None:
         ratio = results[ray_name][1] / results[proc_name][1]
-        rows.append(row("Ray / local processes (forecast time)", f"{ratio:.2f}", "≤ 1.2",
-                        "meets" if ratio <= 1.2 else "misses"))
+        rows.append(
+            row("Ray / local processes (forecast time)", f"{ratio:.2f}", "≤ 1.2", "meets" if ratio <= 1.2 else "misses")
+        )
 
     _cycle_rows(rows, args)
 
     with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
         om_s, om_b, pq_s, pq_b = bench_export(args.export, Path(tmp))
     samples = args.export * 169
-    rows.append(row(f"export {args.export:,} series × 1 week hourly, OpenMetrics",
-                    f"{om_s:.2f} s ({om_b / 2**20:.0f} MiB, {samples / om_s / 1e6:.2f} M samples/s)"))
-    rows.append(row(f"export {args.export:,} series × 1 week hourly, Parquet",
-                    f"{pq_s:.2f} s ({pq_b / 2**20:.0f} MiB)", "", f"× {om_s / pq_s:.2f} vs OpenMetrics"))
-    rows.append(row("peak memory (max RSS)", f"{peak_mib(resource.RUSAGE_SELF):.0f} MiB this process, "
-                    f"{peak_mib(resource.RUSAGE_CHILDREN):.0f} MiB largest child"))
+    rows.append(
+        row(
+            f"export {args.export:,} series × 1 week hourly, OpenMetrics",
+            f"{om_s:.2f} s ({om_b / 2**20:.0f} MiB, {samples / om_s / 1e6:.2f} M samples/s)",
+        )
+    )
+    rows.append(
+        row(
+            f"export {args.export:,} series × 1 week hourly, Parquet",
+            f"{pq_s:.2f} s ({pq_b / 2**20:.0f} MiB)",
+            "",
+            f"× {om_s / pq_s:.2f} vs OpenMetrics",
+        )
+    )
+    rows.append(
+        row(
+            "peak memory (max RSS)",
+            f"{peak_mib(resource.RUSAGE_SELF):.0f} MiB this process, "
+            f"{peak_mib(resource.RUSAGE_CHILDREN):.0f} MiB largest child",
+        )
+    )
 
     _print(rows, args)
     return 0
@@ -364,20 +442,34 @@ def main(argv: list[str] | None = None) -> int:
 def _cycle_rows(rows: list[list[str]], args: argparse.Namespace) -> None:
     cluster_s, fleet_s, changed = bench_cycles(args.clusters, args.gpus, args.queues)
     rows.append(row(f"planning cycle, one cluster ({args.queues // args.clusters} queues)", f"{cluster_s:.3f} s"))
-    rows.append(row(f"planning cycle, fleet ({args.clusters} clusters, {args.queues:,} queues; {changed} changes)",
-                    f"{fleet_s:.3f} s", "< 1 s", "meets" if fleet_s < 1 else "misses"))
+    rows.append(
+        row(
+            f"planning cycle, fleet ({args.clusters} clusters, {args.queues:,} queues; {changed} changes)",
+            f"{fleet_s:.3f} s",
+            "< 1 s",
+            "meets" if fleet_s < 1 else "misses",
+        )
+    )
     loop_s, files_s, scrape_s, records = bench_loop(args.clusters, args.gpus, args.queues, args.weeks)
-    rows.append(row(f"fleet loop cycle, plan mode ({args.clusters} clusters, {args.queues:,} queues; plan files, "
-                    f"{records:,} audit records; forecast precomputed)", f"{loop_s:.3f} s", "< 1 s",
-                    "meets" if loop_s < 1 else "misses"))
+    rows.append(
+        row(
+            f"fleet loop cycle, plan mode ({args.clusters} clusters, {args.queues:,} queues; plan files, "
+            f"{records:,} audit records; forecast precomputed)",
+            f"{loop_s:.3f} s",
+            "< 1 s",
+            "meets" if loop_s < 1 else "misses",
+        )
+    )
     rows.append(row("  of which the plan directories (one YAML per queue, written atomically)", f"{files_s:.3f} s"))
     rows.append(row("  the rest (reads, stale checks, plan, audit, state, gauges)", f"{loop_s - files_s:.3f} s"))
     rows.append(row("fleet /metrics scrape after a cycle", f"{scrape_s:.3f} s"))
 
 
 def _print(rows: list[list[str]], args: argparse.Namespace) -> None:
-    print(f"\n## Fleet bench: {args.clusters} clusters × {args.gpus:,} GPUs, {args.queues:,} queues, "
-          f"{args.weeks} weeks hourly history\n")
+    print(
+        f"\n## Fleet bench: {args.clusters} clusters × {args.gpus:,} GPUs, {args.queues:,} queues, "
+        f"{args.weeks} weeks hourly history\n"
+    )
     print("| measure | value | goal | verdict / ratio |")
     print("|---|---|---|---|")
     for what, value, goal, verdict in rows:

@@ -49,8 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="auto")
     parser.add_argument("--baseline", default="naive")
     parser.add_argument("--horizon", type=int, default=168)
-    parser.add_argument("--lstm-bags", type=int, default=None, help="LSTMForecaster(bags=K) inside --model "
-                        "(default: the model's own)")
+    parser.add_argument(
+        "--lstm-bags", type=int, default=None, help="LSTMForecaster(bags=K) inside --model (default: the model's own)"
+    )
     args = parser.parse_args(argv)
     if args.lstm_bags is not None and args.lstm_bags < 1:
         parser.error(f"--lstm-bags must be a whole number of networks >= 1, not {args.lstm_bags}")

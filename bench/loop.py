@@ -64,13 +64,21 @@ def bench_cycle(n: int, repeats: int = 7) -> None:
     queues = [QueueState(name=f"team-{i // 10}", deserved={GPU: 1e6}, capability={GPU: 1e6}) for i in range(0, n, 10)]
     for i in range(n - len(queues)):
         d = float(rng.integers(0, 64))
-        queues.append(QueueState(name=f"q{i}", parent=f"team-{i % len(queues[:n // 10])}", deserved={GPU: d},
-                                 capability={GPU: d + float(rng.integers(0, 32))}, guarantee={GPU: d // 2},
-                                 allocated={GPU: float(rng.integers(0, int(d) + 1))}))
+        queues.append(
+            QueueState(
+                name=f"q{i}",
+                parent=f"team-{i % len(queues[: n // 10])}",
+                deserved={GPU: d},
+                capability={GPU: d + float(rng.integers(0, 32))},
+                guarantee={GPU: d // 2},
+                allocated={GPU: float(rng.integers(0, int(d) + 1))},
+            )
+        )
     times = pd.date_range(now, periods=25, freq="h")
     level = rng.gamma(2.0, 12.0, size=len(queues))
-    frame = pd.DataFrame({"series_id": np.repeat([q.name for q in queues], len(times)),
-                          "timestamp": np.tile(times, len(queues))})
+    frame = pd.DataFrame(
+        {"series_id": np.repeat([q.name for q in queues], len(times)), "timestamp": np.tile(times, len(queues))}
+    )
     mean = np.repeat(level, len(times)) + rng.normal(0, 2, len(frame))
     for col, k in (("mean", 0), ("lo-80", -1.3), ("hi-80", 1.3), ("lo-95", -2), ("hi-95", 2)):
         frame[col] = np.maximum(mean + k * 3, 0)
@@ -89,8 +97,10 @@ def bench_cycle(n: int, repeats: int = 7) -> None:
     print(f"\n## One planning cycle, {len(queues):,} queues ({n // 10} parents), median of {repeats}\n")
     print("| queues | changes | held | median s | min s | max s |")
     print("|---:|---:|---:|---:|---:|---:|")
-    print(f"| {len(queues):,} | {len(plan.changes):,} | {len(plan.held):,} | {statistics.median(samples):.3f} "
-          f"| {min(samples):.3f} | {max(samples):.3f} |")
+    print(
+        f"| {len(queues):,} | {len(plan.changes):,} | {len(plan.held):,} | {statistics.median(samples):.3f} "
+        f"| {min(samples):.3f} | {max(samples):.3f} |"
+    )
 
 
 # ---------------------------------------------------------------------------------------------- simulator glue
@@ -136,12 +146,19 @@ class SimCluster:
         allocated = self.sched.allocated
         out = []
         for name, (g, d, c) in self.quota.items():
-            spec: dict[str, Any] = {"deserved": {GPU: format_quantity(d)}, "guarantee": {"resource": {
-                GPU: format_quantity(g)}}}
+            spec: dict[str, Any] = {
+                "deserved": {GPU: format_quantity(d)},
+                "guarantee": {"resource": {GPU: format_quantity(g)}},
+            }
             if math.isfinite(c):
                 spec["capability"] = {GPU: format_quantity(c)}
-            out.append({"metadata": {"name": name, "resourceVersion": str(self.version)}, "spec": spec,
-                        "status": {"allocated": {GPU: str(allocated.get(name, 0))}}})
+            out.append(
+                {
+                    "metadata": {"name": name, "resourceVersion": str(self.version)},
+                    "spec": spec,
+                    "status": {"allocated": {GPU: str(allocated.get(name, 0))}},
+                }
+            )
         return out
 
     def allocatable(self, resources: Any) -> dict[str, float]:
@@ -167,8 +184,11 @@ class SimHistory:
 
     def observe(self, t: pd.Timestamp, sched: Any) -> None:
         alloc, pend = sched.allocated, sched.pending
-        self.rows.append(pd.DataFrame({"series_id": list(alloc), "timestamp": t,
-                                       "value": [float(alloc[q] + pend[q]) for q in alloc]}))
+        self.rows.append(
+            pd.DataFrame(
+                {"series_id": list(alloc), "timestamp": t, "value": [float(alloc[q] + pend[q]) for q in alloc]}
+            )
+        )
         self.frame = pd.concat(self.rows, ignore_index=True)
         self.rows = [self.frame]
 
@@ -210,8 +230,9 @@ class WeeklyAuto:
         from models.forecast import forecasters
 
         models = sorted({m for w in self.weights.values() for m in w})
-        preds = {m: forecasters.create(m).fit(history).predict(horizon).set_index(["series_id", "timestamp"])
-                 for m in models}
+        preds = {
+            m: forecasters.create(m).fit(history).predict(horizon).set_index(["series_id", "timestamp"]) for m in models
+        }
         parts = []
         for sid, weights in self.weights.items():
             blend = sum(w * preds[m].loc[sid] for m, w in weights.items())
@@ -223,18 +244,30 @@ class WeeklyAuto:
 class Replay:
     """The quota policy handed to ``sim.simulate``: one real ``Loop`` cycle per simulated hour."""
 
-    def __init__(self, jobs: pd.DataFrame, start: pd.Timestamp, specs: list[sim.QueueSpec], total: int,
-                 workdir: Path, *, closed: bool) -> None:
+    def __init__(
+        self,
+        jobs: pd.DataFrame,
+        start: pd.Timestamp,
+        specs: list[sim.QueueSpec],
+        total: int,
+        workdir: Path,
+        *,
+        closed: bool,
+    ) -> None:
         self.start, self.total, self.closed = start, total, closed
         self.cluster = SimCluster(specs, total)
         self.static = {s.name: (s.deserved, s.capability) for s in specs}
         self.history = SimHistory(hourly_demand(jobs, start - pd.Timedelta(days=7), start))
         self.forecaster = WeeklyAuto()
-        settings = load_settings(None, actuators={"mode": "plan", "audit_log": workdir / "audit.jsonl",
-                                                  "plan_dir": workdir / "plans"}, loop={"interval_s": 3600.0})
+        settings = load_settings(
+            None,
+            actuators={"mode": "plan", "audit_log": workdir / "audit.jsonl", "plan_dir": workdir / "plans"},
+            loop={"interval_s": 3600.0},
+        )
         self.now = start
-        self.loop = Loop(settings, cluster=self.cluster, history=self.history, forecaster=self.forecaster,
-                         clock=lambda: self.now)
+        self.loop = Loop(
+            settings, cluster=self.cluster, history=self.history, forecaster=self.forecaster, clock=lambda: self.now
+        )
         self.changes: Counter[str] = Counter()
         self.held: Counter[str] = Counter()
         self.cycles = self.held_cycles = self.violations = 0
@@ -268,8 +301,14 @@ class Replay:
         return changed if self.closed else None
 
 
-def run_sim(jobs: pd.DataFrame, cluster: sim.ClusterSpec, start: pd.Timestamp, weeks: float,
-            specs: list[sim.QueueSpec], policy: Any = None) -> sim.SimResult:
+def run_sim(
+    jobs: pd.DataFrame,
+    cluster: sim.ClusterSpec,
+    start: pd.Timestamp,
+    weeks: float,
+    specs: list[sim.QueueSpec],
+    policy: Any = None,
+) -> sim.SimResult:
     settings = sim.SimSettings(start=start, weeks=weeks, step_s=600, warmup_days=7, metrics="core")
     return sim.simulate(jobs, cluster, settings, queues=specs, quota_policy=policy)
 
@@ -287,26 +326,41 @@ def per_queue(result: sim.SimResult) -> pd.DataFrame:
     alloc = (s.allocated[window] * span[window, None]).sum(axis=0) / max(span[window].sum(), 1)
     a = replayed(result)
     waits = a.groupby("queue")["wait_s"]
-    return pd.DataFrame({"mean_alloc": pd.Series(alloc, index=s.queue_names), "jobs": waits.size(),
-                         "mean_wait_min": waits.mean() / 60, "p95_wait_min": waits.quantile(0.95) / 60,
-                         "preemptions": a.groupby("queue")["killed"].sum()}).fillna(0)
+    return pd.DataFrame(
+        {
+            "mean_alloc": pd.Series(alloc, index=s.queue_names),
+            "jobs": waits.size(),
+            "mean_wait_min": waits.mean() / 60,
+            "p95_wait_min": waits.quantile(0.95) / 60,
+            "preemptions": a.groupby("queue")["killed"].sum(),
+        }
+    ).fillna(0)
 
 
 def totals(result: sim.SimResult) -> dict[str, float]:
     t = sim.summary_totals(result.summary, result.schedule.attempts)
     waits = replayed(result)["wait_s"].to_numpy()
-    return {"alloc %": 100 * t["mean_allocation_rate"], "FGD frag %": 100 * t["mean_fragmentation_rate"],
-            "mean wait min": float(waits.mean()) / 60, "p95 wait min": float(np.percentile(waits, 95)) / 60,
-            "mean pending GPUs": t["mean_pending_gpus"],
-            "preemptions": int(replayed(result)["killed"].sum()), "jobs started": len(waits)}
+    return {
+        "alloc %": 100 * t["mean_allocation_rate"],
+        "FGD frag %": 100 * t["mean_fragmentation_rate"],
+        "mean wait min": float(waits.mean()) / 60,
+        "p95 wait min": float(np.percentile(waits, 95)) / 60,
+        "mean pending GPUs": t["mean_pending_gpus"],
+        "preemptions": int(replayed(result)["killed"].sum()),
+        "jobs started": len(waits),
+    }
 
 
 def print_replay(name: str, replay: Replay) -> None:
     print(f"\n## {name}: {replay.cycles} hourly cycles, invariant violations: {replay.violations}\n")
-    print(f"cycles holding everything: {replay.held_cycles}; forecaster retrained {replay.forecaster.retrains}x; "
-          f"loop cycle median {statistics.median(replay.seconds):.3f} s (forecast refit included)")
-    print(f"quota moved by planned changes: {replay.moved:,.0f} GPUs (deserved + capability); mean "
-          f"Σ|deserved − static| = {statistics.mean(replay.gap):,.1f} GPUs per hour\n")
+    print(
+        f"cycles holding everything: {replay.held_cycles}; forecaster retrained {replay.forecaster.retrains}x; "
+        f"loop cycle median {statistics.median(replay.seconds):.3f} s (forecast refit included)"
+    )
+    print(
+        f"quota moved by planned changes: {replay.moved:,.0f} GPUs (deserved + capability); mean "
+        f"Σ|deserved − static| = {statistics.mean(replay.gap):,.1f} GPUs per hour\n"
+    )
     print("| planned change (field:reason) | count |\n|---|---:|")
     for key, n in replay.changes.most_common():
         print(f"| {key} | {n:,} |")
@@ -331,12 +385,12 @@ def replays(jobs_path: Path, weeks: float, nodes: int) -> None:
     results["static elastic"] = run_sim(jobs, cluster, start, weeks, week1_queues(jobs, start, total, hard=False))
     results["static hard"] = run_sim(jobs, cluster, start, weeks, week1_queues(jobs, start, total, hard=True))
     with tempfile.TemporaryDirectory() as tmp:
-        shadow = Replay(jobs, start, week1_queues(jobs, start, total, hard=True), total, Path(tmp) / "s",
-                        closed=False)
+        shadow = Replay(jobs, start, week1_queues(jobs, start, total, hard=True), total, Path(tmp) / "s", closed=False)
         run_sim(jobs, cluster, start, weeks, week1_queues(jobs, start, total, hard=True), shadow)
         closed = Replay(jobs, start, week1_queues(jobs, start, total, hard=True), total, Path(tmp) / "c", closed=True)
-        results["loop (closed)"] = run_sim(jobs, cluster, start, weeks, week1_queues(jobs, start, total, hard=True),
-                                           closed)
+        results["loop (closed)"] = run_sim(
+            jobs, cluster, start, weeks, week1_queues(jobs, start, total, hard=True), closed
+        )
     print(f"(four simulations in {time.perf_counter() - t0:.0f} s)")
     print_replay("Plan mode against the static-hard run (shadow, nothing applied)", shadow)
     print_replay("Closed loop (plans set the simulated quotas)", closed)
@@ -344,8 +398,11 @@ def replays(jobs_path: Path, weeks: float, nodes: int) -> None:
     print("| run | " + " | ".join(totals(results["static hard"])) + " |")
     print("|---|" + "---:|" * len(totals(results["static hard"])))
     for name, r in results.items():
-        print(f"| {name} | " + " | ".join(f"{v:,.1f}" if isinstance(v, float) else f"{v:,}"
-                                          for v in totals(r).values()) + " |")
+        print(
+            f"| {name} | "
+            + " | ".join(f"{v:,.1f}" if isinstance(v, float) else f"{v:,}" for v in totals(r).values())
+            + " |"
+        )
     print("\n## Per queue: mean allocated GPUs / mean wait min / p95 wait min / preemptions\n")
     frames = {name: per_queue(r) for name, r in results.items()}
     rows = []
@@ -355,8 +412,14 @@ def replays(jobs_path: Path, weeks: float, nodes: int) -> None:
         row: dict[str, Any] = {"queue": queue, "jobs": int(frames["static elastic"].loc[queue, "jobs"])}
         for name, f in frames.items():
             v = f.loc[queue] if queue in f.index else None
-            row[name] = "-" if v is None else (f"{v['mean_alloc']:.0f} / {v['mean_wait_min']:.0f} / "
-                                               f"{v['p95_wait_min']:.0f} / {int(v['preemptions'])}")
+            row[name] = (
+                "-"
+                if v is None
+                else (
+                    f"{v['mean_alloc']:.0f} / {v['mean_wait_min']:.0f} / "
+                    f"{v['p95_wait_min']:.0f} / {int(v['preemptions'])}"
+                )
+            )
         rows.append(row)
     print(markdown(pd.DataFrame(rows), index=False))
 

@@ -51,11 +51,13 @@ def demand(queues: int, hours: int, seed: int = 0) -> pd.DataFrame:
     drain_at = rng.integers(0, hours - 12, queues)
     for i in np.flatnonzero(rng.uniform(size=queues) < 0.2):
         values[i, drain_at[i] : drain_at[i] + 8] = 0.0
-    return pd.DataFrame({
-        "series_id": np.repeat([f"q{i:04d}" for i in range(queues)], hours),
-        "timestamp": np.tile(pd.date_range(START, periods=hours, freq="h"), queues),
-        "value": np.maximum(values, 0).ravel(),
-    })
+    return pd.DataFrame(
+        {
+            "series_id": np.repeat([f"q{i:04d}" for i in range(queues)], hours),
+            "timestamp": np.tile(pd.date_range(START, periods=hours, freq="h"), queues),
+            "value": np.maximum(values, 0).ravel(),
+        }
+    )
 
 
 class MovingHistory:
@@ -70,10 +72,22 @@ class MovingHistory:
 
 
 def queue_objects(names: list[str]) -> list[dict[str, Any]]:
-    return [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
-             "spec": {"weight": 1, "reclaimable": True, "deserved": {"nvidia.com/gpu": "24"},
-                      "capability": {"nvidia.com/gpu": "64"}, "guarantee": {"resource": {"nvidia.com/gpu": "0"}}},
-             "status": {"state": "Open", "allocated": {"nvidia.com/gpu": "12"}}} for name in names]
+    return [
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": name},
+            "spec": {
+                "weight": 1,
+                "reclaimable": True,
+                "deserved": {"nvidia.com/gpu": "24"},
+                "capability": {"nvidia.com/gpu": "64"},
+                "guarantee": {"resource": {"nvidia.com/gpu": "0"}},
+            },
+            "status": {"state": "Open", "allocated": {"nvidia.com/gpu": "12"}},
+        }
+        for name in names
+    ]
 
 
 def champion(history: pd.DataFrame) -> Any:
@@ -153,23 +167,34 @@ def bench_served(queues: int = 1000, weeks: float = 5.0, cycles: int = 5, refits
     t0 = time.perf_counter()
     model = champion(history.history(train_end))
     fit_s = time.perf_counter() - t0
-    print(f"champion fitted in {fit_s:.0f} s: members {sorted(model.members_)}, "
-          f"LSTM {model.members_['lstm'].epochs_} epoch(s)")
+    print(
+        f"champion fitted in {fit_s:.0f} s: members {sorted(model.members_)}, "
+        f"LSTM {model.members_['lstm'].epochs_} epoch(s)"
+    )
     names = sorted(frame["series_id"].unique())
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
         root = Path(tmp)
-        settings = load_settings(None, mlflow={"tracking_uri": f"sqlite:///{root / 'mlflow.db'}",
-                                               "artifact_location": str(root / "artifacts")})
+        settings = load_settings(
+            None,
+            mlflow={"tracking_uri": f"sqlite:///{root / 'mlflow.db'}", "artifact_location": str(root / "artifacts")},
+        )
         registry = ModelRegistry(settings.mlflow)
         t0 = time.perf_counter()
         registry.promote(FORECAST_FAMILY, registry.log_model(FORECAST_FAMILY, model).version)
         print(f"registered and promoted in {time.perf_counter() - t0:.1f} s")
 
         def loop(name: str, forecaster: Any, clock: list[pd.Timestamp]) -> Any:
-            s = load_settings(None, actuators={"mode": "plan", "audit_log": root / name / "audit.jsonl",
-                                               "plan_dir": root / name / "plans"})
-            return Loop(s, cluster=FileCluster(queue_objects(names)), history=history, forecaster=Timed(forecaster),
-                        clock=lambda: clock[0])
+            s = load_settings(
+                None,
+                actuators={"mode": "plan", "audit_log": root / name / "audit.jsonl", "plan_dir": root / name / "plans"},
+            )
+            return Loop(
+                s,
+                cluster=FileCluster(queue_objects(names)),
+                history=history,
+                forecaster=Timed(forecaster),
+                clock=lambda: clock[0],
+            )
 
         clock = [train_end]
         served = loop("served", RegistryForecaster(ModelRegistry(settings.mlflow)), clock)
@@ -179,18 +204,27 @@ def bench_served(queues: int = 1000, weeks: float = 5.0, cycles: int = 5, refits
         estimator = registry.load(FORECAST_FAMILY).estimator
         refit = loop("refit", EstimatorForecaster(estimator, version="refit"), clock)
         refit_s = timed_cycles(refit, clock, refits)
-    rows = [("served: first cycle (loads the champion)", [first]), ("served: update + predict", served_s),
-            ("refit: clone + fit each cycle (before)", refit_s)]
+    rows = [
+        ("served: first cycle (loads the champion)", [first]),
+        ("served: update + predict", served_s),
+        ("refit: clone + fit each cycle (before)", refit_s),
+    ]
     base = statistics.median(c[0] for c in refit_s)
-    print("\n| cycle | runs | median cycle s | min cycle s | median forecast s | median plan files s "
-          "| refit / this (cycle) |")
+    print(
+        "\n| cycle | runs | median cycle s | min cycle s | median forecast s | median plan files s "
+        "| refit / this (cycle) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for label, samples in rows:
         med = statistics.median(c[0] for c in samples)
-        print(f"| {label} | {len(samples)} | {med:.2f} | {min(c[0] for c in samples):.2f} | "
-              f"{statistics.median(c[1] for c in samples):.2f} | {statistics.median(c[2] for c in samples):.2f} | "
-              f"{base / med:.1f}× |")
+        print(
+            f"| {label} | {len(samples)} | {med:.2f} | {min(c[0] for c in samples):.2f} | "
+            f"{statistics.median(c[1] for c in samples):.2f} | {statistics.median(c[2] for c in samples):.2f} | "
+            f"{base / med:.1f}× |"
+        )
     goal = statistics.median(c[0] for c in served_s)
-    print(f"\nserved cycle median {goal:.2f} s for {queues} queues: {'within' if goal < 10 else 'OVER'} the 10 s goal"
-          f" (forecast {statistics.median(c[1] for c in served_s):.2f} s of it, plan files "
-          f"{statistics.median(c[2] for c in served_s):.2f} s)")
+    print(
+        f"\nserved cycle median {goal:.2f} s for {queues} queues: {'within' if goal < 10 else 'OVER'} the 10 s goal"
+        f" (forecast {statistics.median(c[1] for c in served_s):.2f} s of it, plan files "
+        f"{statistics.median(c[2] for c in served_s):.2f} s)"
+    )

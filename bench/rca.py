@@ -44,8 +44,16 @@ def _cache_default() -> Path:
 
 
 def _line(name: str, r: RcaReport) -> dict[str, object]:
-    return {"held out": name, "rows": r.n_rows, "macro_f1": r.macro_f1, "top1": r.top1, "top3": r.top3,
-            "false_alarms": r.false_alarm_rows, "insufficient": r.insufficient, "top1_strict": r.top1_strict}
+    return {
+        "held out": name,
+        "rows": r.n_rows,
+        "macro_f1": r.macro_f1,
+        "top1": r.top1,
+        "top3": r.top3,
+        "false_alarms": r.false_alarm_rows,
+        "insufficient": r.insufficient,
+        "top1_strict": r.top1_strict,
+    }
 
 
 def _unanswered(r: RcaReport) -> str:
@@ -72,8 +80,10 @@ def main() -> None:
     print("## Configuration families")
     for name, group in CONFIG_FAMILIES.items():
         print(f"{name:17s} {len(data[name]):6,d} rows  {', '.join(s.name for s in group)}")
-    print(f"data {t1 - t0:.1f} s; windows {args.window}; training masks one family group on "
-          f"{MISSING_SHARE:.0%} extra rows; faults weaker than {MIN_TRAIN_STRENGTH} left out of training")
+    print(
+        f"data {t1 - t0:.1f} s; windows {args.window}; training masks one family group on "
+        f"{MISSING_SHARE:.0%} extra rows; faults weaker than {MIN_TRAIN_STRENGTH} left out of training"
+    )
 
     held = [f for f in args.families.split(",") if f] or list(CONFIG_FAMILIES)
     lines, missing_lines, preds = [], [], []
@@ -82,8 +92,13 @@ def main() -> None:
         train = pd.concat([d for n, d in data.items() if n != name], ignore_index=True)
         # Fewer pruning candidates and folds than the default model's (8 fits per family, not 1): same tree
         # family, a fifth of the time.
-        model = fit_rca(train, min_strength=MIN_TRAIN_STRENGTH, missing_groups=missing_groups(),
-                        missing_share=MISSING_SHARE, model=RootCauseTree(cv=3, n_alphas=6))
+        model = fit_rca(
+            train,
+            min_strength=MIN_TRAIN_STRENGTH,
+            missing_groups=missing_groups(),
+            missing_share=MISSING_SHARE,
+            model=RootCauseTree(cv=3, n_alphas=6),
+        )
         test = data[name]
         report = evaluate(model, test)
         lines.append(_line(name, report))
@@ -95,9 +110,14 @@ def main() -> None:
             cols = sorted({f for fam in group for f in features_of_family(fam)})
             masked = mark_not_applicable(test.assign(**{c: float("nan") for c in cols}))
             scored = evaluate(model, masked)
-            missing_lines.append({**_line(name, scored), "missing": "+".join(
-                g.replace("volcano_queue_", "vq_").replace("DCGM_FI_DEV_", "") for g in group),
-                "insufficient_by_cause": _unanswered(scored), "undiagnosable_rows": _apart(scored)})
+            missing_lines.append(
+                {
+                    **_line(name, scored),
+                    "missing": "+".join(g.replace("volcano_queue_", "vq_").replace("DCGM_FI_DEV_", "") for g in group),
+                    "insufficient_by_cause": _unanswered(scored),
+                    "undiagnosable_rows": _apart(scored),
+                }
+            )
         print(f"  {name}: fitted and scored ({time.perf_counter() - t1:.0f} s so far)", flush=True)
     t2 = time.perf_counter()
     table = pd.DataFrame(lines).sort_values("macro_f1")
@@ -109,10 +129,12 @@ def main() -> None:
     missing = pd.DataFrame(missing_lines).sort_values("macro_f1")
     print("\n## Same, with one metric family missing from the held-out windows (every pair, worst first)")
     print(missing.round(3).to_string(index=False))
-    print(f"\nover all {len(missing)} (family, missing) pairs: macro-F1 min {missing['macro_f1'].min():.3f} "
-          f"median {missing['macro_f1'].median():.3f}; top-1 min {missing['top1'].min():.3f}; "
-          f"false alarms max {missing['false_alarms'].max():.3f}; insufficient_data max "
-          f"{missing['insufficient'].max():.3f}; top-1 strict min {missing['top1_strict'].min():.3f}")
+    print(
+        f"\nover all {len(missing)} (family, missing) pairs: macro-F1 min {missing['macro_f1'].min():.3f} "
+        f"median {missing['macro_f1'].median():.3f}; top-1 min {missing['top1'].min():.3f}; "
+        f"false alarms max {missing['false_alarms'].max():.3f}; insufficient_data max "
+        f"{missing['insufficient'].max():.3f}; top-1 strict min {missing['top1_strict'].min():.3f}"
+    )
     pooled = pd.concat(preds, ignore_index=True)
     confusion = pd.crosstab(pooled["label"], pooled["pred"])
     print("\n## Confusion matrix, all held-out families pooled (rows: true, columns: predicted)")
@@ -120,8 +142,10 @@ def main() -> None:
     if DEFAULT_MODEL_PATH.is_file():
         every = pd.concat(data.values(), ignore_index=True)
         bundled = evaluate(load_default(), every)
-        print(f"\n## Bundled default model on all families (seen in its training, not held out): macro-F1 "
-              f"{bundled.macro_f1:.3f}, top-1 {bundled.top1:.3f}, false alarms {bundled.false_alarm_rows:.3f}")
+        print(
+            f"\n## Bundled default model on all families (seen in its training, not held out): macro-F1 "
+            f"{bundled.macro_f1:.3f}, top-1 {bundled.top1:.3f}, false alarms {bundled.false_alarm_rows:.3f}"
+        )
 
 
 if __name__ == "__main__":

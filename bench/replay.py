@@ -66,8 +66,17 @@ from predictor.replay.demand import zero_wait_demand  # noqa: E402
 from predictor.sim import load_jobs, normalise_jobs  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
-COLUMNS = ("allocation", "utilisation", "wait_p50_min", "wait_p95_min", "preemptions", "reclaims", "lost_gpu_h",
-           "goodput_gpu_h", "fragmentation")
+COLUMNS = (
+    "allocation",
+    "utilisation",
+    "wait_p50_min",
+    "wait_p95_min",
+    "preemptions",
+    "reclaims",
+    "lost_gpu_h",
+    "goodput_gpu_h",
+    "fragmentation",
+)
 
 
 def philly() -> tuple[pd.DataFrame, pd.Timestamp]:
@@ -83,11 +92,16 @@ def alibaba() -> tuple[pd.DataFrame, pd.Timestamp]:
     top = gpu["group"].value_counts().index[:10]
     queue = gpu["group"].where(gpu["group"].isin(top), "other").str.replace("_", "-")
     day0 = pd.Timestamp("2026-01-05T00:00Z")
-    frame = pd.DataFrame({
-        "job_id": gpu["job_id"].astype(str), "submit_time": (day0 + pd.to_timedelta(gpu["submit_time_s"], unit="s")),
-        "queue": queue, "num_gpus": np.ceil(gpu["req_gpus"]).astype(int), "duration_s": duration,
-        "workload": gpu["group"].astype(str),
-    })
+    frame = pd.DataFrame(
+        {
+            "job_id": gpu["job_id"].astype(str),
+            "submit_time": (day0 + pd.to_timedelta(gpu["submit_time_s"], unit="s")),
+            "queue": queue,
+            "num_gpus": np.ceil(gpu["req_gpus"]).astype(int),
+            "duration_s": duration,
+            "workload": gpu["group"].astype(str),
+        }
+    )
     jobs = normalise_jobs(frame, source="alibaba dlrm2025")
     return jobs, (jobs["submit"].min().floor("D") + pd.Timedelta(days=7))
 
@@ -99,8 +113,9 @@ def synthetic() -> tuple[pd.DataFrame, pd.Timestamp]:
     from predictor.sim import synthetic_jobs
 
     begin = pd.Timestamp("2026-01-05T00:00Z")
-    jobs = synthetic_jobs(begin - pd.Timedelta(days=7), begin + pd.Timedelta(weeks=4), seed=0, jobs_per_hour=60,
-                          workloads_per_queue=4)
+    jobs = synthetic_jobs(
+        begin - pd.Timedelta(days=7), begin + pd.Timedelta(weeks=4), seed=0, jobs_per_hour=60, workloads_per_queue=4
+    )
     return jobs, begin
 
 
@@ -124,8 +139,9 @@ def fluid(demand: pd.Series, capacity: int) -> tuple[pd.Series, pd.Series]:
     return pd.Series(served, index=demand.index), pd.Series(left, index=demand.index)
 
 
-def sized_nodes(jobs: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp, load: float, per_node: int,
-                sizing: str = "drain") -> int:
+def sized_nodes(
+    jobs: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp, load: float, per_node: int, sizing: str = "drain"
+) -> int:
     """Nodes for the replay under a sizing rule.
 
     ``mean`` (sessions 1–5): the mean zero-wait demand over ``[start, end)`` is ``load`` of capacity. On a
@@ -173,8 +189,9 @@ def profile(jobs: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp, capacity
     print("|---:|---:|---:|---:|---:|")
     for w, d in full[inside].groupby(week):
         left = backlog[inside][week == w]
-        print(f"| {w} | {len(d)} | {d.mean() / capacity:.0%} | {d.quantile(0.95) / capacity:.0%} | "
-              f"{left.iloc[-1]:,.0f} |")
+        print(
+            f"| {w} | {len(d)} | {d.mean() / capacity:.0%} | {d.quantile(0.95) / capacity:.0%} | {left.iloc[-1]:,.0f} |"
+        )
     print()
 
 
@@ -182,13 +199,22 @@ def quota_free(jobs: pd.DataFrame, nodes: int, start: pd.Timestamp, weeks: float
     """The same jobs through the same scheduler as one queue owning the cluster (no quotas, no reclaim): what
     a quota-free scheduler allocates with gangs on whole nodes (binpack, FIFO with a 64-job backfill scan)."""
     one = jobs.assign(queue="all")
-    return replay(one, ReplaySettings(nodes=nodes, start=start, weeks=weeks, policy="static-elastic",
-                                      seed=seed)).summary
+    return replay(
+        one, ReplaySettings(nodes=nodes, start=start, weeks=weeks, policy="static-elastic", seed=seed)
+    ).summary
 
 
-def run_trace(name: str, jobs: pd.DataFrame, start: pd.Timestamp, weeks: float, load: float,
-              policies: list[str], seed: int, planner: PlannerSettings | None = None,
-              sizing: str = "drain") -> dict[str, dict[str, float]]:
+def run_trace(
+    name: str,
+    jobs: pd.DataFrame,
+    start: pd.Timestamp,
+    weeks: float,
+    load: float,
+    policies: list[str],
+    seed: int,
+    planner: PlannerSettings | None = None,
+    sizing: str = "drain",
+) -> dict[str, dict[str, float]]:
     weeks = min(weeks, (jobs["submit"].max() - start) / pd.Timedelta(days=7))
     end = start + pd.Timedelta(weeks=weeks)
     rules = {rule: sized_nodes(jobs, start, end, load, 8, rule) for rule in ("mean", "drain")}
@@ -197,32 +223,57 @@ def run_trace(name: str, jobs: pd.DataFrame, start: pd.Timestamp, weeks: float, 
     hourly = float(demand.clip(upper=nodes * 8).mean()) / (nodes * 8)
     fluid = fluid_bound(jobs, start, end, nodes * 8)
     free = quota_free(jobs, nodes, start, weeks, seed)
-    verdict = ("reachable (the quota-free scheduler reaches it)" if free["allocation"] >= 0.89 else
-               "NOT reachable (above the fluid bound)" if fluid < 0.89 else "not shown reachable")
-    print(f"\n## {name}: {weeks:.2f} weeks from {start.date()}, {nodes} nodes × 8 = {nodes * 8} GPUs; zero-wait "
-          f"demand mean {demand.mean():,.0f}, p95 {demand.quantile(0.95):,.0f} GPUs "
-          f"({demand.mean() / (nodes * 8):.0%} of capacity)\n")
-    print(f"Sizing `{sizing}`: {nodes} nodes. The rules on this trace: mean demand at {load:.0%} of capacity "
-          f"(`mean`) {rules['mean']} nodes; smallest cluster whose fluid backlog drains by the end (`drain`) "
-          f"{rules['drain']} nodes.\n")
+    verdict = (
+        "reachable (the quota-free scheduler reaches it)"
+        if free["allocation"] >= 0.89
+        else "NOT reachable (above the fluid bound)"
+        if fluid < 0.89
+        else "not shown reachable"
+    )
+    print(
+        f"\n## {name}: {weeks:.2f} weeks from {start.date()}, {nodes} nodes × 8 = {nodes * 8} GPUs; zero-wait "
+        f"demand mean {demand.mean():,.0f}, p95 {demand.quantile(0.95):,.0f} GPUs "
+        f"({demand.mean() / (nodes * 8):.0%} of capacity)\n"
+    )
+    print(
+        f"Sizing `{sizing}`: {nodes} nodes. The rules on this trace: mean demand at {load:.0%} of capacity "
+        f"(`mean`) {rules['mean']} nodes; smallest cluster whose fluid backlog drains by the end (`drain`) "
+        f"{rules['drain']} nodes.\n"
+    )
     profile(jobs, start, end, nodes * 8)
-    print("Allocation where demand allows (computed on the same jobs and cluster): hourly min(zero-wait demand, "
-          f"capacity) {hourly:.1%}; work-conserving fluid bound (backlog carried, no gangs) {fluid:.1%}; "
-          f"quota-free scheduler (one queue, same gangs and nodes) {free['allocation']:.1%} "
-          f"(p95 wait {free['wait_p95_min']:,.0f} min). 89 % is {verdict} on this trace.\n")
+    print(
+        "Allocation where demand allows (computed on the same jobs and cluster): hourly min(zero-wait demand, "
+        f"capacity) {hourly:.1%}; work-conserving fluid bound (backlog carried, no gangs) {fluid:.1%}; "
+        f"quota-free scheduler (one queue, same gangs and nodes) {free['allocation']:.1%} "
+        f"(p95 wait {free['wait_p95_min']:,.0f} min). 89 % is {verdict} on this trace.\n"
+    )
     print("| policy | " + " | ".join(COLUMNS) + " | changed requests | quota changes | react cycles | s |")
     print("|---|" + "---:|" * (len(COLUMNS) + 4))
     results: dict[str, dict[str, float]] = {}
     for policy in policies:
         t0 = time.perf_counter()
-        r = replay(jobs, ReplaySettings(nodes=nodes, start=start, weeks=weeks, policy=policy, seed=seed,
-                                        planner=planner if planner is not None else PlannerSettings.model_validate({})))
+        r = replay(
+            jobs,
+            ReplaySettings(
+                nodes=nodes,
+                start=start,
+                weeks=weeks,
+                policy=policy,
+                seed=seed,
+                planner=planner if planner is not None else PlannerSettings.model_validate({}),
+            ),
+        )
         seconds = time.perf_counter() - t0
         results[policy] = r.summary
-        cells = [f"{r.summary[c]:.3f}" if c in ("allocation", "utilisation", "fragmentation") else
-                 f"{r.summary[c]:,.1f}" for c in COLUMNS]
-        print(f"| {policy} | " + " | ".join(cells) + f" | {r.rightsized_jobs:,} | {r.quota_changes:,} | "
-              f"{r.react_cycles:,} | {seconds:,.0f} |", flush=True)
+        cells = [
+            f"{r.summary[c]:.3f}" if c in ("allocation", "utilisation", "fragmentation") else f"{r.summary[c]:,.1f}"
+            for c in COLUMNS
+        ]
+        print(
+            f"| {policy} | " + " | ".join(cells) + f" | {r.rightsized_jobs:,} | {r.quota_changes:,} | "
+            f"{r.react_cycles:,} | {seconds:,.0f} |",
+            flush=True,
+        )
     goals(results, fluid, free["allocation"])
     return results
 
@@ -235,85 +286,134 @@ def goals(r: dict[str, dict[str, float]], fluid: float, quota_free: float) -> No
         gain = loop["goodput_gpu_h"] - elastic["goodput_gpu_h"]
         less = 1 - loop["lost_gpu_h"] / elastic["lost_gpu_h"] if elastic["lost_gpu_h"] > 0 else math.nan
         print(f"- loop vs static-elastic goodput: {gain:+,.0f} GPU-h ({'beats' if gain > 0 else 'does NOT beat'})")
-        print(f"- loop reclaim-lost GPU-h vs static-elastic: {less:+.0%} less (goal ≥ 30 %: "
-              f"{'met' if less >= 0.3 else 'NOT met'})")
+        print(
+            f"- loop reclaim-lost GPU-h vs static-elastic: {less:+.0%} less (goal ≥ 30 %: "
+            f"{'met' if less >= 0.3 else 'NOT met'})"
+        )
         worse = loop["wait_p95_min"] - elastic["wait_p95_min"]
-        print(f"- loop p95 wait {loop['wait_p95_min']:,.0f} min vs {elastic['wait_p95_min']:,.0f} "
-              f"({'no worse' if worse <= 0 else f'worse by {worse:,.0f} min'})")
+        print(
+            f"- loop p95 wait {loop['wait_p95_min']:,.0f} min vs {elastic['wait_p95_min']:,.0f} "
+            f"({'no worse' if worse <= 0 else f'worse by {worse:,.0f} min'})"
+        )
     if "rightsize+loop" in r:
         rs = r["rightsize+loop"]
         goal = min(0.89, fluid)  # where demand allows: 89 %, or the most any scheduler can allocate
-        print(f"- rightsize+loop allocation {rs['allocation']:.1%} (goal ≥ 89 % where demand allows: the fluid "
-              f"bound is {fluid:.1%}, so the goal here is ≥ {goal:.1%}: "
-              f"{'met' if rs['allocation'] >= goal - 5e-4 else 'NOT met'}; the quota-free scheduler reaches "
-              f"{quota_free:.1%}), fragmentation "
-              f"{rs['fragmentation']:.1%} "
-              f"(goal ≤ 5 %: {'met' if rs['fragmentation'] <= 0.05 else 'NOT met'})")
+        print(
+            f"- rightsize+loop allocation {rs['allocation']:.1%} (goal ≥ 89 % where demand allows: the fluid "
+            f"bound is {fluid:.1%}, so the goal here is ≥ {goal:.1%}: "
+            f"{'met' if rs['allocation'] >= goal - 5e-4 else 'NOT met'}; the quota-free scheduler reaches "
+            f"{quota_free:.1%}), fragmentation "
+            f"{rs['fragmentation']:.1%} "
+            f"(goal ≤ 5 %: {'met' if rs['fragmentation'] <= 0.05 else 'NOT met'})"
+        )
     if "oracle" in r:
         for policy in ("loop", "rightsize+loop"):
             if policy in r:
                 o, p = r["oracle"], r[policy]
-                print(f"- gap {policy} → oracle: goodput {o['goodput_gpu_h'] - p['goodput_gpu_h']:+,.0f} GPU-h, "
-                      f"allocation {100 * (o['allocation'] - p['allocation']):+.1f} points, p95 wait "
-                      f"{o['wait_p95_min'] - p['wait_p95_min']:+,.0f} min, lost "
-                      f"{o['lost_gpu_h'] - p['lost_gpu_h']:+,.0f} GPU-h")
+                print(
+                    f"- gap {policy} → oracle: goodput {o['goodput_gpu_h'] - p['goodput_gpu_h']:+,.0f} GPU-h, "
+                    f"allocation {100 * (o['allocation'] - p['allocation']):+.1f} points, p95 wait "
+                    f"{o['wait_p95_min'] - p['wait_p95_min']:+,.0f} min, lost "
+                    f"{o['lost_gpu_h'] - p['lost_gpu_h']:+,.0f} GPU-h"
+                )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--weeks", type=float, default=4.0)
-    parser.add_argument("--load", type=float, default=0.95,
-                        help="With --sizing mean: mean demand ÷ capacity the cluster is sized to.")
-    parser.add_argument("--sizing", choices=("drain", "mean"), default="drain",
-                        help="drain: the smallest cluster on which a work-conserving fluid scheduler leaves no "
-                        "backlog at the end (the default); mean: mean demand at --load of capacity (sessions 1–5).")
+    parser.add_argument(
+        "--load", type=float, default=0.95, help="With --sizing mean: mean demand ÷ capacity the cluster is sized to."
+    )
+    parser.add_argument(
+        "--sizing",
+        choices=("drain", "mean"),
+        default="drain",
+        help="drain: the smallest cluster on which a work-conserving fluid scheduler leaves no "
+        "backlog at the end (the default); mean: mean demand at --load of capacity (sessions 1–5).",
+    )
     parser.add_argument("--datasets", default="philly,alibaba")
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--borrow", choices=("idle", "forecast"), default="idle",
-                        help="planner.borrow for the planned policies: capability from the forecast, or the "
-                        "cluster (borrow idle GPUs, reclaimed by Volcano; the default).")
-    parser.add_argument("--deserved-below-allocated", action="store_true",
-                        help="planner.deserved_below_allocated: with borrow idle, deserved may be planned below "
-                        "what a queue holds, so the rest is reclaimable.")
-    parser.add_argument("--guarantee-within-demand", action="store_true",
-                        help="planner.guarantee_within_demand: no guarantee above what a queue holds or its pending "
-                        "gangs ask for.")
-    parser.add_argument("--pending-raise", choices=("off", "target", "lift"), default="off",
-                        help="planner.pending_raise: a deserved raise toward allocated + pending GPUs skips the max "
-                        "step, dead band and cooldown (cuts keep them); capped by the deserved target (target) or "
-                        "with the target lifted to it before the fit (lift).")
-    parser.add_argument("--react-pending-gpus", type=float, default=0.0,
-                        help="planner.react_pending_gpus: re-plan between hourly cycles when a queue has this many "
-                        "GPUs pending beyond its deserved for --react-after-min (0: hourly only).")
-    parser.add_argument("--react-after-min", type=float, default=10.0,
-                        help="planner.react_after_s in minutes (with --react-pending-gpus).")
-    parser.add_argument("--objective", action="store_true",
-                        help="Plan deserved and guarantee with planner.objective (the newsvendor, default costs).")
-    parser.add_argument("--wait-gpu-h", type=float, default=None,
-                        help="planner.objective.wait_gpu_h (implies --objective): below idle_gpu_h (1) puts the "
-                        "guarantee below the demand's median, at the wait/(wait+idle) quantile.")
-    parser.add_argument("--reclaim-gpu-h", type=float, default=None,
-                        help="planner.objective.reclaim_gpu_h (implies --objective): deserved at the "
-                        "reclaim/(reclaim+idle) quantile.")
+    parser.add_argument(
+        "--borrow",
+        choices=("idle", "forecast"),
+        default="idle",
+        help="planner.borrow for the planned policies: capability from the forecast, or the "
+        "cluster (borrow idle GPUs, reclaimed by Volcano; the default).",
+    )
+    parser.add_argument(
+        "--deserved-below-allocated",
+        action="store_true",
+        help="planner.deserved_below_allocated: with borrow idle, deserved may be planned below "
+        "what a queue holds, so the rest is reclaimable.",
+    )
+    parser.add_argument(
+        "--guarantee-within-demand",
+        action="store_true",
+        help="planner.guarantee_within_demand: no guarantee above what a queue holds or its pending gangs ask for.",
+    )
+    parser.add_argument(
+        "--pending-raise",
+        choices=("off", "target", "lift"),
+        default="off",
+        help="planner.pending_raise: a deserved raise toward allocated + pending GPUs skips the max "
+        "step, dead band and cooldown (cuts keep them); capped by the deserved target (target) or "
+        "with the target lifted to it before the fit (lift).",
+    )
+    parser.add_argument(
+        "--react-pending-gpus",
+        type=float,
+        default=0.0,
+        help="planner.react_pending_gpus: re-plan between hourly cycles when a queue has this many "
+        "GPUs pending beyond its deserved for --react-after-min (0: hourly only).",
+    )
+    parser.add_argument(
+        "--react-after-min",
+        type=float,
+        default=10.0,
+        help="planner.react_after_s in minutes (with --react-pending-gpus).",
+    )
+    parser.add_argument(
+        "--objective",
+        action="store_true",
+        help="Plan deserved and guarantee with planner.objective (the newsvendor, default costs).",
+    )
+    parser.add_argument(
+        "--wait-gpu-h",
+        type=float,
+        default=None,
+        help="planner.objective.wait_gpu_h (implies --objective): below idle_gpu_h (1) puts the "
+        "guarantee below the demand's median, at the wait/(wait+idle) quantile.",
+    )
+    parser.add_argument(
+        "--reclaim-gpu-h",
+        type=float,
+        default=None,
+        help="planner.objective.reclaim_gpu_h (implies --objective): deserved at the reclaim/(reclaim+idle) quantile.",
+    )
     args = parser.parse_args(argv)
     from predictor.planner.objective import Objective
 
     costs = {k: v for k, v in (("wait_gpu_h", args.wait_gpu_h), ("reclaim_gpu_h", args.reclaim_gpu_h)) if v is not None}
-    planner = PlannerSettings.model_validate({"borrow": args.borrow, "deserved_below_allocated":
-                                              args.deserved_below_allocated,
-                                              "guarantee_within_demand": args.guarantee_within_demand,
-                                              "pending_raise": args.pending_raise,
-                                              "react_pending_gpus": args.react_pending_gpus,
-                                              "react_after_s": 60 * args.react_after_min,
-                                              "objective": Objective.model_validate(costs)
-                                              if args.objective or costs else None})
-    print(f"sizing: {args.sizing}; planner.borrow: {args.borrow}; "
-          f"planner.deserved_below_allocated: {planner.deserved_below_allocated}; "
-          f"planner.guarantee_within_demand: {planner.guarantee_within_demand}; "
-          f"planner.objective: {planner.objective}; planner.pending_raise: {planner.pending_raise}; "
-          f"planner.react_pending_gpus: {planner.react_pending_gpus:g}; "
-          f"planner.react_after_s: {planner.react_after_s:g}")
+    planner = PlannerSettings.model_validate(
+        {
+            "borrow": args.borrow,
+            "deserved_below_allocated": args.deserved_below_allocated,
+            "guarantee_within_demand": args.guarantee_within_demand,
+            "pending_raise": args.pending_raise,
+            "react_pending_gpus": args.react_pending_gpus,
+            "react_after_s": 60 * args.react_after_min,
+            "objective": Objective.model_validate(costs) if args.objective or costs else None,
+        }
+    )
+    print(
+        f"sizing: {args.sizing}; planner.borrow: {args.borrow}; "
+        f"planner.deserved_below_allocated: {planner.deserved_below_allocated}; "
+        f"planner.guarantee_within_demand: {planner.guarantee_within_demand}; "
+        f"planner.objective: {planner.objective}; planner.pending_raise: {planner.pending_raise}; "
+        f"planner.react_pending_gpus: {planner.react_pending_gpus:g}; "
+        f"planner.react_after_s: {planner.react_after_s:g}"
+    )
     policies = [p for p in args.policies.split(",") if p]
     loaders = {"philly": philly, "alibaba": alibaba, "synthetic": synthetic}
     for name in args.datasets.split(","):

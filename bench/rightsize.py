@@ -54,12 +54,25 @@ def _show(title: str, table: pd.DataFrame) -> None:
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
 
 
-def sim_runs(weeks: int, nodes: int, seed: int, per_queue: int, queues: tuple[str, ...] | None,
-             jobs_per_hour: float, multi_share: float = 0.3) -> pd.DataFrame:
+def sim_runs(
+    weeks: int,
+    nodes: int,
+    seed: int,
+    per_queue: int,
+    queues: tuple[str, ...] | None,
+    jobs_per_hour: float,
+    multi_share: float = 0.3,
+) -> pd.DataFrame:
     start = pd.Timestamp("2026-03-02", tz="UTC")
     extra = {} if queues is None else {"queues": queues, "queue_probs": np.ones(len(queues))}
-    jobs = sim.synthetic_jobs(start - pd.Timedelta(days=1), start + pd.Timedelta(weeks=weeks), seed=seed,
-                              jobs_per_hour=jobs_per_hour, workloads_per_queue=per_queue, **extra)  # type: ignore[arg-type]
+    jobs = sim.synthetic_jobs(
+        start - pd.Timedelta(days=1),
+        start + pd.Timedelta(weeks=weeks),
+        seed=seed,
+        jobs_per_hour=jobs_per_hour,
+        workloads_per_queue=per_queue,
+        **extra,
+    )  # type: ignore[arg-type]
     # Philly's mix is 93 % one-GPU jobs, which leaves whole-GPU right-sizing little to do: a share of the
     # templates (every run of them) asks for 2/4/8 GPUs, and some of those use only part of them.
     rng = np.random.default_rng(seed)
@@ -78,12 +91,15 @@ def bench_sim(name: str, runs: pd.DataFrame, weeks: int) -> dict[str, pd.DataFra
     table = backtest(runs, split, RISKS)
     curve = rule_curve(runs, split)
     later = runs[runs["start"] >= split].merge(
-        runs.loc[runs["end"] < split, ["namespace", "workload"]].drop_duplicates(), on=["namespace", "workload"])
+        runs.loc[runs["end"] < split, ["namespace", "workload"]].drop_duplicates(), on=["namespace", "workload"]
+    )
     hours = later["runtime_h"].to_numpy(np.float64)
     BOUNDS[f"{name} mem"] = least_slack(later["mem_peak_mib"].to_numpy(np.float64) / 1024, hours, AT)
     BOUNDS[f"{name} gpu"] = least_slack(later["gpus_used_p95"].to_numpy(np.float64), hours, AT)
-    print(f"\n{name}: {len(runs)} runs of {runs.groupby(['namespace', 'workload']).ngroups} workloads; "
-          f"scored {int(table['runs'].iloc[0])} runs after {split.date()}")
+    print(
+        f"\n{name}: {len(runs)} runs of {runs.groupby(['namespace', 'workload']).ngroups} workloads; "
+        f"scored {int(table['runs'].iloc[0])} runs after {split.date()}"
+    )
     _show(f"{name}: GPUs (busy) and GPU memory, held-out last week", table)
     _show(f"{name}: the rules' curves (headroom swept)", curve)
     return {f"{name} mem": pareto(table, "mem", curve), f"{name} gpu": pareto(table, "gpu", curve)}
@@ -111,12 +127,21 @@ def bench_genai(folds: int = 5) -> dict[str, pd.DataFrame]:
             rec = np.minimum(rec, cap)
             return np.minimum(round_up_to_sizes(rec, (0.25, 0.5)), 1.0) if scale != 1 else np.ceil(rec * 2) / 2
 
-        curve = pd.DataFrame([{"rule": "vpa-style", "headroom": h, **{
-            f"x_{k}": v for k, v in provisioning_metrics(used, finish(base * (1 + h)), hours).items()}}
-            for h in (0.0, 0.15, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 9.0)])
-        rows = {"request": provisioning_metrics(used, np.full(len(pods), cap), hours),
-                "vpa (p95+15%)": provisioning_metrics(used, finish(base * 1.15), hours),
-                "krr (max+15%) [sees the peak]": provisioning_metrics(used, finish(used * 1.15), hours)}
+        curve = pd.DataFrame(
+            [
+                {
+                    "rule": "vpa-style",
+                    "headroom": h,
+                    **{f"x_{k}": v for k, v in provisioning_metrics(used, finish(base * (1 + h)), hours).items()},
+                }
+                for h in (0.0, 0.15, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 9.0)
+            ]
+        )
+        rows = {
+            "request": provisioning_metrics(used, np.full(len(pods), cap), hours),
+            "vpa (p95+15%)": provisioning_metrics(used, finish(base * 1.15), hours),
+            "krr (max+15%) [sees the peak]": provisioning_metrics(used, finish(used * 1.15), hours),
+        }
         risks = {}
         for risk in RISKS:
             rec = np.empty(len(pods))
@@ -154,8 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     at["gap_to_vpa"] = at["slack"] - at["vpa_slack"]
     at["least_possible_slack"] = at["dataset"].map(BOUNDS)
     at["vpa_reachable"] = at["vpa_slack"] >= at["least_possible_slack"] - 1e-12
-    _show("R = 0.05 on every dataset (worst first: largest slack above VPA's, then under-provisioning)",
-          at.sort_values(["gap_to_vpa", "under"], ascending=False))
+    _show(
+        "R = 0.05 on every dataset (worst first: largest slack above VPA's, then under-provisioning)",
+        at.sort_values(["gap_to_vpa", "under"], ascending=False),
+    )
     print(f"\ntotal {time.perf_counter() - started:.1f} s")
     return 0
 

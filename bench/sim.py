@@ -43,8 +43,9 @@ def _peak_rss_mib() -> float:
 
 
 def _settings(step: pd.Timedelta, metrics: str, weeks: float, faults: float) -> sim.SimSettings:
-    return sim.SimSettings(start=START, weeks=weeks, step_s=int(step.total_seconds()), seed=1,
-                           fault_rate_per_day=faults, metrics=metrics)
+    return sim.SimSettings(
+        start=START, weeks=weeks, step_s=int(step.total_seconds()), seed=1, fault_rate_per_day=faults, metrics=metrics
+    )
 
 
 def _generate(result: sim.SimResult) -> int:
@@ -61,7 +62,8 @@ def _compare(result: sim.SimResult, demand_path: Path) -> Table:
     philly = demand[demand["series_id"] == "philly/cluster"].set_index("timestamp")["gpus_demanded"]
     # demand_hourly is in Philly's local (US/Pacific) wall-clock hours; compare on UTC hours.
     philly.index = philly.index.tz_localize("US/Pacific", ambiguous=False, nonexistent="shift_forward").tz_convert(
-        "UTC")
+        "UTC"
+    )
     summary = result.summary.set_index("timestamp")
     sim_alloc = summary["allocated_gpus"].resample("h").mean()
     sim_demand = (summary["allocated_gpus"] + summary["pending_gpus"]).resample("h").mean()
@@ -70,17 +72,29 @@ def _compare(result: sim.SimResult, demand_path: Path) -> Table:
     for column in ("week (UTC)", "Philly demand mean", "sim allocated mean", "sim alloc+pending mean"):
         table.add_column(column, justify="right")
     for week, part in joined.groupby(pd.Grouper(freq="W-SUN")):
-        table.add_row(str(week.date()), f"{part['philly'].mean():.0f}", f"{part['sim_alloc'].mean():.0f}",
-                      f"{part['sim_demand'].mean():.0f}")
+        table.add_row(
+            str(week.date()),
+            f"{part['philly'].mean():.0f}",
+            f"{part['sim_alloc'].mean():.0f}",
+            f"{part['sim_demand'].mean():.0f}",
+        )
     how = joined.groupby([joined.index.day_of_week]).mean()
     shape = how.corr().loc["philly"]
     hourly = joined.groupby(joined.index.day_of_week * 24 + joined.index.hour).mean().corr().loc["philly"]
-    table.add_row("all", f"{joined['philly'].mean():.0f}", f"{joined['sim_alloc'].mean():.0f}",
-                  f"{joined['sim_demand'].mean():.0f}")
+    table.add_row(
+        "all",
+        f"{joined['philly'].mean():.0f}",
+        f"{joined['sim_alloc'].mean():.0f}",
+        f"{joined['sim_demand'].mean():.0f}",
+    )
     table.add_row("corr by weekday", "1", f"{shape['sim_alloc']:.2f}", f"{shape['sim_demand']:.2f}")
     table.add_row("corr by hour-of-week", "1", f"{hourly['sim_alloc']:.2f}", f"{hourly['sim_demand']:.2f}")
-    table.add_row("corr hourly series", "1", f"{joined.corr().loc['philly', 'sim_alloc']:.2f}",
-                  f"{joined.corr().loc['philly', 'sim_demand']:.2f}")
+    table.add_row(
+        "corr hourly series",
+        "1",
+        f"{joined.corr().loc['philly', 'sim_alloc']:.2f}",
+        f"{joined.corr().loc['philly', 'sim_demand']:.2f}",
+    )
     return table
 
 
@@ -113,26 +127,50 @@ def main() -> int:
     t_sched = time.perf_counter() - t0
     samples = _generate(result)
     elapsed = time.perf_counter() - t0
-    table.add_row("generate", args.step, args.metrics, f"{samples:,}", f"{elapsed:.1f}", f"{hours / elapsed:.1f}",
-                  f"{_peak_rss_mib():,.0f}", f"schedule+occupancy {t_sched:.1f} s; {len(result.jobs_out):,} attempts")
+    table.add_row(
+        "generate",
+        args.step,
+        args.metrics,
+        f"{samples:,}",
+        f"{elapsed:.1f}",
+        f"{hours / elapsed:.1f}",
+        f"{_peak_rss_mib():,.0f}",
+        f"schedule+occupancy {t_sched:.1f} s; {len(result.jobs_out):,} attempts",
+    )
     totals = sim.summary_totals(result.summary, result.schedule.attempts)
 
     if not args.skip_om:
         with tempfile.TemporaryDirectory(prefix="bench-sim-") as tmp:
             om = Path(tmp) / "metrics.om"
             t0 = time.perf_counter()
-            small = sim.simulate(jobs, cluster, _settings(parse_duration(args.om_step), args.om_metrics, args.weeks,
-                                                          args.faults))
+            small = sim.simulate(
+                jobs, cluster, _settings(parse_duration(args.om_step), args.om_metrics, args.weeks, args.faults)
+            )
             written = sim.write_openmetrics(om, small.families(), small.grid)
             elapsed = time.perf_counter() - t0
             size = om.stat().st_size
-            table.add_row("openmetrics", args.om_step, args.om_metrics, f"{written:,}", f"{elapsed:.1f}",
-                          f"{hours / elapsed:.1f}", f"{_peak_rss_mib():,.0f}",
-                          f"{size / 2**20:,.0f} MiB, {size / max(written, 1):.0f} B/sample")
+            table.add_row(
+                "openmetrics",
+                args.om_step,
+                args.om_metrics,
+                f"{written:,}",
+                f"{elapsed:.1f}",
+                f"{hours / elapsed:.1f}",
+                f"{_peak_rss_mib():,.0f}",
+                f"{size / 2**20:,.0f} MiB, {size / max(written, 1):.0f} B/sample",
+            )
             if prometheus_available():
                 seconds = backfill(om, Path(tmp) / "tsdb")
-                table.add_row("promtool backfill", args.om_step, args.om_metrics, f"{written:,}", f"{seconds:.1f}",
-                              f"{hours / seconds:.1f}", "-", f"{written / seconds:,.0f} samples/s")
+                table.add_row(
+                    "promtool backfill",
+                    args.om_step,
+                    args.om_metrics,
+                    f"{written:,}",
+                    f"{seconds:.1f}",
+                    f"{hours / seconds:.1f}",
+                    "-",
+                    f"{written / seconds:,.0f} samples/s",
+                )
             else:
                 table.add_row("promtool backfill", "-", "-", "-", "-", "-", "-", "promtool not installed")
     console.print(table)

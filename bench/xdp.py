@@ -146,8 +146,12 @@ def main() -> int:
 
             print(f"\n## Flows moved by a switch ({args.flows} UDP flows through the kernel)")
             print("| switch | measured | ideal (TV distance) | naive rebuild (slot diff) |\n|---|---:|---:|---:|")
-            for old, new in [([1, 1, 1, 1], [1, 1, 1, 2]), ([1, 1, 1, 1], [1, 1, 1, 0]),
-                             ([2, 1, 0, 0], [1, 2, 0, 0]), ([1, 1, 2, 0], [3, 1, 0, 0])]:
+            for old, new in [
+                ([1, 1, 1, 1], [1, 1, 1, 2]),
+                ([1, 1, 1, 1], [1, 1, 1, 0]),
+                ([2, 1, 0, 0], [1, 2, 0, 0]),
+                ([1, 1, 2, 0], [3, 1, 0, 0]),
+            ]:
                 moved = measured_moves(lib, act, targets, old, new, args.flows)
                 naive = moved_fraction(build_table(old), build_table(new))
                 label = f"{':'.join(map(str, old))} → {':'.join(map(str, new))}"

@@ -111,7 +111,6 @@ class DemandRegressor(RegressorMixin, BaseEstimator):  # type: ignore[misc]
         return X
 
 
-
 # ---------------------------------------------------------------------------------------------- rules
 def vpa_rule(history: Sequence[float] | np.ndarray, headroom: float = HEADROOM) -> float:
     """VPA's target: the 90th percentile of observed use plus a safety margin (NaN with no history)."""

@@ -84,8 +84,9 @@ class RunDemandModel(BaseEstimator):  # type: ignore[misc]
         self.max_iter = max_iter
 
     def fit(self, features: pd.DataFrame, y: object = None) -> RunDemandModel:
-        self.models_ = fit_run_models(features, quantile=self.quantile, with_early=self.with_early,
-                                      max_iter=self.max_iter)
+        self.models_ = fit_run_models(
+            features, quantile=self.quantile, with_early=self.with_early, max_iter=self.max_iter
+        )
         return self
 
     def predict(self, features: pd.DataFrame) -> pd.DataFrame:
@@ -98,16 +99,17 @@ class RunDemandModel(BaseEstimator):  # type: ignore[misc]
 
     def fit_queues(self, frame: pd.DataFrame, horizon_h: int = QUEUE_HORIZON_H) -> RunDemandModel:
         """Fit the queue-peak regressor on hourly ``series_id, timestamp, demand[, pending]`` rows."""
-        self.queue_model_ = fit_queue_model(frame, quantile=self.quantile, horizon_h=horizon_h,
-                                            max_iter=self.max_iter)
+        self.queue_model_ = fit_queue_model(frame, quantile=self.quantile, horizon_h=horizon_h, max_iter=self.max_iter)
         self.queue_horizon_h_ = int(horizon_h)
         return self
 
     def predict_queues(self, frame: pd.DataFrame) -> pd.DataFrame:
         """``series_id, timestamp, peak, now`` per queue with a week of history (``predict_queue_peaks``)."""
         if self.queue_model_ is None:
-            raise ValueError("this gpu-demand version has no queue-peak regressor (registered before it "
-                             "existed): retrain it with `predictor train demand`")
+            raise ValueError(
+                "this gpu-demand version has no queue-peak regressor (registered before it "
+                "existed): retrain it with `predictor train demand`"
+            )
         return predict_queue_peaks(self.queue_model_, frame)
 
 
@@ -153,15 +155,25 @@ def recommend_from_fractions(
     return gpus, mem
 
 
-def _score(name: str, features: pd.DataFrame, runs: pd.DataFrame, gpus: np.ndarray, mem: np.ndarray,
-           rows: dict[str, dict[str, float]]) -> None:
+def _score(
+    name: str,
+    features: pd.DataFrame,
+    runs: pd.DataFrame,
+    gpus: np.ndarray,
+    mem: np.ndarray,
+    rows: dict[str, dict[str, float]],
+) -> None:
     hours = runs["runtime_h"].to_numpy(np.float64)
     request = features["gpu_request"].to_numpy(np.float64)
     g = provisioning_metrics(features["y_used"].to_numpy(np.float64), gpus, hours, request)
     m = provisioning_metrics(runs["mem_peak_mib"].to_numpy(np.float64) / 1024, mem, hours)
     rows[name] = {
-        "gpu_slack": g["slack"], "gpu_under": g["under"], "gpu_hours_freed": g["freed"],
-        "mem_slack": m["slack"], "mem_under": m["under"], "runs": g["rows"],
+        "gpu_slack": g["slack"],
+        "gpu_under": g["under"],
+        "gpu_hours_freed": g["freed"],
+        "mem_slack": m["slack"],
+        "mem_under": m["under"],
+        "runs": g["rows"],
     }
 
 
@@ -194,8 +206,11 @@ def evaluate_runs(
     _score("request", test_f, test_r, request, total, rows)
     for rule in ("vpa", "krr"):
         gpus, mem = recommend_from_fractions(
-            test_f, test_f[f"{rule}_used_frac"].to_numpy(), test_f[f"{rule}_mem_frac"].to_numpy(),
-            use_early=False, sharing_sizes=sharing_sizes,
+            test_f,
+            test_f[f"{rule}_used_frac"].to_numpy(),
+            test_f[f"{rule}_mem_frac"].to_numpy(),
+            use_early=False,
+            sharing_sizes=sharing_sizes,
         )
         _score(f"{rule} (p90+15%)" if rule == "vpa" else f"{rule} (max+15%)", test_f, test_r, gpus, mem, rows)
     models: dict[str, RunModels] = {}
@@ -203,22 +218,33 @@ def evaluate_runs(
         fitted = fit_run_models(train_feats[train_mask], quantile=quantile, with_early=with_early, max_iter=max_iter)
         models[label] = fitted
         used, mem_frac = fitted.predict_fractions(test_f)
-        gpus, mem = recommend_from_fractions(test_f, used, mem_frac, use_early=with_early,
-                                             sharing_sizes=sharing_sizes)
+        gpus, mem = recommend_from_fractions(test_f, used, mem_frac, use_early=with_early, sharing_sizes=sharing_sizes)
         _score(f"{label} q{quantile:g}", test_f, test_r, gpus, mem, rows)
     return metrics_table(rows), models
 
 
 def quantile_curve(
-    runs: pd.DataFrame, split_at: pd.Timestamp, quantiles: Sequence[float] = (0.5, 0.8, 0.9, 0.95, 0.99), *,
-    train_runs: pd.DataFrame | None = None, max_iter: int = 150, target: str = "busy",
+    runs: pd.DataFrame,
+    split_at: pd.Timestamp,
+    quantiles: Sequence[float] = (0.5, 0.8, 0.9, 0.95, 0.99),
+    *,
+    train_runs: pd.DataFrame | None = None,
+    max_iter: int = 150,
+    target: str = "busy",
     sharing_sizes: Sequence[float] = (),
 ) -> pd.DataFrame:
     """Slack and under-provisioning of the history+early regressor at each quantile."""
     rows = []
     for q in quantiles:
-        table, _ = evaluate_runs(runs, split_at, quantile=q, train_runs=train_runs, max_iter=max_iter,
-                                 target=target, sharing_sizes=sharing_sizes)
+        table, _ = evaluate_runs(
+            runs,
+            split_at,
+            quantile=q,
+            train_runs=train_runs,
+            max_iter=max_iter,
+            target=target,
+            sharing_sizes=sharing_sizes,
+        )
         row = table[table["method"].str.startswith("gbr history+early")].iloc[0].to_dict()
         rows.append({"quantile": q, **{k: v for k, v in row.items() if k != "method"}})
     return pd.DataFrame(rows)

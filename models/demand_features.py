@@ -29,13 +29,35 @@ __all__ = [
 ]
 
 HISTORY_FEATURES = (
-    "gpu_request", "log_request", "gpu_mem_total_gib", "hour", "dow",
-    "q_n", "q_used_p90", "q_used_max", "q_used_mean", "q_mem_p90", "q_mem_max", "q_mem_mean",
-    "w_n", "w_used_max", "w_mem_max",
+    "gpu_request",
+    "log_request",
+    "gpu_mem_total_gib",
+    "hour",
+    "dow",
+    "q_n",
+    "q_used_p90",
+    "q_used_max",
+    "q_used_mean",
+    "q_mem_p90",
+    "q_mem_max",
+    "q_mem_mean",
+    "w_n",
+    "w_used_max",
+    "w_mem_max",
 )
 EARLY_FEATURES = ("early_used_frac", "early_mem_frac", "early_util_mean")
 QUEUE_FEATURES = (
-    "lag0", "max24", "mean24", "std24", "max168", "mean168", "arrivals24", "pending0", "log_scale", "hour", "dow",
+    "lag0",
+    "max24",
+    "mean24",
+    "std24",
+    "max168",
+    "mean168",
+    "arrivals24",
+    "pending0",
+    "log_scale",
+    "hour",
+    "dow",
 )
 
 

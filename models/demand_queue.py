@@ -19,8 +19,14 @@ import pandas as pd
 from models.demand import DEFAULT_QUANTILE, DemandRegressor
 from models.demand_features import QUEUE_FEATURES, feature_matrix, latest_queue_features, queue_features
 
-__all__ = ["QUEUE_HORIZON_H", "WEEK_H", "fit_queue_model", "hourly_wide", "predict_queue_peaks",
-           "queue_hours_from_runs"]
+__all__ = [
+    "QUEUE_HORIZON_H",
+    "WEEK_H",
+    "fit_queue_model",
+    "hourly_wide",
+    "predict_queue_peaks",
+    "queue_hours_from_runs",
+]
 
 QUEUE_HORIZON_H = 24
 WEEK_H = 168  # hours of history a queue needs before it is predicted (the features' longest window)
@@ -30,8 +36,13 @@ MAX_GAP_H = 3  # gaps up to this long are carried forward; a longer one leaves t
 def queue_hours_from_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Hourly ``series_id, timestamp, demand``: GPUs requested by each queue's runs active in the hour."""
     if runs.empty:
-        return pd.DataFrame({"series_id": pd.Series(dtype=str), "timestamp": pd.Series(dtype="datetime64[ns, UTC]"),
-                             "demand": pd.Series(dtype=float)})
+        return pd.DataFrame(
+            {
+                "series_id": pd.Series(dtype=str),
+                "timestamp": pd.Series(dtype="datetime64[ns, UTC]"),
+                "demand": pd.Series(dtype=float),
+            }
+        )
     start = pd.to_datetime(runs["start"], utc=True).dt.floor("h")
     end = pd.to_datetime(runs["end"], utc=True).dt.floor("h")
     grid = pd.date_range(start.min(), end.max(), freq="h")
@@ -60,16 +71,17 @@ def hourly_wide(frame: pd.DataFrame, value: str) -> pd.DataFrame:
     return wide.reindex(grid).ffill(limit=MAX_GAP_H)
 
 
-def fit_queue_model(frame: pd.DataFrame, *, quantile: float = DEFAULT_QUANTILE, horizon_h: int = QUEUE_HORIZON_H,
-                    max_iter: int = 150) -> DemandRegressor:
+def fit_queue_model(
+    frame: pd.DataFrame, *, quantile: float = DEFAULT_QUANTILE, horizon_h: int = QUEUE_HORIZON_H, max_iter: int = 150
+) -> DemandRegressor:
     """Fit the next-``horizon_h`` peak regressor on hourly ``series_id, timestamp, demand[, pending]`` rows."""
     pending = "pending" if "pending" in frame.columns else None
     f = queue_features(frame, pending=pending, horizon=horizon_h)
     if f.empty:
-        raise ValueError(f"no queue has {WEEK_H + horizon_h} h of hourly demand to learn its next-{horizon_h} h "
-                         "peak from")
-    return DemandRegressor(quantile=quantile, max_iter=max_iter).fit(feature_matrix(f, QUEUE_FEATURES),
-                                                                     f["y_ratio"])
+        raise ValueError(
+            f"no queue has {WEEK_H + horizon_h} h of hourly demand to learn its next-{horizon_h} h peak from"
+        )
+    return DemandRegressor(quantile=quantile, max_iter=max_iter).fit(feature_matrix(f, QUEUE_FEATURES), f["y_ratio"])
 
 
 def predict_queue_peaks(model: DemandRegressor, frame: pd.DataFrame) -> pd.DataFrame:
@@ -83,8 +95,11 @@ def predict_queue_peaks(model: DemandRegressor, frame: pd.DataFrame) -> pd.DataF
     if frame.empty:
         return pd.DataFrame(columns=columns)
     demand = hourly_wide(frame.dropna(subset=["demand"]), "demand")
-    pending = hourly_wide(frame.dropna(subset=["pending"]), "pending") if "pending" in frame.columns and \
-        frame["pending"].notna().any() else None
+    pending = (
+        hourly_wide(frame.dropna(subset=["pending"]), "pending")
+        if "pending" in frame.columns and frame["pending"].notna().any()
+        else None
+    )
     f = latest_queue_features(demand, pending)
     core = [c for c in QUEUE_FEATURES if c not in ("arrivals24", "pending0")]
     f = f.loc[np.isfinite(f[core].to_numpy(np.float64)).all(axis=1)]
@@ -93,5 +108,11 @@ def predict_queue_peaks(model: DemandRegressor, frame: pd.DataFrame) -> pd.DataF
     scale = f["scale"].to_numpy(np.float64)
     now = f["lag0"].to_numpy(np.float64) * scale
     peak = np.maximum(model.predict(feature_matrix(f, QUEUE_FEATURES)) * scale, now)
-    return pd.DataFrame({"series_id": f["series_id"].to_numpy(), "timestamp": f["timestamp"].to_numpy(),
-                         "peak": np.maximum(peak, 0.0), "now": now})
+    return pd.DataFrame(
+        {
+            "series_id": f["series_id"].to_numpy(),
+            "timestamp": f["timestamp"].to_numpy(),
+            "peak": np.maximum(peak, 0.0),
+            "now": now,
+        }
+    )

@@ -78,9 +78,7 @@ class RiskBound:
     tier: str  # "own", "similar", "cluster" or "none"
 
 
-def risk_bound(
-    values: np.ndarray, risk: float, peers: tuple[np.ndarray, ...] = (), *, ahead: int = 1
-) -> RiskBound:
+def risk_bound(values: np.ndarray, risk: float, peers: tuple[np.ndarray, ...] = (), *, ahead: int = 1) -> RiskBound:
     """Bound on the runs up to ``ahead`` runs from now from a workload's ordered ``values``.
 
     ``peers`` are residual pools of ever wider circles of similar workloads (e.g. same queue and request,
@@ -93,8 +91,10 @@ def risk_bound(
         return RiskBound(float("inf"), float("nan"), float("inf"), 0, "none")
     forecast = _forecast(v, max(ahead, 1))
     own = forecast_residuals(v)
-    pools = [("own", own), *((name, np.concatenate([own, p])) for name, p in zip(("similar", "cluster"), peers,
-                                                                                  strict=False))]
+    pools = [
+        ("own", own),
+        *((name, np.concatenate([own, p])) for name, p in zip(("similar", "cluster"), peers, strict=False)),
+    ]
     for tier, pool in pools:
         margin = conformal_quantile(pool, risk)
         if np.isfinite(margin):

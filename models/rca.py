@@ -39,15 +39,25 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from models.rca_specs import ABSENT, NOT_APPLICABLE, SPECS
 
-__all__ = ["CAUSES", "CLASSES", "FORMAT", "HEALTHY", "INSUFFICIENT", "MIN_MEASURED", "RootCauseTree",
-           "top_k_accuracy"]
+__all__ = ["CAUSES", "CLASSES", "FORMAT", "HEALTHY", "INSUFFICIENT", "MIN_MEASURED", "RootCauseTree", "top_k_accuracy"]
 
 HEALTHY = "healthy"
 INSUFFICIENT = "insufficient_data"  # the answer when a fault's evidence rests on what was not measured
 MIN_MEASURED = 0.5  # below this share of measured evidence a candidate's fault is not a finding
 CAUSES = (
-    "gpu_thermal", "gpu_power_cap", "gpu_hardware", "nvlink", "gpu_oom", "network_congestion", "io_stall",
-    "cpu_contention", "scheduling_starvation", "node_not_ready", "roce_pfc_storm", "roce_congestion", "nic_link_flap",
+    "gpu_thermal",
+    "gpu_power_cap",
+    "gpu_hardware",
+    "nvlink",
+    "gpu_oom",
+    "network_congestion",
+    "io_stall",
+    "cpu_contention",
+    "scheduling_starvation",
+    "node_not_ready",
+    "roce_pfc_storm",
+    "roce_congestion",
+    "nic_link_flap",
 )
 CLASSES = (*CAUSES, HEALTHY)
 _UNITS = {s.name: s.unit for s in SPECS}
@@ -71,8 +81,15 @@ def _fmt(name: str, value: float) -> str:
 class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     """Class-balanced, depth-limited decision tree, pruned by cross-validated cost-complexity."""
 
-    def __init__(self, max_depth: int = 16, min_samples_leaf: int = 3, cv: int = 5, n_alphas: int = 12,
-                 random_state: int = 0, reduced: tuple[tuple[str, ...], ...] = ()) -> None:
+    def __init__(
+        self,
+        max_depth: int = 16,
+        min_samples_leaf: int = 3,
+        cv: int = 5,
+        n_alphas: int = 12,
+        random_state: int = 0,
+        reduced: tuple[tuple[str, ...], ...] = (),
+    ) -> None:
         self.reduced = reduced
         self.max_depth = max_depth
         self.min_samples_leaf = min_samples_leaf
@@ -81,9 +98,13 @@ class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.random_state = random_state
 
     def _tree(self, alpha: float) -> DecisionTreeClassifier:
-        return DecisionTreeClassifier(class_weight="balanced", max_depth=self.max_depth,
-                                      min_samples_leaf=self.min_samples_leaf, ccp_alpha=alpha,
-                                      random_state=self.random_state)
+        return DecisionTreeClassifier(
+            class_weight="balanced",
+            max_depth=self.max_depth,
+            min_samples_leaf=self.min_samples_leaf,
+            ccp_alpha=alpha,
+            random_state=self.random_state,
+        )
 
     def fit(self, X: Any, y: Any) -> RootCauseTree:
         X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", dtype=np.float64)
@@ -269,9 +290,15 @@ class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             "feature_names": [str(n) for n in getattr(self, "feature_names_in_", [])],
             "n_features": int(self.n_features_in_),
             **_tree_state(self.tree_),
-            "reduced": [{"columns": r.columns.tolist(), "unsure": np.flatnonzero(r.unsure).tolist(),
-                         "cannot_tell": list(r.cannot_tell), **_tree_state(r.tree)}
-                        for r in getattr(self, "reduced_", [])],
+            "reduced": [
+                {
+                    "columns": r.columns.tolist(),
+                    "unsure": np.flatnonzero(r.unsure).tolist(),
+                    "cannot_tell": list(r.cannot_tell),
+                    **_tree_state(r.tree),
+                }
+                for r in getattr(self, "reduced_", [])
+            ],
         }
 
     @classmethod
@@ -292,8 +319,14 @@ class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
                 tree = _tree_from_state(model._tree(alpha), r, classes, n_features)
                 unsure = np.zeros(tree.tree_.node_count, dtype=bool)
                 unsure[np.asarray(r["unsure"], dtype=np.intp)] = True
-                model.reduced_.append(_Reduced(np.asarray(r["columns"], dtype=np.intp), tree, unsure,
-                                               tuple(str(c) for c in r.get("cannot_tell", []))))
+                model.reduced_.append(
+                    _Reduced(
+                        np.asarray(r["columns"], dtype=np.intp),
+                        tree,
+                        unsure,
+                        tuple(str(c) for c in r.get("cannot_tell", [])),
+                    )
+                )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed {FORMAT} model: {exc}") from exc
         model.classes_, model.n_features_in_ = classes, n_features
@@ -316,8 +349,7 @@ class _Reduced(NamedTuple):
     cannot_tell: tuple[str, ...] = ()  # causes this tree cannot diagnose (their evidence is the blanked family)
 
 
-def _cannot_tell(fitted: DecisionTreeClassifier, X: np.ndarray, y: np.ndarray, unsure: np.ndarray
-                 ) -> tuple[str, ...]:
+def _cannot_tell(fitted: DecisionTreeClassifier, X: np.ndarray, y: np.ndarray, unsure: np.ndarray) -> tuple[str, ...]:
     """Causes fewer than half of whose own training rows reach a sure leaf of that cause: without the blanked
     family they look like something else, so the tree cannot diagnose them (said, and scored apart)."""
     leaf = fitted.apply(X)
@@ -364,12 +396,16 @@ def _by_base_rate(fitted: DecisionTreeClassifier, X: np.ndarray, y: np.ndarray) 
 def _tree_state(fitted: DecisionTreeClassifier) -> dict[str, Any]:
     state = fitted.tree_.__getstate__()
     nodes = state["nodes"]
-    return {"max_depth": int(state["max_depth"]), "nodes": {name: nodes[name].tolist() for name in nodes.dtype.names},
-            "values": state["values"].tolist()}
+    return {
+        "max_depth": int(state["max_depth"]),
+        "nodes": {name: nodes[name].tolist() for name in nodes.dtype.names},
+        "values": state["values"].tolist(),
+    }
 
 
-def _tree_from_state(inner: DecisionTreeClassifier, data: dict[str, Any], classes: np.ndarray, n_features: int
-                     ) -> DecisionTreeClassifier:
+def _tree_from_state(
+    inner: DecisionTreeClassifier, data: dict[str, Any], classes: np.ndarray, n_features: int
+) -> DecisionTreeClassifier:
     """An unfitted scikit-learn tree given the fitted state ``_tree_state`` wrote (KeyError/ValueError if bad)."""
     from sklearn.tree._tree import NODE_DTYPE, Tree
 
@@ -379,15 +415,15 @@ def _tree_from_state(inner: DecisionTreeClassifier, data: dict[str, Any], classe
         nodes[name] = fields[name]
     values = np.asarray(data["values"], dtype=np.float64)
     tree = Tree(n_features, np.array([len(classes)], dtype=np.intp), 1)
-    tree.__setstate__({"max_depth": int(data["max_depth"]), "node_count": len(nodes), "nodes": nodes,
-                       "values": values})
+    tree.__setstate__({"max_depth": int(data["max_depth"]), "node_count": len(nodes), "nodes": nodes, "values": values})
     inner.tree_, inner.classes_, inner.n_classes_ = tree, classes, len(classes)
     inner.n_outputs_, inner.n_features_in_, inner.max_features_ = 1, n_features, n_features
     return inner
 
 
-def _walk_tree(tree: Any, data: np.ndarray, unsure: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _walk_tree(
+    tree: Any, data: np.ndarray, unsure: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``RootCauseTree._walk`` for one scikit-learn ``Tree``, plus the weight reaching ``unsure`` leaves (not
     counted as measured). Rows in chunks: memory stays ``chunk × nodes``."""
     left, right, feature = tree.children_left, tree.children_right, tree.feature
@@ -400,7 +436,7 @@ def _walk_tree(tree: Any, data: np.ndarray, unsure: np.ndarray
     unknown = np.zeros((n, data.shape[1]))
     doubt = np.zeros(n)
     for lo in range(0, n, 4096):
-        x = data[lo:lo + 4096]
+        x = data[lo : lo + 4096]
         w = np.zeros((len(x), tree.node_count))
         clean = np.zeros_like(w)
         w[:, 0] = clean[:, 0] = 1.0
@@ -416,11 +452,11 @@ def _walk_tree(tree: Any, data: np.ndarray, unsure: np.ndarray
             w[:, b] += w[:, node] * (1 - go)
             clean[:, a] += clean[:, node] * np.where(nan, 0.0, go)
             clean[:, b] += clean[:, node] * np.where(nan, 0.0, 1 - go)
-            unknown[lo:lo + 4096, feature[node]] += w[:, node] * nan
+            unknown[lo : lo + 4096, feature[node]] += w[:, node] * nan
         leaves = left == -1
-        proba[lo:lo + 4096] = w[:, leaves] @ values[leaves]
-        measured[lo:lo + 4096] = clean[:, leaves & ~unsure].sum(axis=1)
-        doubt[lo:lo + 4096] = w[:, leaves & unsure].sum(axis=1)
+        proba[lo : lo + 4096] = w[:, leaves] @ values[leaves]
+        measured[lo : lo + 4096] = clean[:, leaves & ~unsure].sum(axis=1)
+        doubt[lo : lo + 4096] = w[:, leaves & unsure].sum(axis=1)
     return proba / np.maximum(proba.sum(axis=1, keepdims=True), 1e-300), measured, unknown, doubt
 
 

@@ -25,8 +25,9 @@ def _matching(labels: pd.DataFrame, where: dict[str, str] | None) -> np.ndarray:
     return keep
 
 
-def _per_node(data: WindowData, name: str, stat: Callable[[np.ndarray], np.ndarray],
-              where: dict[str, str] | None = None) -> pd.Series:
+def _per_node(
+    data: WindowData, name: str, stat: Callable[[np.ndarray], np.ndarray], where: dict[str, str] | None = None
+) -> pd.Series:
     """``stat`` per series (columns of the window matrix), summed per node."""
     t = data.tables.get(name)
     if t is None:
@@ -63,11 +64,16 @@ def host_features(data: WindowData, W: slice, P: slice, seconds: float) -> dict[
     pause_w, pause_p = (_sum_of(data, _PAUSE, rate_in(r)) for r in (W, P))
     ecn_w, ecn_p = (_sum_of(data, _ECN, rate_in(r)) for r in (W, P))
     flaps = _per_node(data, "node_network_carrier_changes_total", lambda m: increase(m[W]))
-    peers = {"tcp_retrans_peer_z": _peer_z(np.log1p(re_w), 0.25), "net_drop_peer_z": _peer_z(np.log1p(drop_w), 0.25),
-             "cpu_iowait_peer_z": _peer_z(iowait_frac, 0.02), "pfc_pause_peer_z": _peer_z(np.log1p(pause_w), 0.25),
-             "roce_ecn_peer_z": _peer_z(np.log1p(ecn_w), 0.25)}
+    peers = {
+        "tcp_retrans_peer_z": _peer_z(np.log1p(re_w), 0.25),
+        "net_drop_peer_z": _peer_z(np.log1p(drop_w), 0.25),
+        "cpu_iowait_peer_z": _peer_z(iowait_frac, 0.02),
+        "pfc_pause_peer_z": _peer_z(np.log1p(pause_w), 0.25),
+        "roce_ecn_peer_z": _peer_z(np.log1p(ecn_w), 0.25),
+    }
     out: dict[str, dict[str, float]] = {}
     for node in set(re_w.index) | set(load_w.index) | set(iowait.index) | set(rx_w.index):
+
         def get(s: pd.Series, node: str = node) -> float:
             return float(s.get(node, np.nan))
 
@@ -125,14 +131,14 @@ def kube_features(data: WindowData, W: slice, gpu: pd.DataFrame) -> dict[str, di
     pods = gpu[gpu["pod"] != ""][["node", "namespace", "pod"]].drop_duplicates()
     pod_node = {(ns, p): n for n, ns, p in pods.itertuples(index=False)}
 
-    def by_pod(name: str, stat: Callable[[np.ndarray], np.ndarray], where: dict[str, str] | None = None
-               ) -> pd.Series:
+    def by_pod(name: str, stat: Callable[[np.ndarray], np.ndarray], where: dict[str, str] | None = None) -> pd.Series:
         t = data.tables.get(name)
         if t is None:
             return pd.Series(dtype=np.float64)
         keep = _matching(t.labels, where)
-        node = np.array([pod_node.get((ns, p), "") for ns, p in zip(col(t.labels, "namespace"),
-                                                                     col(t.labels, "pod"), strict=True)])
+        node = np.array(
+            [pod_node.get((ns, p), "") for ns, p in zip(col(t.labels, "namespace"), col(t.labels, "pod"), strict=True)]
+        )
         frame = pd.DataFrame({"node": node[keep], "v": stat(t.values[:, keep])})
         return frame[frame["node"] != ""].groupby("node")["v"].sum(min_count=1)
 
@@ -142,8 +148,9 @@ def kube_features(data: WindowData, W: slice, gpu: pd.DataFrame) -> dict[str, di
     has_reason = "kube_pod_container_status_last_terminated_reason" in data.tables
     alerts = None
     if "ALERTS" in data.tables:
-        alerts = _per_node(data, "ALERTS", lambda m: (wmax(m) > 0).astype(np.float64), {"alertstate": "firing"}
-                           ).clip(upper=1.0)
+        alerts = _per_node(data, "ALERTS", lambda m: (wmax(m) > 0).astype(np.float64), {"alertstate": "firing"}).clip(
+            upper=1.0
+        )
     out: dict[str, dict[str, float]] = {}
     for node in set(ready.index) | set(alloc.index) | set(gpu["node"]):
         out[node] = {
@@ -193,18 +200,22 @@ def queue_rows(data: WindowData, W: slice, P: slice) -> pd.DataFrame:
     queues = sorted(set(cap_w.index) | set(des_w.index) | set(alloc_w.index) | set(pend_w.index))
     rows = []
     for q in queues:
+
         def get(s: pd.Series, q: str = q) -> float:
             return float(s.get(q, np.nan))
 
         used = max((v for v in (get(alloc_p), get(alloc_w)) if np.isfinite(v)), default=np.nan)
-        rows.append({
-            "queue": q, "is_queue": 1.0,
-            "queue_capability_ratio": float(ratio(get(cap_w), get(cap_p))),
-            "queue_capability_vs_use": float(ratio(get(cap_w), used)),
-            "queue_capability_zero": float(get(cap_w) == 0) if np.isfinite(get(cap_w)) else np.nan,
-            "queue_deserved_ratio": float(ratio(get(des_w), get(des_p))),
-            "queue_pending_ratio": (get(pend_w) + 1) / (get(pend_p) + 1),
-            "queue_unmet_frac": float(np.clip(ratio(get(req_w) - get(alloc_w), get(req_w)), 0, 1)),
-            "queue_alloc_ratio": float(ratio(get(alloc_w), get(alloc_p))),
-        })
+        rows.append(
+            {
+                "queue": q,
+                "is_queue": 1.0,
+                "queue_capability_ratio": float(ratio(get(cap_w), get(cap_p))),
+                "queue_capability_vs_use": float(ratio(get(cap_w), used)),
+                "queue_capability_zero": float(get(cap_w) == 0) if np.isfinite(get(cap_w)) else np.nan,
+                "queue_deserved_ratio": float(ratio(get(des_w), get(des_p))),
+                "queue_pending_ratio": (get(pend_w) + 1) / (get(pend_p) + 1),
+                "queue_unmet_frac": float(np.clip(ratio(get(req_w) - get(alloc_w), get(req_w)), 0, 1)),
+                "queue_alloc_ratio": float(ratio(get(alloc_w), get(alloc_p))),
+            }
+        )
     return pd.DataFrame(rows)

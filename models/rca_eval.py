@@ -21,8 +21,7 @@ from models.rca_features import FEATURE_NAMES, mark_not_applicable
 __all__ = ["RcaReport", "answers", "augment_missing", "evaluate", "fit_rca"]
 
 
-def augment_missing(rows: pd.DataFrame, groups: Sequence[Sequence[str]], share: float, seed: int = 0
-                    ) -> pd.DataFrame:
+def augment_missing(rows: pd.DataFrame, groups: Sequence[Sequence[str]], share: float, seed: int = 0) -> pd.DataFrame:
     """``rows`` plus a copy of a random ``share`` of them with one random feature group set to NaN.
 
     Why: the tree should meet every metric family missing at random (so missingness carries no class
@@ -38,8 +37,14 @@ def augment_missing(rows: pd.DataFrame, groups: Sequence[Sequence[str]], share: 
     return pd.concat([rows, mark_not_applicable(pick)], ignore_index=True)
 
 
-def fit_rca(rows: pd.DataFrame, *, min_strength: float = 0.0, model: RootCauseTree | None = None,
-            missing_groups: Sequence[Sequence[str]] = (), missing_share: float = 0.0) -> RootCauseTree:
+def fit_rca(
+    rows: pd.DataFrame,
+    *,
+    min_strength: float = 0.0,
+    model: RootCauseTree | None = None,
+    missing_groups: Sequence[Sequence[str]] = (),
+    missing_share: float = 0.0,
+) -> RootCauseTree:
     """Fit on labelled rows (``FEATURE_NAMES`` + ``label``), leaving out faults weaker than ``min_strength``
     and adding ``missing_share`` copies with a feature group unmeasured (``augment_missing``). Each of the
     ``missing_groups`` also gets its own tree fitted without it (``RootCauseTree.reduced``), unless the
@@ -75,9 +80,15 @@ class RcaReport:
     undiagnosable: pd.Series = field(default_factory=lambda: pd.Series(dtype=np.float64))  # rows per cause
 
     def metrics(self) -> dict[str, float]:
-        return {"macro_f1": self.macro_f1, "top1_accuracy": self.top1, "top3_accuracy": self.top3,
-                "false_alarm_rate": self.false_alarm_rows, "false_alarm_window_rate": self.false_alarm_windows,
-                "insufficient_rate": self.insufficient, "top1_strict": self.top1_strict}
+        return {
+            "macro_f1": self.macro_f1,
+            "top1_accuracy": self.top1,
+            "top3_accuracy": self.top3,
+            "false_alarm_rate": self.false_alarm_rows,
+            "false_alarm_window_rate": self.false_alarm_windows,
+            "insufficient_rate": self.insufficient,
+            "top1_strict": self.top1_strict,
+        }
 
 
 def answers(model: RootCauseTree, X: pd.DataFrame, min_measured: float = MIN_MEASURED) -> np.ndarray:
@@ -108,8 +119,11 @@ def evaluate(model: RootCauseTree, rows: pd.DataFrame, min_measured: float = MIN
     blamed = (pred != HEALTHY) & answered
     windows = [c for c in ("scenario", "at") if c in rows.columns]
     if windows:
-        per_window = pd.DataFrame({"clean": healthy, "blamed": blamed}).groupby(
-            [rows[c].to_numpy() for c in windows]).agg(clean=("clean", "all"), blamed=("blamed", "any"))
+        per_window = (
+            pd.DataFrame({"clean": healthy, "blamed": blamed})
+            .groupby([rows[c].to_numpy() for c in windows])
+            .agg(clean=("clean", "all"), blamed=("blamed", "any"))
+        )
         clean = per_window[per_window["clean"]]
         window_rate = float(clean["blamed"].mean()) if len(clean) else float("nan")
     else:
@@ -117,8 +131,7 @@ def evaluate(model: RootCauseTree, rows: pd.DataFrame, min_measured: float = MIN
     return RcaReport(
         per_class=per_class,
         confusion=confusion,
-        macro_f1=float(f1_score(ya, pa, labels=present, average="macro", zero_division=0)) if present else
-        float("nan"),
+        macro_f1=float(f1_score(ya, pa, labels=present, average="macro", zero_division=0)) if present else float("nan"),
         top1=float(np.mean(pa == ya)) if len(ya) else float("nan"),
         top3=top_k_accuracy(model, X, y, 3),
         false_alarm_rows=float(blamed[healthy].mean()) if healthy.any() else float("nan"),

@@ -29,9 +29,22 @@ from models.rca_specs import (
 )
 from models.rca_window import GPU_PREFIX, WindowData, col, increase, node_of, quiet, rate, ratio, sratio
 
-__all__ = ["ABSENT", "DERIVED", "FEATURE_NAMES", "NOT_APPLICABLE", "SCOPE_COLUMNS", "SPECS", "FeatureSpec",
-           "WindowData", "feature_table_markdown", "mark_not_applicable", "node_of", "queue_not_applicable",
-           "window_features", "with_derived"]
+__all__ = [
+    "ABSENT",
+    "DERIVED",
+    "FEATURE_NAMES",
+    "NOT_APPLICABLE",
+    "SCOPE_COLUMNS",
+    "SPECS",
+    "FeatureSpec",
+    "WindowData",
+    "feature_table_markdown",
+    "mark_not_applicable",
+    "node_of",
+    "queue_not_applicable",
+    "window_features",
+    "with_derived",
+]
 
 
 # Which GPU to name for a GPU-level cause (argmax of the feature that points at it), kept beside features.
@@ -49,8 +62,11 @@ def window_features(data: WindowData, at: pd.Timestamp, window: pd.Timedelta) ->
     W, P, WP = data.rows(t1 - w, t1), data.rows(t1 - 2 * w, t1 - w), data.rows(t1 - 2 * w, t1)
     seconds = w / 1e9
     frames = [_node_rows(data, W, P, WP, seconds), queue_rows(data, W, P)]
-    out = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(
-        not f.empty for f in frames) else pd.DataFrame(columns=[*SCOPE_COLUMNS, *FEATURE_NAMES])
+    out = (
+        pd.concat([f for f in frames if not f.empty], ignore_index=True)
+        if any(not f.empty for f in frames)
+        else pd.DataFrame(columns=[*SCOPE_COLUMNS, *FEATURE_NAMES])
+    )
     for c in FEATURE_NAMES:
         if c not in out.columns:
             out[c] = np.nan
@@ -153,8 +169,11 @@ _NODE_FAMILIES = sorted({f for s in SPECS if s.name not in QUEUE_FEATURES for f 
 # Only families the node's own exporters serve (DCGM, node_exporter) can go dark with the node:
 # kube-state-metrics and ALERTS series come from elsewhere, and an alert that stopped firing is not a
 # node gone dark.
-_FAMILY_FEATURES = {f: tuple(s.name for s in SPECS if f in s.families and s.name not in QUEUE_FEATURES)
-                    for f in _NODE_FAMILIES if f.startswith((_GPU, "node_"))}
+_FAMILY_FEATURES = {
+    f: tuple(s.name for s in SPECS if f in s.families and s.name not in QUEUE_FEATURES)
+    for f in _NODE_FAMILIES
+    if f.startswith((_GPU, "node_"))
+}
 
 
 def mark_not_applicable(rows: pd.DataFrame) -> pd.DataFrame:
@@ -177,8 +196,13 @@ def _job_of_pods(data: WindowData) -> dict[tuple[str, str], str]:
     t = data.tables.get("kube_pod_labels")
     if t is None or "label_volcano_sh_job_name" not in t.labels.columns:
         return {}
-    return dict(zip(zip(col(t.labels, "namespace"), col(t.labels, "pod"), strict=True),
-                    col(t.labels, "label_volcano_sh_job_name"), strict=True))
+    return dict(
+        zip(
+            zip(col(t.labels, "namespace"), col(t.labels, "pod"), strict=True),
+            col(t.labels, "label_volcano_sh_job_name"),
+            strict=True,
+        )
+    )
 
 
 def _gpu_pods(data: WindowData, W: slice) -> pd.DataFrame:
@@ -189,8 +213,15 @@ def _gpu_pods(data: WindowData, W: slice) -> pd.DataFrame:
     if t is None or keys.empty:
         return out
     lab = t.labels
-    frame = pd.DataFrame({"node": node_of(lab), "gpu": col(lab, "gpu"), "namespace": col(lab, "namespace"),
-                          "pod": col(lab, "pod"), "n": np.isfinite(t.values[W]).sum(axis=0)})
+    frame = pd.DataFrame(
+        {
+            "node": node_of(lab),
+            "gpu": col(lab, "gpu"),
+            "namespace": col(lab, "namespace"),
+            "pod": col(lab, "pod"),
+            "n": np.isfinite(t.values[W]).sum(axis=0),
+        }
+    )
     frame = frame[(frame["pod"] != "") & (frame["n"] > 0)].sort_values("n")
     frame = frame.drop_duplicates(["node", "gpu"], keep="last")
     merged = keys.merge(frame[["node", "gpu", "namespace", "pod"]], on=["node", "gpu"], how="left")
@@ -209,16 +240,19 @@ def _node_rows(data: WindowData, W: slice, P: slice, WP: slice, seconds: float) 
     gpu = keys.assign(**_gpu_features(data, W, P, WP, seconds))
     pods = _gpu_pods(data, W)
     jobs = _job_of_pods(data)
-    gpu["job"] = [jobs.get((ns, p), _POD_SUFFIX.sub("", p)) if p else "" for ns, p in
-                  zip(pods["namespace"], pods["pod"], strict=True)]
+    gpu["job"] = [
+        jobs.get((ns, p), _POD_SUFFIX.sub("", p)) if p else ""
+        for ns, p in zip(pods["namespace"], pods["pod"], strict=True)
+    ]
     gpu["namespace"], gpu["pod"] = pods["namespace"], pods["pod"]
     out = pd.DataFrame({"node": nodes, "is_queue": 0.0})
     if len(gpu):
         out = out.merge(_gpu_aggregates(gpu, W.stop - W.start), on="node", how="left")
     for source in (host_features(data, W, P, seconds), kube_features(data, W, gpu)):
         if source:
-            out = out.merge(pd.DataFrame.from_dict(source, orient="index").rename_axis("node").reset_index(),
-                            on="node", how="left")
+            out = out.merge(
+                pd.DataFrame.from_dict(source, orient="index").rename_axis("node").reset_index(), on="node", how="left"
+            )
     return out
 
 
@@ -254,42 +288,63 @@ def _gpu_features(data: WindowData, W: slice, P: slice, WP: slice, seconds: floa
         + rate(mat(f"{_GPU}NVLINK_RECOVERY_ERROR_COUNT_TOTAL", W), seconds),
         "ecc": increase(mat(f"{_GPU}ECC_DBE_VOL_TOTAL", W)),
         "crc": rate(mat(f"{_GPU}NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", W), seconds),
-        "nvl_w": rate(nvl_w, seconds), "nvl_p": rate(nvl_p, seconds),
+        "nvl_w": rate(nvl_w, seconds),
+        "nvl_p": rate(nvl_p, seconds),
         "fb": quiet(np.nanmax, ratio(fb_used, fb_used + fb_free), axis=0),
-        "util_w": uw, "util_p": up, "util_n": np.isfinite(util_w).sum(axis=0).astype(np.float64),
+        "util_w": uw,
+        "util_p": up,
+        "util_n": np.isfinite(util_w).sum(axis=0).astype(np.float64),
         "util_ratio": np.where(busy_before, ratio(uw, up), np.nan),
         "util_cv": np.where(uw > 5, ratio(quiet(np.nanstd, util_w, axis=0), uw), np.nan),
-        "util_low": np.where(busy_before, quiet(np.nanmean, np.where(np.isfinite(util_w), util_w < 3, np.nan),
-                                                 axis=0), np.nan),
+        "util_low": np.where(
+            busy_before, quiet(np.nanmean, np.where(np.isfinite(util_w), util_w < 3, np.nan), axis=0), np.nan
+        ),
     }
 
 
 def _gpu_aggregates(gpu: pd.DataFrame, n_rows: int) -> pd.DataFrame:
     """Per node: worst-GPU aggregates, which GPU is worst for each symptom, and the main job's context."""
     ref = gpu.groupby("node")["clock_ref"].transform("max")
-    gpu = gpu.assign(drop=np.where(ref > 0, 1 - gpu["clock_med"] / ref, np.nan),
-                     busy_temp=np.where(gpu["util_w"] > 5, gpu["temp_p95"], np.nan),
-                     neg_ratio=-gpu["util_ratio"], busy_w=np.where(gpu["util_w"] > 5, gpu["util_w"], np.nan),
-                     before_w=np.where(gpu["util_p"] > 20, gpu["util_w"], np.nan),
-                     before_p=np.where(gpu["util_p"] > 20, gpu["util_p"], np.nan))
+    gpu = gpu.assign(
+        drop=np.where(ref > 0, 1 - gpu["clock_med"] / ref, np.nan),
+        busy_temp=np.where(gpu["util_w"] > 5, gpu["temp_p95"], np.nan),
+        neg_ratio=-gpu["util_ratio"],
+        busy_w=np.where(gpu["util_w"] > 5, gpu["util_w"], np.nan),
+        before_w=np.where(gpu["util_p"] > 20, gpu["util_w"], np.nan),
+        before_p=np.where(gpu["util_p"] > 20, gpu["util_p"], np.nan),
+    )
     g = gpu.groupby("node")
-    out = pd.DataFrame({
-        "gpu_temp_p95_max": g["temp_p95"].max(), "gpu_temp_delta_max": g["temp_delta"].max(),
-        "gpu_temp_over_peers": (g["busy_temp"].max() - g["busy_temp"].median()).where(g["busy_temp"].count() > 1),
-        "sm_clock_drop_max": g["drop"].max(), "gpu_power_drop_max": g["power_drop"].max(),
-        "throttle_power_frac_max": g["thr_power"].max(), "throttle_thermal_frac_max": g["thr_thermal"].max(),
-        "xid_max": g["xid"].max(), "ecc_dbe_increase": g["ecc"].sum(min_count=1),
-        "nvlink_crc_rate_max": g["crc"].max(), "xid_nvlink": g["xid_nvlink"].max(),
-        "nvlink_replay_rate_max": g["nvl_replay"].max(),
-        "nvlink_bw_ratio": sratio(g["nvl_w"].sum(min_count=1), g["nvl_p"].sum(min_count=1)),
-        "fb_used_frac_max": g["fb"].max(), "gpu_util_mean": g["busy_w"].mean(),
-        "gpu_util_ratio": sratio(g["before_w"].sum(min_count=1), g["before_p"].sum(min_count=1)),
-        "gpu_util_ratio_min": -g["neg_ratio"].max(), "gpu_util_cv_mean": g["util_cv"].mean(),
-        "gpu_util_low_frac_max": g["util_low"].max(),
-        "dcgm_coverage": g["util_n"].sum() / (g["util_n"].count().clip(lower=1) * max(n_rows, 1)),
-    })
-    for name, src in (("gpu_hot", "temp_p95"), ("gpu_slow", "drop"), ("gpu_xid", "xid"), ("gpu_crc", "crc"),
-                     ("gpu_fb", "fb")):
+    out = pd.DataFrame(
+        {
+            "gpu_temp_p95_max": g["temp_p95"].max(),
+            "gpu_temp_delta_max": g["temp_delta"].max(),
+            "gpu_temp_over_peers": (g["busy_temp"].max() - g["busy_temp"].median()).where(g["busy_temp"].count() > 1),
+            "sm_clock_drop_max": g["drop"].max(),
+            "gpu_power_drop_max": g["power_drop"].max(),
+            "throttle_power_frac_max": g["thr_power"].max(),
+            "throttle_thermal_frac_max": g["thr_thermal"].max(),
+            "xid_max": g["xid"].max(),
+            "ecc_dbe_increase": g["ecc"].sum(min_count=1),
+            "nvlink_crc_rate_max": g["crc"].max(),
+            "xid_nvlink": g["xid_nvlink"].max(),
+            "nvlink_replay_rate_max": g["nvl_replay"].max(),
+            "nvlink_bw_ratio": sratio(g["nvl_w"].sum(min_count=1), g["nvl_p"].sum(min_count=1)),
+            "fb_used_frac_max": g["fb"].max(),
+            "gpu_util_mean": g["busy_w"].mean(),
+            "gpu_util_ratio": sratio(g["before_w"].sum(min_count=1), g["before_p"].sum(min_count=1)),
+            "gpu_util_ratio_min": -g["neg_ratio"].max(),
+            "gpu_util_cv_mean": g["util_cv"].mean(),
+            "gpu_util_low_frac_max": g["util_low"].max(),
+            "dcgm_coverage": g["util_n"].sum() / (g["util_n"].count().clip(lower=1) * max(n_rows, 1)),
+        }
+    )
+    for name, src in (
+        ("gpu_hot", "temp_p95"),
+        ("gpu_slow", "drop"),
+        ("gpu_xid", "xid"),
+        ("gpu_crc", "crc"),
+        ("gpu_fb", "fb"),
+    ):
         valid = gpu[np.isfinite(gpu[src].to_numpy(dtype=np.float64))]
         top = valid.loc[valid.groupby("node")[src].idxmax()] if len(valid) else valid
         out[name] = top.set_index("node")["gpu"] if len(top) else ""
@@ -301,10 +356,12 @@ def _gpu_aggregates(gpu: pd.DataFrame, n_rows: int) -> pd.DataFrame:
     out["gpu_jobs"] = pairs.agg(",".join)
     jg = held.groupby("job")
     before = held[held["util_p"] > 20].groupby("job")
-    ctx = pd.DataFrame({
-        "job_multi_node": (jg["node"].nunique() > 1).astype(np.float64),
-        "job_util_ratio": sratio(before["util_w"].sum(), before["util_p"].sum()),
-        "job_util_ratio_spread": before["util_ratio"].std(ddof=0).where(before["util_ratio"].count() > 1),
-    })
+    ctx = pd.DataFrame(
+        {
+            "job_multi_node": (jg["node"].nunique() > 1).astype(np.float64),
+            "job_util_ratio": sratio(before["util_w"].sum(), before["util_p"].sum()),
+            "job_util_ratio_spread": before["util_ratio"].std(ddof=0).where(before["util_ratio"].count() > 1),
+        }
+    )
     out = out.reset_index().rename(columns={"index": "node"})
     return out.merge(ctx, left_on="job", right_index=True, how="left")

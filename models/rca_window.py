@@ -63,8 +63,11 @@ class WindowData:
         self._gpu_cache: dict[str, np.ndarray] = {}
         if frame is None:
             return
-        names = frame["__name__"].astype(str) if "__name__" in frame.columns else \
-            frame[ID].astype(str).str.replace(r"\{.*$", "", regex=True)
+        names = (
+            frame["__name__"].astype(str)
+            if "__name__" in frame.columns
+            else frame[ID].astype(str).str.replace(r"\{.*$", "", regex=True)
+        )
         stamps = pd.DatetimeIndex(pd.to_datetime(frame[TIME], utc=True)).as_unit("ns").asi8
         self.times, t_index = np.unique(stamps, return_inverse=True)
         label_cols = [c for c in frame.columns if c not in (ID, TIME, VALUE, "__name__")]

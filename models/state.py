@@ -144,8 +144,13 @@ class Encoder:
                     raise StateError(f"cannot store {path}: record field {name!r} has dtype {sub}")
                 fields.append([name, sub.str, int(offset)])
             raw = np.array(a, order="C").reshape(-1).view(np.uint8).reshape(*a.shape, dt.itemsize)
-            return {"$": "records", "fields": fields, "itemsize": int(dt.itemsize), "shape": shape,
-                    "ref": self._put(raw)}
+            return {
+                "$": "records",
+                "fields": fields,
+                "itemsize": int(dt.itemsize),
+                "shape": shape,
+                "ref": self._put(raw),
+            }
         if dt.kind in _NUMERIC:
             return {"$": "array", "dtype": dt.str, "shape": shape, "ref": self._put(a)}
         if dt.kind in _TIMES:
@@ -273,8 +278,9 @@ class Decoder:
             raise StateError(f"malformed state: no array {ref!r}")
         raw = np.asarray(self.arrays[ref])
         if raw.dtype != dtype or raw.shape != shape:
-            raise StateError(f"malformed state: array {ref} is {raw.dtype}{list(raw.shape)}, "
-                             f"described as {dtype}{list(shape)}")
+            raise StateError(
+                f"malformed state: array {ref} is {raw.dtype}{list(raw.shape)}, described as {dtype}{list(shape)}"
+            )
         self.used.add(ref)
         return np.array(raw, copy=True)
 
@@ -304,8 +310,14 @@ class Decoder:
         if type(itemsize) is not int or not all(isinstance(f, list) and len(f) == 3 for f in fields):
             raise StateError("malformed state: record array layout")
         # numeric fields only: the bytes can never become Python objects
-        dt = np.dtype({"names": [str(f[0]) for f in fields], "formats": [_dtype(f[1], _NUMERIC) for f in fields],
-                       "offsets": [_int_field(f[2]) for f in fields], "itemsize": itemsize})
+        dt = np.dtype(
+            {
+                "names": [str(f[0]) for f in fields],
+                "formats": [_dtype(f[1], _NUMERIC) for f in fields],
+                "offsets": [_int_field(f[2]) for f in fields],
+                "itemsize": itemsize,
+            }
+        )
         raw = self.take(node.get("ref"), np.dtype(np.uint8), (*shape, itemsize))
         return raw.reshape(-1).view(dt).reshape(shape)
 

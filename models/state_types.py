@@ -99,8 +99,9 @@ def _net_decode(state: Any, dec: Decoder) -> Any:
 def _ets_encode(result: Any, enc: Encoder, path: str) -> Any:
     model = result.model
     if model.initialization_method != "estimated" or model._has_fixed_params:
-        raise StateError(f"cannot store {path}: only ETS fits with estimated initial states and no fixed "
-                         "parameters can be stored")
+        raise StateError(
+            f"cannot store {path}: only ETS fits with estimated initial states and no fixed parameters can be stored"
+        )
     return {
         "endog": enc.value(np.asarray(model.endog, dtype=np.float64), f"{path}.model.endog"),
         "error": model.error,
@@ -196,8 +197,7 @@ TYPES: dict[str, StateType] = {
     "statsmodels.tsa.exponential_smoothing.ets.ETSResultsWrapper": StateType(
         "statsmodels.tsa.exponential_smoothing.ets", "ETSResultsWrapper", _ets_encode, _ets_decode
     ),
-    "sklearn._loss.loss.PinballLoss": StateType("sklearn._loss.loss", "PinballLoss", _pinball_encode,
-                                                _pinball_decode),
+    "sklearn._loss.loss.PinballLoss": StateType("sklearn._loss.loss", "PinballLoss", _pinball_encode, _pinball_decode),
     "numpy.random._generator.Generator": StateType("numpy.random", "Generator", _rng_encode, _rng_decode),
     "models.rca.RootCauseTree": StateType("models.rca", "RootCauseTree", _rca_encode, _rca_decode),
 }

@@ -63,7 +63,11 @@ def split_time(runs: pd.DataFrame, test_fraction: float) -> pd.Timestamp:
 
 
 def train_demand(
-    settings: Settings, runs: pd.DataFrame, job: DemandJob = DemandJob(), *, registry: ModelRegistry | None = None,
+    settings: Settings,
+    runs: pd.DataFrame,
+    job: DemandJob = DemandJob(),
+    *,
+    registry: ModelRegistry | None = None,
     queues: pd.DataFrame | None = None,
 ) -> DemandOutcome:
     """Fit, backtest, log and register one ``gpu-demand`` version; promote it if it beats the champion.
@@ -83,17 +87,23 @@ def train_demand(
     estimator = RunDemandModel(quantile=job.quantile, with_early=job.with_early, max_iter=job.max_iter)
     score = pinball_score(estimator.fit(feats[train]), feats[test])
     verdict = judge(
-        registry, DEMAND_FAMILY, score,
+        registry,
+        DEMAND_FAMILY,
+        score,
         lambda champion: pinball_score(clone(champion).fit(feats[train]), feats[test]),  # the same runs
-        margin=settings.mlflow.promotion_margin, metric="backtest pinball", data="the same runs", fmt=".5f",
+        margin=settings.mlflow.promotion_margin,
+        metric="backtest pinball",
+        data="the same runs",
+        fmt=".5f",
     )
     estimator.fit(feats)  # the served model sees every run
     hours = queue_hours_from_runs(runs) if queues is None else queues
     source = "runs active per hour" if queues is None else "queue demand series"
     try:
         estimator.fit_queues(hours, horizon_h=QUEUE_HORIZON_H)
-        queue_note = (f"next-{QUEUE_HORIZON_H} h peak per queue, fitted on {source} "
-                      f"({hours['series_id'].nunique()} queues)")
+        queue_note = (
+            f"next-{QUEUE_HORIZON_H} h peak per queue, fitted on {source} ({hours['series_id'].nunique()} queues)"
+        )
     except ValueError as exc:
         queue_note = f"none: {exc}"
     chosen = table[table["method"].str.startswith("gbr history+early" if job.with_early else "gbr history q")]
@@ -103,9 +113,16 @@ def train_demand(
     if verdict.rescored_score is not None:
         metrics["champion_backtest_pinball"] = verdict.rescored_score
     params = {
-        "quantile": job.quantile, "with_early": job.with_early, "target": job.target, "max_iter": job.max_iter,
-        "split": split.isoformat(), "runs": len(runs), "train_runs": int(train.sum()), "test_runs": int(test.sum()),
-        "data_start": runs["start"].min().isoformat(), "data_end": runs["end"].max().isoformat(),
+        "quantile": job.quantile,
+        "with_early": job.with_early,
+        "target": job.target,
+        "max_iter": job.max_iter,
+        "split": split.isoformat(),
+        "runs": len(runs),
+        "train_runs": int(train.sum()),
+        "test_runs": int(test.sum()),
+        "data_start": runs["start"].min().isoformat(),
+        "data_end": runs["end"].max().isoformat(),
         "queue_model": queue_note[:250],
     }
     card = (
@@ -118,10 +135,17 @@ def train_demand(
         table_csv = Path(tmp) / "backtest_methods.csv"
         table.to_csv(table_csv, index=False)
         info = registry.log_model(
-            DEMAND_FAMILY, estimator, kind="tabular", params=params, metrics=metrics,
-            tags={"git_revision": git_revision(), "promotion": verdict.reason}, artifacts=[table_csv],
-            texts={"model_card.md": card}, pip_requirements=("pandas", "numpy", "scikit-learn"),
+            DEMAND_FAMILY,
+            estimator,
+            kind="tabular",
+            params=params,
+            metrics=metrics,
+            tags={"git_revision": git_revision(), "promotion": verdict.reason},
+            artifacts=[table_csv],
+            texts={"model_card.md": card},
+            pip_requirements=("pandas", "numpy", "scikit-learn"),
         )
     promoted = settle(registry, DEMAND_FAMILY, info.version, verdict)
-    return DemandOutcome(info.version, promoted, score, verdict.champion_score, verdict.reason, table, metrics,
-                         queue_note)
+    return DemandOutcome(
+        info.version, promoted, score, verdict.champion_score, verdict.reason, table, metrics, queue_note
+    )

@@ -74,9 +74,7 @@ class ProcessExecutor:
         if len(items) <= 1:
             return [fn(item) for item in items]
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=get_context("spawn"), initializer=one_thread_each
-            )
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=get_context("spawn"), initializer=one_thread_each)
         return list(self._pool.map(fn, items))
 
     def close(self) -> None:

@@ -169,8 +169,13 @@ def evaluate(
                 freq=estimator.freq,
             )
             records = records_for_auto(
-                result, windows, int(estimator.windows), estimator.ensemble_sizes, estimator.rule(),
-                history=history, freq=estimator.freq,
+                result,
+                windows,
+                int(estimator.windows),
+                estimator.ensemble_sizes,
+                estimator.rule(),
+                history=history,
+                freq=estimator.freq,
             )
             records = records.assign(model=name)
         else:
@@ -240,8 +245,9 @@ def load_prometheus_history(
         frame: pd.DataFrame = cluster.source.query_range(query, start, end, pd.Timedelta(step))
         if frame.empty:
             where = "" if cluster.name is None else f" of cluster {cluster.name}"
-            raise InputError(f"Prometheus returned no samples for the {family} demand query{where} "
-                             f"between {start} and {end}")
+            raise InputError(
+                f"Prometheus returned no samples for the {family} demand query{where} between {start} and {end}"
+            )
         frame = _named(frame.copy(), family, query)
         if cluster.name is not None:
             frame[ID] = frame[ID].map(cluster.qualify)
@@ -262,12 +268,22 @@ def _named(frame: pd.DataFrame, family: str, query: str) -> pd.DataFrame:
     return frame
 
 
-def _fanned(estimator: BaseForecaster, history: pd.DataFrame, job: ForecastJob, *, name: str | None = None,
-            fit: bool = True) -> FannedOut:
+def _fanned(
+    estimator: BaseForecaster, history: pd.DataFrame, job: ForecastJob, *, name: str | None = None, fit: bool = True
+) -> FannedOut:
     """Backtest (and fit) chunk by chunk on the command's executor (``pipelines.fanout``)."""
     return fit_and_backtest(
-        estimator, history, horizon=job.horizon, windows=job.windows, step=job.origin_step, levels=job.levels,
-        name=name or job.model, chunk_size=job.chunk_size, fit=fit, backtest=evaluate, fit_final=_fit_final_model,
+        estimator,
+        history,
+        horizon=job.horizon,
+        windows=job.windows,
+        step=job.origin_step,
+        levels=job.levels,
+        name=name or job.model,
+        chunk_size=job.chunk_size,
+        fit=fit,
+        backtest=evaluate,
+        fit_final=_fit_final_model,
     )
 
 

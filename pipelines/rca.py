@@ -66,8 +66,10 @@ class RcaOutcome:
     notes: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        text = (f"macro-F1 {self.report.macro_f1:.3f}, top-1 {self.report.top1:.3f}, top-3 {self.report.top3:.3f}, "
-                f"healthy false alarms {self.report.false_alarm_rows:.3f} on {self.report.n_rows} held-out rows")
+        text = (
+            f"macro-F1 {self.report.macro_f1:.3f}, top-1 {self.report.top1:.3f}, top-3 {self.report.top3:.3f}, "
+            f"healthy false alarms {self.report.false_alarm_rows:.3f} on {self.report.n_rows} held-out rows"
+        )
         if self.version is not None:
             text += f"; registered {RCA_FAMILY} v{self.version} as challenger"
             text += ", promoted to champion" if self.promoted else ", champion kept"
@@ -87,8 +89,9 @@ def train_rca(settings: Settings, job: RcaJob, registry: ModelRegistry | None = 
         notes.append(f"{len(own)} rows from {job.incidents}")
     test = build_dataset(test_s, job.window, cache_dir=cache)
     # Like the bundled default: every droppable family masked on some rows and a tree fitted without each.
-    model = fit_rca(train, min_strength=MIN_TRAIN_STRENGTH, missing_groups=missing_groups(),
-                    missing_share=MISSING_SHARE)
+    model = fit_rca(
+        train, min_strength=MIN_TRAIN_STRENGTH, missing_groups=missing_groups(), missing_share=MISSING_SHARE
+    )
     report = evaluate(model, test)
     outcome = RcaOutcome(model=model, report=report, notes=notes)
     if job.save is not None:
@@ -99,23 +102,42 @@ def train_rca(settings: Settings, job: RcaJob, registry: ModelRegistry | None = 
     registry = registry or ModelRegistry(settings.mlflow)
     # The policy is lower-is-better: the challenger and the champion are compared on the error 1 - macro-F1.
     verdict = judge(
-        registry, RCA_FAMILY, 1 - report.macro_f1, lambda champion: 1 - evaluate(champion, test).macro_f1,
-        margin=settings.mlflow.promotion_margin, metric="held-out 1 - macro-F1", data="the same held-out scenarios",
+        registry,
+        RCA_FAMILY,
+        1 - report.macro_f1,
+        lambda champion: 1 - evaluate(champion, test).macro_f1,
+        margin=settings.mlflow.promotion_margin,
+        metric="held-out 1 - macro-F1",
+        data="the same held-out scenarios",
     )
     if verdict.rescored_score is not None:
         outcome.champion_macro_f1 = 1 - verdict.rescored_score
     elif verdict.champion_score is not None:  # a champion that could not be re-scored is kept: say why
         notes.append(verdict.reason)
-    params = {"window": str(job.window), "train_scenarios": ",".join(s.name for s in train_s),
-              "heldout_scenarios": ",".join(s.name for s in test_s), "min_train_strength": MIN_TRAIN_STRENGTH,
-              "ccp_alpha": model.ccp_alpha_, "depth": model.tree_.get_depth(), **model.get_params()}
-    card = (f"# {RCA_FAMILY}\nDecision tree over symptom windows ({job.window}).\n\n{outcome.summary()}\n"
-            f"Promotion: {verdict.reason}.\n\n"
-            f"## Per class (held out)\n\n```\n{report.per_class.round(3).to_string()}\n```\n")
-    info = registry.log_model(RCA_FAMILY, model, kind="tabular", params=params, metrics=report.metrics(),
-                              tags={"git_revision": git_revision(), "promotion": verdict.reason},
-                              texts={"model_card.md": card, "confusion.csv": report.confusion.to_csv()},
-                              pip_requirements=("pandas", "numpy", "scikit-learn", "gpu-capacity-predictor"))
+    params = {
+        "window": str(job.window),
+        "train_scenarios": ",".join(s.name for s in train_s),
+        "heldout_scenarios": ",".join(s.name for s in test_s),
+        "min_train_strength": MIN_TRAIN_STRENGTH,
+        "ccp_alpha": model.ccp_alpha_,
+        "depth": model.tree_.get_depth(),
+        **model.get_params(),
+    }
+    card = (
+        f"# {RCA_FAMILY}\nDecision tree over symptom windows ({job.window}).\n\n{outcome.summary()}\n"
+        f"Promotion: {verdict.reason}.\n\n"
+        f"## Per class (held out)\n\n```\n{report.per_class.round(3).to_string()}\n```\n"
+    )
+    info = registry.log_model(
+        RCA_FAMILY,
+        model,
+        kind="tabular",
+        params=params,
+        metrics=report.metrics(),
+        tags={"git_revision": git_revision(), "promotion": verdict.reason},
+        texts={"model_card.md": card, "confusion.csv": report.confusion.to_csv()},
+        pip_requirements=("pandas", "numpy", "scikit-learn", "gpu-capacity-predictor"),
+    )
     outcome.version = info.version
     outcome.promoted = settle(registry, RCA_FAMILY, info.version, verdict)
     return outcome

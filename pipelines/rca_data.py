@@ -91,10 +91,14 @@ class Scenario:
     @property
     def name(self) -> str:
         base = f"seed{self.seed}-n{self.nodes}-r{self.fault_rate_per_day:g}"
-        extra = [f"q{self.queues}" if self.queues else "", f"c{self.capability:g}" if self.capability < 1 else "",
-                 f"h{self.hot_gpus:g}" if self.hot_gpus else "", f"z{self.noisy_nodes:g}" if self.noisy_nodes else "",
-                 f"j{self.jobs_per_hour:g}" if self.jobs_per_hour != 25.0 else "",
-                 f"x{zlib.crc32(','.join(self.drop).encode()):08x}" if self.drop else ""]
+        extra = [
+            f"q{self.queues}" if self.queues else "",
+            f"c{self.capability:g}" if self.capability < 1 else "",
+            f"h{self.hot_gpus:g}" if self.hot_gpus else "",
+            f"z{self.noisy_nodes:g}" if self.noisy_nodes else "",
+            f"j{self.jobs_per_hour:g}" if self.jobs_per_hour != 25.0 else "",
+            f"x{zlib.crc32(','.join(self.drop).encode()):08x}" if self.drop else "",
+        ]
         return "-".join([base, *[e for e in extra if e]])
 
 
@@ -102,17 +106,27 @@ def simulate_scenario(s: Scenario) -> sim.SimResult:
     start = _START + pd.Timedelta(days=7 * (s.seed % 5))
     names = tuple(f"q{i:02d}" for i in range(s.queues)) if s.queues else None
     extra = {"queues": names, "queue_probs": 1 / np.arange(1, s.queues + 1)} if names else {}
-    jobs = sim.synthetic_jobs(start - pd.Timedelta(days=1), start + pd.Timedelta(days=s.days + 0.1), seed=s.seed,
-                              jobs_per_hour=s.jobs_per_hour * s.nodes / 8, **extra)  # type: ignore[arg-type]
-    settings = sim.SimSettings(start=start, weeks=s.days / 7, step_s=s.step_s, seed=s.seed,
-                               fault_rate_per_day=s.fault_rate_per_day, warmup_days=1)
+    jobs = sim.synthetic_jobs(
+        start - pd.Timedelta(days=1),
+        start + pd.Timedelta(days=s.days + 0.1),
+        seed=s.seed,
+        jobs_per_hour=s.jobs_per_hour * s.nodes / 8,
+        **extra,  # type: ignore[arg-type]
+    )
+    settings = sim.SimSettings(
+        start=start,
+        weeks=s.days / 7,
+        step_s=s.step_s,
+        seed=s.seed,
+        fault_rate_per_day=s.fault_rate_per_day,
+        warmup_days=1,
+    )
     cluster = sim.ClusterSpec.uniform(s.nodes)
     queues = None
     if s.capability < 1:
         total = cluster.n_gpus
         cap = max(8.0, round(s.capability * total))
-        queues = [sim.QueueSpec(q.name, q.weight, min(q.deserved, cap), cap)
-                  for q in sim.default_queues(jobs, total)]
+        queues = [sim.QueueSpec(q.name, q.weight, min(q.deserved, cap), cap) for q in sim.default_queues(jobs, total)]
     return sim.simulate(jobs, cluster, settings, queues=queues)
 
 
@@ -172,8 +186,7 @@ def _affected(fault: pd.Series) -> tuple[set[str], set[str]]:
     return job_nodes or {node}, set()
 
 
-def label_windows(features: pd.DataFrame, faults: pd.DataFrame, at: pd.Timestamp, window: pd.Timedelta
-                  ) -> pd.DataFrame:
+def label_windows(features: pd.DataFrame, faults: pd.DataFrame, at: pd.Timestamp, window: pd.Timedelta) -> pd.DataFrame:
     """``features`` of one window with ``label`` and ``strength`` columns; ambiguous rows removed."""
     w0, p0 = at - window, at - 2 * window
     label = np.full(len(features), HEALTHY, dtype=object)
@@ -203,8 +216,7 @@ def label_windows(features: pd.DataFrame, faults: pd.DataFrame, at: pd.Timestamp
     return out[keep & ~(drop & (best < 0.5))].reset_index(drop=True)
 
 
-def scenario_windows(s: Scenario, window: pd.Timedelta = WINDOW,
-                     every: pd.Timedelta | None = None) -> pd.DataFrame:
+def scenario_windows(s: Scenario, window: pd.Timedelta = WINDOW, every: pd.Timedelta | None = None) -> pd.DataFrame:
     """Every labelled candidate window of one simulated scenario."""
     result = simulate_scenario(s)
     data = perturb(to_window_data(result), s)
@@ -217,8 +229,14 @@ def scenario_windows(s: Scenario, window: pd.Timedelta = WINDOW,
         feats = window_features(data, at, window)
         rows.append(label_windows(feats, result.faults, at, window).assign(at=at))
     out = pd.concat(rows, ignore_index=True)
-    return out.assign(scenario=s.name, seed=s.seed, nodes=s.nodes, fault_rate=s.fault_rate_per_day,
-                      family=s.family or "default", missing=",".join(s.drop))
+    return out.assign(
+        scenario=s.name,
+        seed=s.seed,
+        nodes=s.nodes,
+        fault_rate=s.fault_rate_per_day,
+        family=s.family or "default",
+        missing=",".join(s.drop),
+    )
 
 
 def read_incidents(path: Path) -> pd.DataFrame:
@@ -234,16 +252,16 @@ def read_incidents(path: Path) -> pd.DataFrame:
     bad = ~frame["cause"].isin(CLASSES)
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise InputError(f"{path}: row {row + 2}: unknown cause {frame['cause'].iloc[row]!r} "
-                         f"(known: {', '.join(CLASSES)})")
+        raise InputError(
+            f"{path}: row {row + 2}: unknown cause {frame['cause'].iloc[row]!r} (known: {', '.join(CLASSES)})"
+        )
     for i, scope in enumerate(frame["scope"].astype(str)):
         if scope != "cluster" and not (scope.startswith(("node=", "queue=")) and len(scope.split("=", 1)[1]) > 0):
             raise InputError(f"{path}: row {i + 2}: scope {scope!r} is not node=NAME, queue=NAME or cluster")
     return frame
 
 
-def incident_windows(history: pd.DataFrame, incidents: pd.DataFrame,
-                     window: pd.Timedelta = WINDOW) -> pd.DataFrame:
+def incident_windows(history: pd.DataFrame, incidents: pd.DataFrame, window: pd.Timedelta = WINDOW) -> pd.DataFrame:
     """Labelled feature rows from a team's history frame and incidents table (only the named scopes)."""
     data = WindowData(history)
     rows = []
@@ -263,23 +281,32 @@ def incident_windows(history: pd.DataFrame, incidents: pd.DataFrame,
 # Held out by seed, cluster size and fault rate; faults weaker than MIN_TRAIN_STRENGTH are also held out
 # of training (the simulator draws each fault's strength in [0.3, 1.0]), so evaluation sees unseen
 # intensities too.
-TRAIN_SCENARIOS = tuple(Scenario(seed=s, nodes=n, fault_rate_per_day=r)
-                        for s, n, r in ((1, 6, 40), (2, 10, 40), (3, 8, 30), (4, 6, 60), (5, 10, 30), (6, 12, 40)))
-HELDOUT_SCENARIOS = tuple(Scenario(seed=s, nodes=n, fault_rate_per_day=r)
-                          for s, n, r in ((101, 16, 50), (102, 5, 80), (103, 9, 25)))
+TRAIN_SCENARIOS = tuple(
+    Scenario(seed=s, nodes=n, fault_rate_per_day=r)
+    for s, n, r in ((1, 6, 40), (2, 10, 40), (3, 8, 30), (4, 6, 60), (5, 10, 30), (6, 12, 40))
+)
+HELDOUT_SCENARIOS = tuple(
+    Scenario(seed=s, nodes=n, fault_rate_per_day=r) for s, n, r in ((101, 16, 50), (102, 5, 80), (103, 9, 25))
+)
 MIN_TRAIN_STRENGTH = 0.4
 
 
-def build_dataset(scenarios: Iterable[Scenario], window: pd.Timedelta = WINDOW,
-                  cache_dir: Path | None = None) -> pd.DataFrame:
+def build_dataset(
+    scenarios: Iterable[Scenario], window: pd.Timedelta = WINDOW, cache_dir: Path | None = None
+) -> pd.DataFrame:
     """Labelled windows of many scenarios; each scenario's rows cached as Parquet under ``cache_dir``."""
     scenarios = list(scenarios)
-    paths = [None if cache_dir is None else
-             cache_dir / f"{s.name}-d{s.days:g}-s{s.step_s}-w{int(window.total_seconds())}.parquet" for s in scenarios]
+    paths = [
+        None
+        if cache_dir is None
+        else cache_dir / f"{s.name}-d{s.days:g}-s{s.step_s}-w{int(window.total_seconds())}.parquet"
+        for s in scenarios
+    ]
     missing = [i for i, path in enumerate(paths) if path is None or not path.is_file()]
     # the simulations are the slow part: they run on the command's executor (serial unless retrain --ray/--processes)
-    made = dict(zip(missing, current_executor().map(_windows_of, [(scenarios[i], window) for i in missing]),
-                    strict=True))
+    made = dict(
+        zip(missing, current_executor().map(_windows_of, [(scenarios[i], window) for i in missing]), strict=True)
+    )
     parts = []
     for i, path in enumerate(paths):
         rows = made[i] if i in made or path is None else pd.read_parquet(path)

@@ -64,7 +64,7 @@ def _noisy_neighbours(data: WindowData, s: Perturbation, rng: np.random.Generato
         t = int(rng.integers(0, max(len(data.times) // 4, 1)))
         while t < len(data.times):
             length = int(rng.uniform(30, 90) * 60 / step)
-            extra[t:t + length] = rng.uniform(0.3, 0.6)
+            extra[t : t + length] = rng.uniform(0.3, 0.6)
             t += length + int(rng.uniform(60, 240) * 60 / step)
         for table, is_load in ((load, True), (cpu, False)):
             if table is None:

@@ -201,20 +201,41 @@ def atomic_path(path: Path, *, permissions: int | None = None, fsync: Fsync = os
 
 
 @overload
-def atomic_open(path: Path, mode: Literal["w", "wt"] = "w", *, encoding: str = "utf-8",
-                newline: str | None = None, buffering: int = -1, permissions: int | None = None,
-                fsync: Fsync = os.fsync) -> AbstractContextManager[TextIO]: ...
+def atomic_open(
+    path: Path,
+    mode: Literal["w", "wt"] = "w",
+    *,
+    encoding: str = "utf-8",
+    newline: str | None = None,
+    buffering: int = -1,
+    permissions: int | None = None,
+    fsync: Fsync = os.fsync,
+) -> AbstractContextManager[TextIO]: ...
 
 
 @overload
-def atomic_open(path: Path, mode: Literal["wb"], *, encoding: None = None, newline: None = None,
-                buffering: int = -1, permissions: int | None = None,
-                fsync: Fsync = os.fsync) -> AbstractContextManager[BinaryIO]: ...
+def atomic_open(
+    path: Path,
+    mode: Literal["wb"],
+    *,
+    encoding: None = None,
+    newline: None = None,
+    buffering: int = -1,
+    permissions: int | None = None,
+    fsync: Fsync = os.fsync,
+) -> AbstractContextManager[BinaryIO]: ...
 
 
-def atomic_open(path: Path, mode: str = "w", *, encoding: str | None = None, newline: str | None = None,
-                buffering: int = -1, permissions: int | None = None,
-                fsync: Fsync = os.fsync) -> AbstractContextManager[IO[Any]]:
+def atomic_open(
+    path: Path,
+    mode: str = "w",
+    *,
+    encoding: str | None = None,
+    newline: str | None = None,
+    buffering: int = -1,
+    permissions: int | None = None,
+    fsync: Fsync = os.fsync,
+) -> AbstractContextManager[IO[Any]]:
     """``open(path, mode)`` for writing a new version of ``path`` as a whole; use it with ``with``.
 
     Text mode (``"w"``) defaults to UTF-8. Only whole-file writes exist here: appending cannot be atomic.
@@ -227,11 +248,20 @@ def atomic_open(path: Path, mode: str = "w", *, encoding: str | None = None, new
 
 
 @contextmanager
-def _atomic_open(path: Path, mode: str, encoding: str | None, newline: str | None, buffering: int,
-                 permissions: int | None, fsync: Fsync) -> Iterator[IO[Any]]:
+def _atomic_open(
+    path: Path,
+    mode: str,
+    encoding: str | None,
+    newline: str | None,
+    buffering: int,
+    permissions: int | None,
+    fsync: Fsync,
+) -> Iterator[IO[Any]]:
     # The handle closes (flushing Python's buffer) before atomic_path fsyncs and renames.
-    with (atomic_path(path, permissions=permissions, fsync=fsync) as tmp,
-          tmp.open(mode, buffering=buffering, encoding=encoding, newline=newline) as handle):
+    with (
+        atomic_path(path, permissions=permissions, fsync=fsync) as tmp,
+        tmp.open(mode, buffering=buffering, encoding=encoding, newline=newline) as handle,
+    ):
         yield handle
 
 
@@ -242,14 +272,16 @@ def write_bytes(path: Path, data: bytes, *, permissions: int | None = None, fsyn
     return Path(path)
 
 
-def write_text(path: Path, text: str, *, encoding: str = "utf-8", permissions: int | None = None,
-               fsync: Fsync = os.fsync) -> Path:
+def write_text(
+    path: Path, text: str, *, encoding: str = "utf-8", permissions: int | None = None, fsync: Fsync = os.fsync
+) -> Path:
     """Replace ``path`` with ``text`` atomically, byte for byte (no newline translation); returns ``path``."""
     return write_bytes(path, text.encode(encoding), permissions=permissions, fsync=fsync)
 
 
 def _sync_files(paths: list[Path], fsync: Fsync, workers: int = 8) -> None:
     """``fsync`` every file, ``workers`` at a time (each opened only while it is synced)."""
+
     def sync(path: Path) -> None:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
@@ -281,8 +313,13 @@ def _signature(path: Path) -> Signature | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) if stat.S_ISREG(st.st_mode) else None
 
 
-def write_texts(files: Mapping[Path, str], *, encoding: str = "utf-8", fsync: Fsync = os.fsync,
-                memo: MutableMapping[Path, tuple[Signature, bytes]] | None = None) -> list[Path]:
+def write_texts(
+    files: Mapping[Path, str],
+    *,
+    encoding: str = "utf-8",
+    fsync: Fsync = os.fsync,
+    memo: MutableMapping[Path, tuple[Signature, bytes]] | None = None,
+) -> list[Path]:
     """Write many small files atomically each, skipping those whose bytes are already on disk.
 
     Why: a plan directory holds one file per queue and is rewritten every cycle; one ``write_text`` per

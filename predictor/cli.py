@@ -39,9 +39,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-train_app = typer.Typer(
-    help="Train a model family, backtest it and register it in MLflow.", no_args_is_help=True
-)
+train_app = typer.Typer(help="Train a model family, backtest it and register it in MLflow.", no_args_is_help=True)
 app.add_typer(train_app, name="train")
 
 

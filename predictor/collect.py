@@ -31,13 +31,23 @@ _FIELDS: list[tuple[str, str, str, str, float]] = [
     ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", "fb_free_bytes", 1 / _MIB),
     ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).", "fb_reserved_bytes", 1 / _MIB),
     ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", "power_mw", 1e-3),
-    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "unknown", "Total energy consumption since boot (in mJ).",
-     "energy_mj", 1.0),
+    (
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "unknown",
+        "Total energy consumption since boot (in mJ).",
+        "energy_mj",
+        1.0,
+    ),
     ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", "temperature_c", 1.0),
     ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", "sm_clock_mhz", 1.0),
     ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", "mem_clock_mhz", 1.0),
-    ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge", "Current clock throttle reasons (bitmask).",
-     "throttle_reasons", 1.0),
+    (
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        "gauge",
+        "Current clock throttle reasons (bitmask).",
+        "throttle_reasons",
+        1.0,
+    ),
     ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "unknown", "Total number of PCIe retries.", "pcie_replays", 1.0),
 ]
 
@@ -102,8 +112,14 @@ def print_once(backend: NvmlBackend, hostname: str | None = None) -> str:
     return generate_latest(registry).decode()
 
 
-def serve(backend: NvmlBackend, *, port: int, address: str = "0.0.0.0", interval_s: float = 15.0,  # noqa: S104
-          stop: threading.Event | None = None) -> None:
+def serve(
+    backend: NvmlBackend,
+    *,
+    port: int,
+    address: str = "0.0.0.0",  # noqa: S104
+    interval_s: float = 15.0,
+    stop: threading.Event | None = None,
+) -> None:
     """Serve ``/metrics`` until ``stop`` is set (forever by default), polling XID events every interval."""
     registry, collector = build_registry(backend)
     server, thread = start_http_server(port, addr=address, registry=registry)

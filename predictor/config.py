@@ -57,7 +57,8 @@ class PrometheusSettings(BaseModel):
         11_000, ge=2, le=11_000, description="Most points per series one range request may ask for."
     )
     cluster_label: str = Field(
-        "cluster", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$",
+        "cluster",
+        pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$",
         description="Label naming the cluster in a central store (Prometheus external_labels, Thanos, Mimir).",
     )
 
@@ -126,21 +127,35 @@ class XdpLoopSettings(BaseModel):
 
     enabled: bool = Field(False, description="Forecast each node's network load and publish XDP agent inputs.")
     targets: list[str] = Field(
-        default_factory=list, description="Steering target interfaces, the same on every node (what "
-        "`predictor xdp load --targets` loaded).")
-    capacity_bps: float = Field(25e9, gt=0, allow_inf_nan=False,
-                                description="Link capacity of each target, bits per second.")
-    node_label: str = Field("node", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$",
-                            description="Label naming the node on node_exporter series.")
+        default_factory=list,
+        description="Steering target interfaces, the same on every node (what `predictor xdp load --targets` loaded).",
+    )
+    capacity_bps: float = Field(
+        25e9, gt=0, allow_inf_nan=False, description="Link capacity of each target, bits per second."
+    )
+    node_label: str = Field(
+        "node", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$", description="Label naming the node on node_exporter series."
+    )
     exclude_devices: str = Field(
-        "lo|veth.*|cali.*|cilium.*|flannel.*|cni.*|docker.*|tunl.*|vxlan.*", min_length=1,
-        description="Regex of node_exporter devices that never carry steered traffic.")
-    lookback_h: float = Field(8 * 24, ge=24, le=60 * 24,
-                              description="Network history read each cycle (the forecaster uses the last 7 days).")
-    configmap: str = Field("predictor-xdp-inputs", min_length=1, max_length=253,
-                           description="ConfigMap the agents mount; the loop gets and patches it by name only.")
-    namespace: str = Field("gpu-capacity-predictor-node", min_length=1, max_length=63,
-                           description="Namespace of the ConfigMap (the node agents' own).")
+        "lo|veth.*|cali.*|cilium.*|flannel.*|cni.*|docker.*|tunl.*|vxlan.*",
+        min_length=1,
+        description="Regex of node_exporter devices that never carry steered traffic.",
+    )
+    lookback_h: float = Field(
+        8 * 24, ge=24, le=60 * 24, description="Network history read each cycle (the forecaster uses the last 7 days)."
+    )
+    configmap: str = Field(
+        "predictor-xdp-inputs",
+        min_length=1,
+        max_length=253,
+        description="ConfigMap the agents mount; the loop gets and patches it by name only.",
+    )
+    namespace: str = Field(
+        "gpu-capacity-predictor-node",
+        min_length=1,
+        max_length=63,
+        description="Namespace of the ConfigMap (the node agents' own).",
+    )
 
     @model_validator(mode="after")
     def _targets_when_enabled(self) -> XdpLoopSettings:
@@ -165,21 +180,31 @@ class LoopSettings(BaseModel):
     )
 
     lease_name: str = Field(
-        "gpu-capacity-predictor-loop", min_length=1, max_length=253,
+        "gpu-capacity-predictor-loop",
+        min_length=1,
+        max_length=253,
         description="coordination.k8s.io Lease that elects the one loop allowed to act in server-dry-run and "
         "apply modes (the RBAC grants get/update on this name only).",
     )
-    lease_namespace: str = Field("gpu-capacity-predictor", min_length=1, max_length=63,
-                                 description="Namespace of the leader Lease (the loop's own).")
+    lease_namespace: str = Field(
+        "gpu-capacity-predictor",
+        min_length=1,
+        max_length=63,
+        description="Namespace of the leader Lease (the loop's own).",
+    )
     xdp: XdpLoopSettings = Field(default_factory=XdpLoopSettings)  # type: ignore[arg-type]
     lease_duration_s: float = Field(
-        60.0, ge=5, le=3600,
+        60.0,
+        ge=5,
+        le=3600,
         description="leaseDurationSeconds: how long after its last renewal another loop may take the Lease. "
         "The holder renews it every cycle and every 20 s while it waits, so a dead loop is replaced within "
         "this time plus one interval.",
     )
     react_poll_s: float = Field(
-        60.0, ge=1, le=3600,
+        60.0,
+        ge=1,
+        le=3600,
         description="With planner.react_pending_gpus > 0: how often the leader reads queues and pending GPUs "
         "while it waits for the next interval slot, and re-plans at once when a queue has waited beyond its "
         "deserved for planner.react_after_s (predictor.loop.react). Unused while react_pending_gpus is 0.",
@@ -202,12 +227,17 @@ class ClusterSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(..., pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
-                      description="Cluster name (a DNS label): qualifies series, plans, audit records and metrics.")
+    name: str = Field(
+        ...,
+        pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+        description="Cluster name (a DNS label): qualifies series, plans, audit records and metrics.",
+    )
     label_value: str | None = Field(
-        None, min_length=1, description="Value of the cluster label in the central store (default: name).")
+        None, min_length=1, description="Value of the cluster label in the central store (default: name)."
+    )
     prometheus: PrometheusSettings | None = Field(
-        None, description="The cluster's own Prometheus; unset: the central store in the top-level section.")
+        None, description="The cluster's own Prometheus; unset: the central store in the top-level section."
+    )
     kube_context: str | None = Field(None, min_length=1, description="kubeconfig context of this cluster's API.")
     kubeconfig: Path | None = Field(None, description="kubeconfig file (default: in-cluster, then ~/.kube/config).")
 
@@ -240,8 +270,11 @@ def _move_deprecated_keys(data: dict[str, Any]) -> dict[str, Any]:
             target = target.model_dump(exclude_unset=True)
         if isinstance(target, Mapping):
             data[new_section] = {new_key: value, **target}
-        warnings.warn(f"settings key {old_section}.{old_key} is deprecated: use {new_section}.{new_key}",
-                      DeprecatedSettingWarning, stacklevel=2)
+        warnings.warn(
+            f"settings key {old_section}.{old_key} is deprecated: use {new_section}.{new_key}",
+            DeprecatedSettingWarning,
+            stacklevel=2,
+        )
     return data
 
 
@@ -280,9 +313,11 @@ class Settings(BaseSettings):
             if cluster.prometheus is None:
                 other = central.setdefault(cluster.selector_value, cluster.name)
                 if other != cluster.name:
-                    raise ValueError(f"clusters {other} and {cluster.name} both read "
-                                     f"{self.prometheus.cluster_label}=\"{cluster.selector_value}\" "
-                                     "from the central store (set label_value)")
+                    raise ValueError(
+                        f"clusters {other} and {cluster.name} both read "
+                        f'{self.prometheus.cluster_label}="{cluster.selector_value}" '
+                        "from the central store (set label_value)"
+                    )
         return self
 
     @classmethod

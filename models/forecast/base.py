@@ -129,9 +129,7 @@ class BaseForecaster(BaseEstimator):  # type: ignore[misc]
     def _points(self, horizon: int, levels: tuple[int, ...]) -> dict[str, PointForecast]:
         """Per series, the forecast ``predict`` returns, as arrays (clipped, NaN-free, nested bands)."""
         raw = self._predict_all(horizon, levels)
-        return {
-            sid: _tidy(*raw[sid], levels, fallback=self.last_values_[sid]) for sid in self.series_ids_
-        }
+        return {sid: _tidy(*raw[sid], levels, fallback=self.last_values_[sid]) for sid in self.series_ids_}
 
 
 def _column(parts: list[np.ndarray]) -> np.ndarray:

@@ -45,8 +45,9 @@ def chunk_series(history: pd.DataFrame, chunk_size: int = DEFAULT_CHUNK_SIZE) ->
 class ChunkedForecaster(BaseForecaster):
     """``estimator`` fitted separately on each chunk of series (see the module docstring)."""
 
-    def __init__(self, estimator: BaseForecaster | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
-                 freq: str = "1h") -> None:
+    def __init__(
+        self, estimator: BaseForecaster | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE, freq: str = "1h"
+    ) -> None:
         self.estimator = estimator
         self.chunk_size = chunk_size
         self.freq = freq
@@ -62,8 +63,10 @@ class ChunkedForecaster(BaseForecaster):
     def _fit_all(self, series: list[RegularSeries]) -> dict[str, Any]:
         """Serial fit, chunk by chunk (the fan-out fits the same chunks elsewhere and calls ``assemble``)."""
         frame = to_frame(series)
-        parts = [clone(self._template()).fit(frame[frame[ID].astype(str).isin(ids)])
-                 for ids in chunk_series(frame, self.chunk_size)]
+        parts = [
+            clone(self._template()).fit(frame[frame[ID].astype(str).isin(ids)])
+            for ids in chunk_series(frame, self.chunk_size)
+        ]
         self.parts_ = parts
         return {sid: index for index, part in enumerate(parts) for sid in part.series_ids_}
 

@@ -74,9 +74,7 @@ def member_scores(records: pd.DataFrame, members: list[str], levels: list[int]) 
     return out
 
 
-def member_halfwidths(
-    records: pd.DataFrame, members: list[str], levels: list[int]
-) -> dict[str, dict[int, np.ndarray]]:
+def member_halfwidths(records: pd.DataFrame, members: list[str], levels: list[int]) -> dict[str, dict[int, np.ndarray]]:
     """Per member and level: its band's half-width at each lead (index ``lead - 1``), averaged over the windows
     it was calibrated on (the rows ``member_scores`` scores; NaN at a lead with none). Only for the members
     whose shift is scaled to the served band."""

@@ -31,4 +31,3 @@ class Change:
         data["before"] = dict(self.before)
         data["after"] = dict(self.after)
         return data
-

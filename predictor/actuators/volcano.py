@@ -58,8 +58,11 @@ def connect(kubeconfig: Path | None = None, context: str | None = None) -> clien
     except ConfigException:
         try:
             config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=str(kubeconfig) if kubeconfig else None, context=context,
-                client_configuration=configuration, persist_config=False)
+                config_file=str(kubeconfig) if kubeconfig else None,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
         except (ConfigException, OSError) as exc:
             raise ActuatorError(f"cannot load Kubernetes credentials: {exc}".splitlines()[0]) from exc
     return client.ApiClient(configuration)
@@ -67,12 +70,17 @@ def connect(kubeconfig: Path | None = None, context: str | None = None) -> clien
 
 def _spec_values(spec: Mapping[str, Any], resources: Sequence[str]) -> dict[str, dict[str, float | None]]:
     """The three quota fields of ``resources`` from a spec, parsed (None where unset)."""
-    sources = {"deserved": spec.get("deserved") or {}, "capability": spec.get("capability") or {},
-               "guarantee": (spec.get("guarantee") or {}).get("resource") or {}}
+    sources = {
+        "deserved": spec.get("deserved") or {},
+        "capability": spec.get("capability") or {},
+        "guarantee": (spec.get("guarantee") or {}).get("resource") or {},
+    }
     out: dict[str, dict[str, float | None]] = {}
     for name in FIELDS:
-        out[name] = {r: (parse_quantity(sources[name][r], what=f"{name}[{r}]") if r in sources[name] else None)
-                     for r in resources}
+        out[name] = {
+            r: (parse_quantity(sources[name][r], what=f"{name}[{r}]") if r in sources[name] else None)
+            for r in resources
+        }
     return out
 
 
@@ -89,8 +97,14 @@ class VolcanoActuator:
 
     name = "volcano"
 
-    def __init__(self, api_client: client.ApiClient, *, timeout_s: float = 10.0, retries: int = 3,
-                 field_manager: str = "gpu-capacity-predictor") -> None:
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        timeout_s: float = 10.0,
+        retries: int = 3,
+        field_manager: str = "gpu-capacity-predictor",
+    ) -> None:
         self.api_client = api_client
         self.api = client.CustomObjectsApi(api_client)
         self.timeout_s = timeout_s
@@ -122,8 +136,9 @@ class VolcanoActuator:
         return data
 
     def get_queue(self, name: str) -> dict[str, Any]:
-        obj: dict[str, Any] = self._call(f"get queue {name}", self.api.get_cluster_custom_object,
-                                         GROUP, VERSION, PLURAL, name)
+        obj: dict[str, Any] = self._call(
+            f"get queue {name}", self.api.get_cluster_custom_object, GROUP, VERSION, PLURAL, name
+        )
         return obj
 
     # -- plan ----------------------------------------------------------------------------------------
@@ -138,7 +153,8 @@ class VolcanoActuator:
             before_spec: dict[str, Any] = {}
             # The quota values planned from: a changed field's "before", else its (unchanged) desired value.
             planned: dict[str, dict[str, float | None]] = {
-                f: {r: state.get(f).get(r) for r in resources} for f in FIELDS}
+                f: {r: state.get(f).get(r) for r in resources} for f in FIELDS
+            }
             for c in desired.changes:
                 if c.queue != queue:
                     continue
@@ -146,13 +162,26 @@ class VolcanoActuator:
                     before_spec["weight"] = int(c.before or 1)
                 elif c.resource in resources:
                     planned[c.field][c.resource] = c.before
-            reasons = "; ".join(f"{c.field}[{c.resource}] {c.before}→{c.after}: {c.reason}"
-                                for c in desired.changes if c.queue == queue and c.field != "weight")
-            changes.append(Change(
-                actuator=self.name, target=queue, action="patch-queue",
-                before={"resourceVersion": state.resource_version, "resources": resources, "spec": before_spec,
-                        "planned": planned},
-                after={"spec": after}, reason=reasons))
+            reasons = "; ".join(
+                f"{c.field}[{c.resource}] {c.before}→{c.after}: {c.reason}"
+                for c in desired.changes
+                if c.queue == queue and c.field != "weight"
+            )
+            changes.append(
+                Change(
+                    actuator=self.name,
+                    target=queue,
+                    action="patch-queue",
+                    before={
+                        "resourceVersion": state.resource_version,
+                        "resources": resources,
+                        "spec": before_spec,
+                        "planned": planned,
+                    },
+                    after={"spec": after},
+                    reason=reasons,
+                )
+            )
         return changes
 
     # -- apply ---------------------------------------------------------------------------------------
@@ -160,8 +189,14 @@ class VolcanoActuator:
         """Patch every queue (``dryRun=All`` when ``dry_run``); returns the changes that went through."""
         return [o.change for o in self.apply_all(changes, dry_run=dry_run) if o.outcome in ("applied", "dry-run-ok")]
 
-    def apply_all(self, changes: Sequence[Change], *, dry_run: bool = True, parents: Mapping[str, str | None]
-                  | None = None, on_intent: Callable[[Change], None] | None = None) -> list[Outcome]:
+    def apply_all(
+        self,
+        changes: Sequence[Change],
+        *,
+        dry_run: bool = True,
+        parents: Mapping[str, str | None] | None = None,
+        on_intent: Callable[[Change], None] | None = None,
+    ) -> list[Outcome]:
         """Patch in a safe order and report every queue's outcome; ``on_intent(change)`` runs before a send."""
         parents = parents or {}
         growing = {c.target for c in changes if _grows(c)}
@@ -197,8 +232,9 @@ class VolcanoActuator:
                 return Outcome(change, "failed", last)
             meta = live.get("metadata") or {}
             spec = live.get("spec") or {}
-            if _spec_values(spec, resources) == _spec_values(after_spec, resources) and \
-                    all(spec.get(k) == v for k, v in after_spec.items() if k == "weight"):
+            if _spec_values(spec, resources) == _spec_values(after_spec, resources) and all(
+                spec.get(k) == v for k, v in after_spec.items() if k == "weight"
+            ):
                 return Outcome(change, "dry-run-ok" if dry_run else "applied", "live queue already as desired")
             if version is not None and meta.get("resourceVersion") != version:
                 problem = self._still_safe(change, live, resources)
@@ -212,9 +248,18 @@ class VolcanoActuator:
             except ActuatorError as exc:
                 return Outcome(change, "rejected", f"not sent: {exc}")
             try:
-                self._call(f"patch queue {name}", self.api.patch_cluster_custom_object, GROUP, VERSION, PLURAL,
-                           name, body, dry_run="All" if dry_run else None, field_manager=self.field_manager,
-                           _content_type=MERGE_PATCH)
+                self._call(
+                    f"patch queue {name}",
+                    self.api.patch_cluster_custom_object,
+                    GROUP,
+                    VERSION,
+                    PLURAL,
+                    name,
+                    body,
+                    dry_run="All" if dry_run else None,
+                    field_manager=self.field_manager,
+                    _content_type=MERGE_PATCH,
+                )
             except TemporaryActuatorError as exc:
                 last = str(exc)  # 409, timeout, 5xx: re-read and decide again (resourceVersion keeps it idempotent)
                 continue
@@ -276,8 +321,9 @@ def _is_queue_file(path: Path) -> bool:
         obj = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return False
-    return isinstance(obj, dict) and obj.get("kind") == "Queue" and str(obj.get("apiVersion", "")).startswith(
-        f"{GROUP}/")
+    return (
+        isinstance(obj, dict) and obj.get("kind") == "Queue" and str(obj.get("apiVersion", "")).startswith(f"{GROUP}/")
+    )
 
 
 @dataclass
@@ -303,8 +349,14 @@ def _content(live: Mapping[str, Any], state: Any, changes: Sequence[Any]) -> str
     return _KEY.encode(live) + repr(state) + repr(changes)
 
 
-def write_plan_dir(plan: QueuePlan, live: Sequence[Mapping[str, Any]], out: Path, *,
-                   models: Mapping[str, str] | None = None, memo: PlanDirMemo | None = None) -> Path:
+def write_plan_dir(
+    plan: QueuePlan,
+    live: Sequence[Mapping[str, Any]],
+    out: Path,
+    *,
+    models: Mapping[str, str] | None = None,
+    memo: PlanDirMemo | None = None,
+) -> Path:
     """``out/plan.json`` and ``out/queues/<name>.yaml`` (full desired object per managed queue), atomically.
 
     Each file goes through ``predictor.atomicio``; every name is a checked queue name placed with
@@ -348,8 +400,11 @@ def write_plan_dir(plan: QueuePlan, live: Sequence[Mapping[str, Any]], out: Path
         memo.texts = texts
     written = {path.name for path in files}
     if directory.is_dir():
-        stale = [p for p in directory.glob("*.yaml")
-                 if p.name not in written and p.is_file() and not p.is_symlink() and _is_queue_file(p)]
+        stale = [
+            p
+            for p in directory.glob("*.yaml")
+            if p.name not in written and p.is_file() and not p.is_symlink() and _is_queue_file(p)
+        ]
         for path in stale:
             path.unlink(missing_ok=True)
         if stale:

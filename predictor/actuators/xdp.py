@@ -57,6 +57,7 @@ __all__ = [
     "load",
 ]
 
+
 @dataclass
 class XdpStatus:
     """What ``predictor xdp status --json`` prints."""
@@ -396,4 +397,3 @@ def load(
         if obj is not None:
             obj.close()
     return actuator
-

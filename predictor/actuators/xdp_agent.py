@@ -46,8 +46,15 @@ __all__ = [
 ]
 
 # Why a cycle held the datapath as it is (the ``reason`` label of predictor_xdp_agent_holding).
-HOLD_REASONS = ("not_loaded", "unsupported", "unreadable", "inputs_unreadable", "inputs_invalid", "stale_inputs",
-                "apply_failed")
+HOLD_REASONS = (
+    "not_loaded",
+    "unsupported",
+    "unreadable",
+    "inputs_unreadable",
+    "inputs_invalid",
+    "stale_inputs",
+    "apply_failed",
+)
 CLOCK_SKEW_S = 300.0  # inputs dated further ahead than this are invalid (a wrong clock, not a forecast)
 
 
@@ -69,8 +76,10 @@ class ForecastInputs(BaseModel):
     distributed_share: float = Field(0.0, ge=0, le=1)
     ingest_share: float = Field(0.0, ge=0, le=1)
     node: str | None = Field(None, description="The node these inputs are for; another node's inputs are refused.")
-    queues: dict[str, float] = Field(default_factory=dict, description="GPUs of running pods per queue on "
-                                     "the node (the job mix the shares come from; informational).")
+    queues: dict[str, float] = Field(
+        default_factory=dict,
+        description="GPUs of running pods per queue on the node (the job mix the shares come from; informational).",
+    )
     forecaster: str | None = Field(None, description="What forecast the network load (informational).")
 
 
@@ -123,9 +132,7 @@ def _current_profile(actuator: XdpActuator) -> Profile | None:
     status = actuator.status()
     if status.active_profile is None or not any(status.weights.values()):
         return None
-    return Profile(
-        name=status.active_profile, weights=status.weights, observe=status.observe, sticky=status.sticky
-    )
+    return Profile(name=status.active_profile, weights=status.weights, observe=status.observe, sticky=status.sticky)
 
 
 def _held(now: datetime, reason: str, exc: Exception, profile: str | None = None) -> CycleResult:
@@ -153,9 +160,14 @@ def agent_cycle(settings: AgentSettings, actuator: XdpActuator, now: datetime) -
     if problem:
         return _held(now, "inputs_invalid", InputError(f"forecast inputs {settings.inputs}: {problem}"))
     if age > settings.policy.stale_after_s:
-        return _held(now, "stale_inputs", InputError(
-            f"forecast inputs {settings.inputs} are {age:.0f} s old (policy.stale_after_s "
-            f"{settings.policy.stale_after_s:g}): holding the current profile"))
+        return _held(
+            now,
+            "stale_inputs",
+            InputError(
+                f"forecast inputs {settings.inputs} are {age:.0f} s old (policy.stale_after_s "
+                f"{settings.policy.stale_after_s:g}): holding the current profile"
+            ),
+        )
     try:
         profile = choose_profile(
             settings.node,

@@ -36,7 +36,8 @@ class XdpStatsCollector(Collector):
     def _holding(self, state: AgentState) -> GaugeMetricFamily:
         # One series per reason (1 for the current one), so an alert or a panel needs no absent() tricks.
         holding = GaugeMetricFamily(
-            "predictor_xdp_agent_holding", "1 for the reason the agent's last cycle held the datapath as it is.",
+            "predictor_xdp_agent_holding",
+            "1 for the reason the agent's last cycle held the datapath as it is.",
             labels=["node", "reason"],
         )
         for reason in HOLD_REASONS:
@@ -57,20 +58,23 @@ class XdpStatsCollector(Collector):
         iface = status.iface or ""
         profile = status.active_profile or ""
         targets = CounterMetricFamily(
-            "predictor_xdp_target_packets", "Packets redirected to each target (all CPUs).",
+            "predictor_xdp_target_packets",
+            "Packets redirected to each target (all CPUs).",
             labels=["node", "iface", "target", "profile"],
         )
         for target, packets in sorted(status.stats.items()):
             targets.add_metric([self.node, iface, target, profile], float(packets))
         yield targets
         passed = CounterMetricFamily(
-            "predictor_xdp_passed_packets", "Packets passed to the stack (not steered, unparsed or observed).",
+            "predictor_xdp_passed_packets",
+            "Packets passed to the stack (not steered, unparsed or observed).",
             labels=["node", "iface"],
         )
         passed.add_metric([self.node, iface], float(status.passed + status.unparsed))
         yield passed
-        info = GaugeMetricFamily("predictor_xdp_active_profile_info", "The active profile (value 1).",
-                                 labels=["node", "iface", "profile"])
+        info = GaugeMetricFamily(
+            "predictor_xdp_active_profile_info", "The active profile (value 1).", labels=["node", "iface", "profile"]
+        )
         if profile:
             info.add_metric([self.node, iface, profile], 1.0)
         yield info

@@ -33,10 +33,7 @@ def settings_from(ctx: typer.Context, *, config: Path | None = None, **overrides
     option, which it replaces when both are given. A deprecated settings key is reported as one line.
     """
     state: CliState = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
-    cleaned = {
-        section: {k: v for k, v in values.items() if v is not None}
-        for section, values in overrides.items()
-    }
+    cleaned = {section: {k: v for k, v in values.items() if v is not None} for section, values in overrides.items()}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DeprecatedSettingWarning)
         settings = load_settings(config or state.config, **{k: v for k, v in cleaned.items() if v})

@@ -43,8 +43,10 @@ def check_cluster_option(settings: Settings, only: list[str] | None, history: Pa
 
     check_names(settings, only)
     if only and history is not None:
-        raise InputError(f"--cluster {' '.join(only)} with --history {history}: --cluster picks the clusters "
-                         "read from Prometheus; a --history file is read whole")
+        raise InputError(
+            f"--cluster {' '.join(only)} with --history {history}: --cluster picks the clusters "
+            "read from Prometheus; a --history file is read whole"
+        )
 
 
 def with_cluster(frame: pd.DataFrame, cluster: str | None) -> pd.DataFrame:
@@ -52,4 +54,5 @@ def with_cluster(frame: pd.DataFrame, cluster: str | None) -> pd.DataFrame:
     if cluster is None:
         return frame
     return frame.drop(columns=[CLUSTER_COLUMN], errors="ignore").assign(**{CLUSTER_COLUMN: cluster})[
-        [CLUSTER_COLUMN, *(c for c in frame.columns if c != CLUSTER_COLUMN)]]
+        [CLUSTER_COLUMN, *(c for c in frame.columns if c != CLUSTER_COLUMN)]
+    ]

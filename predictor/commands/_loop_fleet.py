@@ -27,8 +27,15 @@ if TYPE_CHECKING:
 __all__ = ["fleet_loop", "run_fleet_once"]
 
 
-def fleet_loop(settings: Settings, *, history: Path | None, queues: Path | None, model: str | None,
-               kubeconfig: Path | None, pending: Path | None) -> FleetLoop:
+def fleet_loop(
+    settings: Settings,
+    *,
+    history: Path | None,
+    queues: Path | None,
+    model: str | None,
+    kubeconfig: Path | None,
+    pending: Path | None,
+) -> FleetLoop:
     """One ``Loop`` per listed cluster, sharing the forecaster, the audit log and the local lock."""
     from predictor.actuators.audit import AuditLog
     from predictor.actuators.volcano import VolcanoActuator, connect
@@ -39,10 +46,15 @@ def fleet_loop(settings: Settings, *, history: Path | None, queues: Path | None,
     from predictor.sources.clusters import cluster_sources
 
     if queues is not None:
-        raise InputError("--queues holds one cluster's queues: with clusters listed in the settings each "
-                         "cluster's queues come from its own API (kube_context)")
-    metrics = FleetMetrics([c.name for c in settings.clusters], ready_within_s=settings.loop.ready_within_s,
-                           label_values={c.name: c.selector_value for c in settings.clusters})
+        raise InputError(
+            "--queues holds one cluster's queues: with clusters listed in the settings each "
+            "cluster's queues come from its own API (kube_context)"
+        )
+    metrics = FleetMetrics(
+        [c.name for c in settings.clusters],
+        ready_within_s=settings.loop.ready_within_s,
+        label_values={c.name: c.selector_value for c in settings.clusters},
+    )
     served = parts.forecaster(settings, model)
     if isinstance(served, ReportsServing):  # the model in memory is the process's: reported once
         served.report_to(metrics.served)
@@ -59,10 +71,20 @@ def fleet_loop(settings: Settings, *, history: Path | None, queues: Path | None,
         actuator = VolcanoActuator(api)
         own = cluster_settings(settings, name)
         jobs = _jobs(pending, history, name, member.source)
-        loop = Loop(own, cluster=KubeCluster(actuator), history=_history(history, name, member.source),
-                    forecaster=QualifiedForecaster(served, name), actuator=actuator, lease=parts.lease(own, actuator),
-                    workload=_workload(history, member.source), demand=parts.demand(settings, jobs),
-                    metrics=metrics.clusters[name], name=name, lock=lock, audit=audit)
+        loop = Loop(
+            own,
+            cluster=KubeCluster(actuator),
+            history=_history(history, name, member.source),
+            forecaster=QualifiedForecaster(served, name),
+            actuator=actuator,
+            lease=parts.lease(own, actuator),
+            workload=_workload(history, member.source),
+            demand=parts.demand(settings, jobs),
+            metrics=metrics.clusters[name],
+            name=name,
+            lock=lock,
+            audit=audit,
+        )
         parts.wire_xdp(loop, own, actuator, source=member.source)
         loops.append(loop)
     return FleetLoop(loops, lock=lock, metrics=metrics)
@@ -112,15 +134,29 @@ def run_fleet_once(fleet: FleetLoop, settings: Settings, *, force: bool) -> None
             notes.append(f"{name}: failed: {report.failed.get(name, '')}")
             continue
         held = Counter(h.code for h in done.plan.held) if done.plan else Counter()
-        result = "standing by" if done.standby else "already done" if done.skipped else \
-            f"held: {done.hold[0]}" if done.hold else "ok"
-        table.add_row(name, done.cycle, str(len(done.plan.changes) if done.plan else 0),
-                      ", ".join(f"{code} {n}" for code, n in sorted(held.items())), result)
+        result = (
+            "standing by"
+            if done.standby
+            else "already done"
+            if done.skipped
+            else f"held: {done.hold[0]}"
+            if done.hold
+            else "ok"
+        )
+        table.add_row(
+            name,
+            done.cycle,
+            str(len(done.plan.changes) if done.plan else 0),
+            ", ".join(f"{code} {n}" for code, n in sorted(held.items())),
+            result,
+        )
         if done.standby or done.hold:
             notes.append(f"{name}: {done.standby or (done.hold[1] if done.hold else '')}")
     console.print(table)
     for note in notes:
         console.print(note, markup=False, highlight=False, soft_wrap=True)
     if report.failed:
-        raise ActuatorError(f"{len(report.failed)} of {len(fleet.loops)} clusters failed their cycle: "
-                            f"{', '.join(sorted(report.failed))} (the others ran; see {settings.actuators.audit_log})")
+        raise ActuatorError(
+            f"{len(report.failed)} of {len(fleet.loops)} clusters failed their cycle: "
+            f"{', '.join(sorted(report.failed))} (the others ran; see {settings.actuators.audit_log})"
+        )

@@ -51,12 +51,17 @@ def lease(settings: Settings, actuator: VolcanoActuator | None) -> LeaseLock | N
         return None
     from predictor.loop.leader import LeaseLock
 
-    return LeaseLock(actuator.api_client, name=settings.loop.lease_name,
-                     namespace=settings.loop.lease_namespace, duration_s=settings.loop.lease_duration_s)
+    return LeaseLock(
+        actuator.api_client,
+        name=settings.loop.lease_name,
+        namespace=settings.loop.lease_namespace,
+        duration_s=settings.loop.lease_duration_s,
+    )
 
 
-def wire_xdp(loop: Loop, settings: Settings, actuator: VolcanoActuator | None,
-              source: MetricSource | None = None) -> None:
+def wire_xdp(
+    loop: Loop, settings: Settings, actuator: VolcanoActuator | None, source: MetricSource | None = None
+) -> None:
     """``loop.xdp.enabled``: publish the XDP agents' inputs each cycle (files; the ConfigMap outside plan mode).
 
     ``source``: where the nodes' metrics are (a fleet's cluster); default: the top-level Prometheus.

@@ -39,9 +39,7 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         retries: Annotated[
             int | None, typer.Option("--retries", help="Retries of transient failures (overrides config).")
         ] = None,
-        timeout: Annotated[
-            float | None, typer.Option("--timeout", help="Per-request timeout in seconds.")
-        ] = None,
+        timeout: Annotated[float | None, typer.Option("--timeout", help="Per-request timeout in seconds.")] = None,
         cluster: ClusterOpt = None,
     ) -> None:
         """Export a PromQL range query as a long frame (series_id, timestamp, value, labels).
@@ -56,9 +54,7 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         if end_at < start_at:
             raise InputError(f"--end {end} is before --start {start}")
         step_td = parse_duration(step, name="--step")
-        settings = settings_from(
-            ctx, prometheus={"url": prometheus_url, "retries": retries, "timeout_s": timeout}
-        )
+        settings = settings_from(ctx, prometheus={"url": prometheus_url, "retries": retries, "timeout_s": timeout})
         frame = _fleet_frame(settings, cluster, query, start_at, end_at, step_td)
         write_frame(frame, out)
         console.print(
@@ -67,8 +63,9 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         )
 
 
-def _fleet_frame(settings: Settings, only: list[str] | None, query: str, start: pd.Timestamp, end: pd.Timestamp,
-                 step: pd.Timedelta) -> pd.DataFrame:
+def _fleet_frame(
+    settings: Settings, only: list[str] | None, query: str, start: pd.Timestamp, end: pd.Timestamp, step: pd.Timedelta
+) -> pd.DataFrame:
     """The query's answer in every cluster, one frame (today's frame unchanged when no clusters are listed)."""
     import pandas as pd
 

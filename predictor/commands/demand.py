@@ -43,12 +43,16 @@ def jobs_reader(settings: Settings, pending: Path | None, history: Path | None) 
 
 def demand_command(
     ctx: typer.Context,
-    out: Annotated[Path, typer.Option("--out", help="File to write (.csv or .parquet): the input of "
-                                                    "`predictor plan --demand`.")],
-    history: Annotated[Path | None, typer.Option("--history", help="Per-queue demand history file instead of "
-                                                                    "Prometheus.")] = None,
-    pending: Annotated[Path | None, typer.Option("--pending", help="Pending GPUs per queue (series_id, timestamp, "
-                                                                    "value) instead of Prometheus.")] = None,
+    out: Annotated[
+        Path, typer.Option("--out", help="File to write (.csv or .parquet): the input of `predictor plan --demand`.")
+    ],
+    history: Annotated[
+        Path | None, typer.Option("--history", help="Per-queue demand history file instead of Prometheus.")
+    ] = None,
+    pending: Annotated[
+        Path | None,
+        typer.Option("--pending", help="Pending GPUs per queue (series_id, timestamp, value) instead of Prometheus."),
+    ] = None,
     now: Annotated[str | None, typer.Option("--now", help="Prediction time (default: now).")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="Settings file (replaces the global one).")] = None,
 ) -> None:
@@ -68,14 +72,17 @@ def demand_command(
     at = parse_time(now, name="--now") if now else pd.Timestamp.now(tz="UTC")
     jobs = jobs_reader(settings, pending, history)
     if jobs is None:
-        raise InputError("--history is a file: give the pending jobs with --pending too (or read both from "
-                         "Prometheus), since demand without job data is unknown")
+        raise InputError(
+            "--history is a file: give the pending jobs with --pending too (or read both from "
+            "Prometheus), since demand without job data is unknown"
+        )
     if pending is not None:
         jobs.pending(at)  # a bad --pending file is named even when no champion would have read it
     _check_local_store(settings.mlflow.tracking_uri)
     frame = _history(settings, history).history(at)
     prediction = RegistryDemand(ModelRegistry(settings.mlflow), jobs, resource=settings.planner.resource).demand(
-        frame, at)
+        frame, at
+    )
     if not prediction.versions:  # the loop would plan on the forecast alone; this command has nothing to write
         why = next(iter(prediction.unknown.values()), f"no champion for {DEMAND_FAMILY} could be read")
         raise InputError(f"no {DEMAND_FAMILY} model served ({settings.mlflow.tracking_uri}): {why}; nothing written")
@@ -91,8 +98,10 @@ def _check_local_store(uri: str) -> None:
     if uri.startswith("sqlite:///") and uri != "sqlite:///:memory:":
         path = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
         if not path.is_file():
-            raise InputError(f"mlflow.tracking_uri {uri}: no such database file {path} (train a model first, or "
-                             "set PREDICTOR_MLFLOW__TRACKING_URI)")
+            raise InputError(
+                f"mlflow.tracking_uri {uri}: no such database file {path} (train a model first, or "
+                "set PREDICTOR_MLFLOW__TRACKING_URI)"
+            )
 
 
 def _history(settings: Settings, history: Path | None) -> HistoryReader:

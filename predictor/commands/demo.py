@@ -85,10 +85,12 @@ def _queue_demand(demand: pd.DataFrame, allocated: pd.DataFrame) -> tuple[pd.Dat
 
     both = demand.merge(allocated, on=["series_id", "timestamp"], how="left", suffixes=("", "_alloc"))
     pending = (both["value"] - both["value_alloc"]).clip(lower=0)
-    train = pd.DataFrame({"series_id": both["series_id"], "timestamp": both["timestamp"], "demand": both["value"],
-                          "pending": pending})
-    return train, pd.DataFrame({"series_id": both["series_id"], "timestamp": both["timestamp"],
-                                "value": pending}).dropna()
+    train = pd.DataFrame(
+        {"series_id": both["series_id"], "timestamp": both["timestamp"], "demand": both["value"], "pending": pending}
+    )
+    return train, pd.DataFrame(
+        {"series_id": both["series_id"], "timestamp": both["timestamp"], "value": pending}
+    ).dropna()
 
 
 def train_rca_stage(ctx: DemoContext) -> StageResult:
@@ -120,10 +122,13 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         out: Annotated[Path, typer.Option("--out", help="Directory for everything the demo writes.")] = Path(
             "demo-out"
         ),
-        prometheus_url: Annotated[str | None, typer.Option("--prometheus-url", help="Read history from this "
-                                                           "Prometheus instead of simulating.")] = None,
-        tracking_uri: Annotated[str | None, typer.Option("--tracking-uri", help="MLflow tracking URI instead of "
-                                                         "DIR/mlflow.db.")] = None,
+        prometheus_url: Annotated[
+            str | None,
+            typer.Option("--prometheus-url", help="Read history from this Prometheus instead of simulating."),
+        ] = None,
+        tracking_uri: Annotated[
+            str | None, typer.Option("--tracking-uri", help="MLflow tracking URI instead of DIR/mlflow.db.")
+        ] = None,
         weeks: Annotated[float, typer.Option("--weeks", min=3, max=12, help="Weeks to simulate.")] = 5.0,
         nodes: Annotated[int, typer.Option("--nodes", min=2, max=128, help="8-GPU nodes to simulate.")] = 16,
     ) -> None:
@@ -131,17 +136,25 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         out.mkdir(parents=True, exist_ok=True)
-        mlflow: dict[str, str] = {"tracking_uri": tracking_uri} if tracking_uri else {
-            # Local default: the sqlite store and its artifacts both under DIR (not ./mlruns of the cwd).
-            "tracking_uri": f"sqlite:///{(out / 'mlflow.db').resolve()}",
-            "artifact_location": (out / "mlruns").resolve().as_uri(),
-        }
+        mlflow: dict[str, str] = (
+            {"tracking_uri": tracking_uri}
+            if tracking_uri
+            else {
+                # Local default: the sqlite store and its artifacts both under DIR (not ./mlruns of the cwd).
+                "tracking_uri": f"sqlite:///{(out / 'mlflow.db').resolve()}",
+                "artifact_location": (out / "mlruns").resolve().as_uri(),
+            }
+        )
         settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow=mlflow)
-        demo_ctx = DemoContext(out=out, settings=settings,
-                               options={"prometheus_url": prometheus_url, "sim": {"weeks": weeks, "nodes": nodes}})
+        demo_ctx = DemoContext(
+            out=out,
+            settings=settings,
+            options={"prometheus_url": prometheus_url, "sim": {"weeks": weeks, "nodes": nodes}},
+        )
         started = time.perf_counter()
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
-                      transient=True) as bar:
+        with Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
+        ) as bar:
             task = bar.add_task("starting", total=None)
             demo_ctx.progress = lambda text: bar.update(task, description=text)
 
@@ -150,8 +163,11 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
 
             def done(stage: Stage, result: StageResult) -> None:
                 mark = {"done": "✓", "reused": "✓", "failed": "✗"}.get(result.status, "·")
-                bar.console.print(f"{mark} {stage.name}: {result.status} ({result.seconds:.0f} s) {result.summary}",
-                                  markup=False, highlight=False)
+                bar.console.print(
+                    f"{mark} {stage.name}: {result.status} ({result.seconds:.0f} s) {result.summary}",
+                    markup=False,
+                    highlight=False,
+                )
 
             results = run_stages(STAGES, demo_ctx, on_start=start, on_done=done)
         _print_summary(demo_ctx, results, time.perf_counter() - started)

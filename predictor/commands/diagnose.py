@@ -83,15 +83,23 @@ def diagnose_cmd(
         result = diagnose(history_window(read_frame(history), at_ts, window_td), tree, at_ts, window_td, scope_filter)
     else:
         step_td = parse_duration(step, name="--step")
-        result = fleet_findings({
-            c.name: diagnose(fetch_window(c.source, at_ts, window_td, step_td), tree, at_ts, window_td, scope_filter)
-            for c in fleet(settings, cluster)})
+        result = fleet_findings(
+            {
+                c.name: diagnose(
+                    fetch_window(c.source, at_ts, window_td, step_td), tree, at_ts, window_td, scope_filter
+                )
+                for c in fleet(settings, cluster)
+            }
+        )
     _write_json(result, out)
     top = result["findings"][0]
     where = ", ".join(f"{k}={v}" for k, v in top["scope"].items() if v) or "cluster"
     where = where if "cluster" not in top else f"{where} in cluster {top['cluster']}"
-    console.print(f"{top['cause']} ({top['probability']:.2f}) at {where}; "
-                  f"{len(result['findings'])} finding(s) written to {out}", highlight=False, markup=False)
+    console.print(
+        f"{top['cause']} ({top['probability']:.2f}) at {where}; {len(result['findings'])} finding(s) written to {out}",
+        highlight=False,
+        markup=False,
+    )
 
 
 def train_rca_cmd(
@@ -102,13 +110,9 @@ def train_rca_cmd(
     incidents: Annotated[
         Path | None, typer.Option("--incidents", help="Your labelled incidents CSV (time,scope,cause[,window]).")
     ] = None,
-    history: Annotated[
-        Path | None, typer.Option("--history", help="History file the incidents refer to.")
-    ] = None,
+    history: Annotated[Path | None, typer.Option("--history", help="History file the incidents refer to.")] = None,
     window: Annotated[str, typer.Option("--window", help="Window length, e.g. 15m.")] = "15m",
-    cache: Annotated[
-        Path | None, typer.Option("--cache", help="Directory caching simulated labelled windows.")
-    ] = None,
+    cache: Annotated[Path | None, typer.Option("--cache", help="Directory caching simulated labelled windows.")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="One small scenario each (smoke runs).")] = False,
     no_register: Annotated[bool, typer.Option("--no-register", help="Skip MLflow.")] = False,
 ) -> None:
@@ -119,7 +123,14 @@ def train_rca_cmd(
     if (incidents is None) != (history is None):
         raise InputError("--incidents and --history go together")
     settings = settings_from(ctx)
-    job = RcaJob(window=parse_duration(window, name="--window"), incidents=incidents, history=history,
-                 cache_dir=cache, quick=quick, register=not no_register, save=save)
+    job = RcaJob(
+        window=parse_duration(window, name="--window"),
+        incidents=incidents,
+        history=history,
+        cache_dir=cache,
+        quick=quick,
+        register=not no_register,
+        save=save,
+    )
     outcome = train_rca(settings, job)
     console.print(outcome.summary(), highlight=False, markup=False)

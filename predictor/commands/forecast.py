@@ -97,9 +97,7 @@ def forecast(
     out: Annotated[Path, typer.Option("--out", help="Output CSV/Parquet forecast file.")],
     horizon: HorizonOpt = 168,
     model: ModelOpt = "auto",
-    level: Annotated[
-        list[int] | None, typer.Option("--level", help="Interval level in percent (repeatable).")
-    ] = None,
+    level: Annotated[list[int] | None, typer.Option("--level", help="Interval level in percent (repeatable).")] = None,
     time_col: TimeColOpt = "timestamp",
     id_col: IdColOpt = "series_id",
     value_col: ValueColOpt = "value",
@@ -173,7 +171,12 @@ def train_forecast_cmd(
     else:
         end = pd.Timestamp(datetime.now(UTC)).floor(freq)
         frame = load_prometheus_history(
-            settings, family=family, query=query, start=end - timedelta(days=days), end=end, step=freq,
+            settings,
+            family=family,
+            query=query,
+            start=end - timedelta(days=days),
+            end=end,
+            step=freq,
             clusters=cluster,
         )
     outcome = train_forecast(settings, frame, ForecastJob(model=model, horizon=horizon, windows=windows, freq=freq))

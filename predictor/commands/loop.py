@@ -60,13 +60,22 @@ def plan_command(
     demand: Annotated[Path | None, typer.Option("--demand", help="Demand peaks: queue, peak[, resource].")] = None,
     nodes: Annotated[Path | None, typer.Option("--nodes", help="kubectl get nodes -o json (allocatable).")] = None,
     config: Annotated[Path | None, ConfigOption] = None,
-    now: Annotated[str | None, typer.Option("--now", help="Planning time (default: the forecast's "
-                                                         "first timestamp).")] = None,
-    pods: Annotated[Path | None, typer.Option("--pods", help="kubectl get pods -A -o json: gang floors, whole "
-                                                             "nodes, pools (with --nodes).")] = None,
-    cluster: Annotated[str | None, typer.Option("--cluster", help="A cluster of the settings' fleet: --forecast "
-                                                                  "and --demand name series <cluster>/<queue>; "
-                                                                  "its rows are planned.")] = None,
+    now: Annotated[
+        str | None, typer.Option("--now", help="Planning time (default: the forecast's first timestamp).")
+    ] = None,
+    pods: Annotated[
+        Path | None,
+        typer.Option("--pods", help="kubectl get pods -A -o json: gang floors, whole nodes, pools (with --nodes)."),
+    ] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster",
+            help="A cluster of the settings' fleet: --forecast "
+            "and --demand name series <cluster>/<queue>; "
+            "its rows are planned.",
+        ),
+    ] = None,
 ) -> None:
     """Plan Volcano queue quotas offline: writes the plan and the desired Queue objects, touches nothing."""
     from predictor.actuators.volcano import write_plan_dir
@@ -90,21 +99,26 @@ def plan_command(
     check_forecast_columns(frame, p, source=str(forecast))
     at = parse_time(now, name="--now") if now else frame[TIME].min()
     demand_frame = _read_demand(demand, live, p, settings=settings, cluster=cluster) if demand else None
-    allocatable = allocatable_from_nodes(read_structured(nodes, "--nodes", InputError), forecast_resources(frame, p),
-                                         source=str(nodes)) if nodes else None
+    allocatable = (
+        allocatable_from_nodes(
+            read_structured(nodes, "--nodes", InputError), forecast_resources(frame, p), source=str(nodes)
+        )
+        if nodes
+        else None
+    )
     workload = None
     if pods is not None:
         from predictor.planner.workload import workload_from_objects
 
         node_doc = read_structured(nodes, "--nodes", InputError) if nodes else {"items": []}
-        workload = workload_from_objects(read_structured(pods, "--pods", InputError), node_doc, source=str(pods),
-                                         node_source=str(nodes))
+        workload = workload_from_objects(
+            read_structured(pods, "--pods", InputError), node_doc, source=str(pods), node_source=str(nodes)
+        )
     # The loop's own cycle (stale hold, targets, policy, invariant gate): the same plan from the same inputs.
     plan = plan_cycle(live, frame, p, now=at, allocatable=allocatable, demand=demand_frame, workload=workload).plan
     items = doc.get("items") if isinstance(doc, dict) else doc
     write_plan_dir(plan, list(items or []), out, models=_file_models(frame, demand_frame))
-    console.print(_summary(f"plan at {at.isoformat()} → {out}", len(plan.changes),
-                           Counter(h.code for h in plan.held)))
+    console.print(_summary(f"plan at {at.isoformat()} → {out}", len(plan.changes), Counter(h.code for h in plan.held)))
 
 
 def _one_cluster(frame: pd.DataFrame, settings: Settings, cluster: str, column: str, *, source: str) -> pd.DataFrame:
@@ -122,8 +136,9 @@ def _one_cluster(frame: pd.DataFrame, settings: Settings, cluster: str, column: 
     return frame.loc[mine].assign(**{column: ids[mine].str.slice(len(prefix))}).reset_index(drop=True)
 
 
-def _read_demand(path: Path, live: list[QueueState], p: PlannerSettings, *, settings: Settings,
-                 cluster: str | None = None) -> pd.DataFrame:
+def _read_demand(
+    path: Path, live: list[QueueState], p: PlannerSettings, *, settings: Settings, cluster: str | None = None
+) -> pd.DataFrame:
     """The ``--demand`` file, checked here so that every error names it: numbers in range, one row per queue
     and resource. Rows for queues not in ``--queues`` are left out with one note (like forecast series)."""
     from predictor.planner.demand_rule import demand_peaks
@@ -143,15 +158,20 @@ def _read_demand(path: Path, live: list[QueueState], p: PlannerSettings, *, sett
         seen: set[tuple[str, str]] = set()
         for queue, resource in keys:
             if (queue, resource) in seen:
-                raise InputError(f"{path}: two rows for queue {queue!r} and resource {resource!r} (give one "
-                                 "peak per queue)")
+                raise InputError(
+                    f"{path}: two rows for queue {queue!r} and resource {resource!r} (give one peak per queue)"
+                )
             seen.add((queue, resource))
     known = {q.name for q in live}
     stray = sorted({queue for queue, _ in peaks} - known)
     if stray:
-        console.print(f"note: {path}: demand for {len(stray)} queue(s) not in --queues left out: "
-                      f"{', '.join(stray[:5])}{' …' if len(stray) > 5 else ''}", markup=False, highlight=False,
-                      soft_wrap=True)
+        console.print(
+            f"note: {path}: demand for {len(stray)} queue(s) not in --queues left out: "
+            f"{', '.join(stray[:5])}{' …' if len(stray) > 5 else ''}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     return frame
 
 
@@ -173,18 +193,29 @@ def loop_command(
     once: Annotated[bool, typer.Option("--once", help="Run one cycle and exit.")] = False,
     interval: Annotated[str | None, typer.Option("--interval", help="Cycle interval, e.g. 5m, 1h.")] = None,
     config: Annotated[Path | None, ConfigOption] = None,
-    history: Annotated[Path | None, typer.Option("--history", help="Per-queue history file instead of "
-                                                                    "Prometheus.")] = None,
-    queues: Annotated[Path | None, typer.Option("--queues", help="Queues JSON instead of the API server "
-                                                                 "(plan mode only).")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Forecaster name instead of the registry "
-                                                               "champion (e.g. seasonal_naive_24).")] = None,
-    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig (default: in-cluster, "
-                                                                         "then ~/.kube/config).")] = None,
+    history: Annotated[
+        Path | None, typer.Option("--history", help="Per-queue history file instead of Prometheus.")
+    ] = None,
+    queues: Annotated[
+        Path | None, typer.Option("--queues", help="Queues JSON instead of the API server (plan mode only).")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Forecaster name instead of the registry champion (e.g. seasonal_naive_24)."),
+    ] = None,
+    kubeconfig: Annotated[
+        Path | None, typer.Option("--kubeconfig", help="Kubeconfig (default: in-cluster, then ~/.kube/config).")
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Run even if this interval's cycle is done.")] = False,
-    pending: Annotated[Path | None, typer.Option("--pending", help="Pending GPUs per queue (series_id, timestamp, "
-                                                                    "value) instead of Prometheus: with --history, "
-                                                                    "turns on the demand model.")] = None,
+    pending: Annotated[
+        Path | None,
+        typer.Option(
+            "--pending",
+            help="Pending GPUs per queue (series_id, timestamp, "
+            "value) instead of Prometheus: with --history, "
+            "turns on the demand model.",
+        ),
+    ] = None,
 ) -> None:
     """Forecast, plan and resize Volcano queues every interval (mode from actuators.mode; plan by default).
 
@@ -208,18 +239,25 @@ def loop_command(
     if settings.clusters:
         from predictor.commands._loop_fleet import fleet_loop, run_fleet_once
 
-        fleet = fleet_loop(settings, history=history, queues=queues, model=model, kubeconfig=kubeconfig,
-                           pending=pending)
+        fleet = fleet_loop(
+            settings, history=history, queues=queues, model=model, kubeconfig=kubeconfig, pending=pending
+        )
         if once:
             run_fleet_once(fleet, settings, force=force)
         else:
             _run_forever(fleet, fleet.metrics, settings)
         return
     cluster, actuator = _cluster(settings, queues, kubeconfig)
-    loop = Loop(settings, cluster=cluster, history=_history(settings, history),
-                forecaster=parts.forecaster(settings, model), actuator=actuator, lease=parts.lease(settings, actuator),
-                workload=_workload(settings, history),
-                demand=parts.demand(settings, jobs_reader(settings, pending, history)))
+    loop = Loop(
+        settings,
+        cluster=cluster,
+        history=_history(settings, history),
+        forecaster=parts.forecaster(settings, model),
+        actuator=actuator,
+        lease=parts.lease(settings, actuator),
+        workload=_workload(settings, history),
+        demand=parts.demand(settings, jobs_reader(settings, pending, history)),
+    )
     parts.wire_xdp(loop, settings, actuator)
     if once:
         _run_once(loop, settings, force=force)
@@ -227,8 +265,9 @@ def loop_command(
         _run_forever(loop, loop.metrics, settings)
 
 
-def _cluster(settings: Settings, queues: Path | None, kubeconfig: Path | None) -> tuple[ClusterReader,
-                                                                                       VolcanoActuator | None]:
+def _cluster(
+    settings: Settings, queues: Path | None, kubeconfig: Path | None
+) -> tuple[ClusterReader, VolcanoActuator | None]:
     """Queues from a file (plan mode only) or from the API server through the Volcano actuator."""
     from predictor.loop import FileCluster, KubeCluster
     from predictor.userfiles import read_structured
@@ -274,12 +313,12 @@ def _run_once(loop: Loop, settings: Settings, *, force: bool) -> None:
     finally:
         loop.close()
     if report.standby:
-        console.print(f"standing by, nothing done: {report.standby}", markup=False, highlight=False,
-                      soft_wrap=True)
+        console.print(f"standing by, nothing done: {report.standby}", markup=False, highlight=False, soft_wrap=True)
         return
     if report.skipped:
-        console.print(f"cycle {report.cycle} already done (see {settings.actuators.audit_log}); "
-                      "use --force to run it again")
+        console.print(
+            f"cycle {report.cycle} already done (see {settings.actuators.audit_log}); use --force to run it again"
+        )
         return
     held = Counter(h.code for h in report.plan.held) if report.plan else Counter()
     changes = len(report.plan.changes) if report.plan else 0
@@ -289,7 +328,8 @@ def _run_once(loop: Loop, settings: Settings, *, force: bool) -> None:
     xdp = loop.xdp.last if loop.xdp is not None else None
     if xdp is not None:
         done = xdp.error or f"inputs for {len(xdp.nodes)} nodes ({len(xdp.skipped)} without)" + (
-            f"; {xdp.published}" if xdp.published else f" in {settings.actuators.plan_dir / 'xdp'}")
+            f"; {xdp.published}" if xdp.published else f" in {settings.actuators.plan_dir / 'xdp'}"
+        )
         console.print(f"XDP: {done}", markup=False, highlight=False, soft_wrap=True)
 
 
@@ -304,8 +344,10 @@ def _run_forever(loop: Loop | FleetLoop, metrics: Probed, settings: Settings) ->
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with server:
-        console.print(f"loop every {settings.loop.interval_s:g} s in {settings.actuators.mode} mode; "
-                      f"metrics on {settings.loop.metrics_address}:{server.port}/metrics")
+        console.print(
+            f"loop every {settings.loop.interval_s:g} s in {settings.actuators.mode} mode; "
+            f"metrics on {settings.loop.metrics_address}:{server.port}/metrics"
+        )
         try:
             loop.run_forever(stop.is_set, sleep=stop.wait)
         except KeyboardInterrupt:

@@ -18,8 +18,17 @@ from predictor.timeparse import parse_time
 
 __all__ = ["register"]
 
-SUMMARY_KEYS = ("allocation", "utilisation", "wait_p50_min", "wait_p95_min", "preemptions", "reclaims",
-                "lost_gpu_h", "goodput_gpu_h", "fragmentation")
+SUMMARY_KEYS = (
+    "allocation",
+    "utilisation",
+    "wait_p50_min",
+    "wait_p95_min",
+    "preemptions",
+    "reclaims",
+    "lost_gpu_h",
+    "goodput_gpu_h",
+    "fragmentation",
+)
 
 
 def register(app: typer.Typer, train: typer.Typer) -> None:
@@ -28,15 +37,28 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
 
 
 def replay(
-    jobs: Annotated[Path, typer.Option("--jobs", help="Job table (CSV/Parquet), as `predictor simulate --jobs`: "
-                                        "submit_time, queue or vc, num_gpus, duration_s[, workload, priority, "
-                                        "checkpoint_s, restart_s].")],
+    jobs: Annotated[
+        Path,
+        typer.Option(
+            "--jobs",
+            help="Job table (CSV/Parquet), as `predictor simulate --jobs`: "
+            "submit_time, queue or vc, num_gpus, duration_s[, workload, priority, "
+            "checkpoint_s, restart_s].",
+        ),
+    ],
     nodes: Annotated[int, typer.Option("--nodes", help="Number of nodes.")],
-    start: Annotated[str, typer.Option("--start", help="First replayed instant, ISO 8601 (the week before it "
-                                        "is the warm-up and the static quotas' reference).")],
+    start: Annotated[
+        str,
+        typer.Option(
+            "--start",
+            help="First replayed instant, ISO 8601 (the week before it "
+            "is the warm-up and the static quotas' reference).",
+        ),
+    ],
     weeks: Annotated[float, typer.Option("--weeks", help="Weeks to replay.")],
-    policy: Annotated[str, typer.Option("--policy", help="static-hard, static-elastic, loop, rightsize+loop or "
-                                         "oracle.")],
+    policy: Annotated[
+        str, typer.Option("--policy", help="static-hard, static-elastic, loop, rightsize+loop or oracle.")
+    ],
     out: Annotated[Path, typer.Option("--out", help="Output directory (summary.json).")],
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs per node.")] = 8,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the simulated GPU usage.")] = 0,
@@ -47,17 +69,32 @@ def replay(
     from predictor.replay import replay as run_replay
     from predictor.sim import load_jobs
 
-    settings = ReplaySettings(nodes=nodes, start=parse_time(start, name="--start"), weeks=weeks, policy=policy,
-                              gpus_per_node=gpus_per_node, seed=seed)
+    settings = ReplaySettings(
+        nodes=nodes,
+        start=parse_time(start, name="--start"),
+        weeks=weeks,
+        policy=policy,
+        gpus_per_node=gpus_per_node,
+        seed=seed,
+    )
     settings.check()
     check_output_directory(out)
     result = run_replay(load_jobs(jobs), settings)
     summary = {k: result.summary[k] for k in SUMMARY_KEYS}
-    document = {**summary, "policy": policy, "nodes": nodes, "gpus_per_node": gpus_per_node,
-                "start": settings.start.isoformat(), "weeks": weeks, "seed": seed,
-                "rightsized_jobs": result.rightsized_jobs, "planning_cycles": result.cycles,
-                "held_cycles": result.held_cycles, "quota_changes": result.quota_changes,
-                "fragmentation_of_free": result.summary["fragmentation_of_free"]}
+    document = {
+        **summary,
+        "policy": policy,
+        "nodes": nodes,
+        "gpus_per_node": gpus_per_node,
+        "start": settings.start.isoformat(),
+        "weeks": weeks,
+        "seed": seed,
+        "rightsized_jobs": result.rightsized_jobs,
+        "planning_cycles": result.cycles,
+        "held_cycles": result.held_cycles,
+        "quota_changes": result.quota_changes,
+        "fragmentation_of_free": result.summary["fragmentation_of_free"],
+    }
     out.mkdir(parents=True, exist_ok=True)
     path = write_text(out / "summary.json", json.dumps(document, indent=2, sort_keys=True) + "\n")
     table = Table(title=f"replay {policy}: {weeks:g} weeks on {nodes * gpus_per_node} GPUs → {path}")

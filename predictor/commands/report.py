@@ -36,19 +36,24 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
 def report(
     ctx: typer.Context,
     out: Annotated[Path, typer.Option("--out", help="Directory for report.{html,md,csv,json}.")],
-    history: Annotated[Path | None, typer.Option("--history", help="Simulator output directory "
-                                                  "(predictor simulate --out DIR).")] = None,
+    history: Annotated[
+        Path | None, typer.Option("--history", help="Simulator output directory (predictor simulate --out DIR).")
+    ] = None,
     prometheus_url: Annotated[str | None, typer.Option("--prometheus-url", help="Prometheus base URL.")] = None,
-    registry: Annotated[str | None, typer.Option("--registry", help="MLflow tracking URI: forecast with the "
-                                                  "gpu-forecast champion.")] = None,
+    registry: Annotated[
+        str | None, typer.Option("--registry", help="MLflow tracking URI: forecast with the gpu-forecast champion.")
+    ] = None,
     model: Annotated[str, typer.Option("--model", help="Forecaster when no --registry is given.")] = "auto",
     days: Annotated[int, typer.Option("--days", min=8, help="Days of Prometheus history.")] = 35,
-    end: Annotated[str | None, typer.Option("--end", help="End of the Prometheus history, ISO 8601 "
-                                            "(default: now).")] = None,
-    window_days: Annotated[int, typer.Option("--window-days", min=1, max=28, help="Days the report "
-                                             "summarises and forecasts.")] = 7,
-    rightsize: Annotated[bool, typer.Option("--rightsize/--no-rightsize", help="Add right-sizing savings "
-                                             "(from the same history).")] = True,
+    end: Annotated[
+        str | None, typer.Option("--end", help="End of the Prometheus history, ISO 8601 (default: now).")
+    ] = None,
+    window_days: Annotated[
+        int, typer.Option("--window-days", min=1, max=28, help="Days the report summarises and forecasts.")
+    ] = 7,
+    rightsize: Annotated[
+        bool, typer.Option("--rightsize/--no-rightsize", help="Add right-sizing savings (from the same history).")
+    ] = True,
     cluster: ClusterOpt = None,
 ) -> None:
     """Write the quota recommendation report (HTML with plots, Markdown, CSV, JSON) for every queue.
@@ -71,8 +76,9 @@ def report(
     check_output_directory(out)
     horizon = window_days * 24
     outcomes: dict[str | None, ReportOutcome] = {}
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
-                  transient=True) as bar:
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
+    ) as bar:
         task = bar.add_task("reading history", total=None)
 
         def say(text: str) -> None:
@@ -80,10 +86,19 @@ def report(
 
         def one(inputs: ReportInputs, source: ClusterSource | None, folder: Path) -> ReportOutcome:
             table = _rightsize_table(inputs, history, settings, source) if rightsize else None
-            forecast, used = _forecast(inputs, settings, registry, model, horizon, say,
-                                       None if source is None else source.name)
-            return make_report(inputs, forecast, settings.planner, folder, rightsize=table, window_days=window_days,
-                               sources={"forecast": used}, progress=say)
+            forecast, used = _forecast(
+                inputs, settings, registry, model, horizon, say, None if source is None else source.name
+            )
+            return make_report(
+                inputs,
+                forecast,
+                settings.planner,
+                folder,
+                rightsize=table,
+                window_days=window_days,
+                sources={"forecast": used},
+                progress=say,
+            )
 
         if history is not None:
             outcomes[None] = one(inputs_from_directory(history), None, out)
@@ -94,8 +109,14 @@ def report(
             read = []
             for source in fleet(settings, cluster):
                 say("reading history" if source.name is None else f"reading history of cluster {source.name}")
-                read.append((source, inputs_from_prometheus(settings.prometheus, end=until, days=days,
-                                                            source=source.source, cluster=source.name)))
+                read.append(
+                    (
+                        source,
+                        inputs_from_prometheus(
+                            settings.prometheus, end=until, days=days, source=source.source, cluster=source.name
+                        ),
+                    )
+                )
             for source, inputs in read:
                 outcomes[source.name] = one(inputs, source, out if source.name is None else out / source.name)
     for name, outcome in outcomes.items():
@@ -130,25 +151,39 @@ def _fleet_files(out: Path, clusters: list[str]) -> list[Path]:
     return written
 
 
-def _rightsize_table(inputs: ReportInputs, history: Path | None, settings: Settings,
-                     source: ClusterSource | None = None) -> pd.DataFrame | None:
+def _rightsize_table(
+    inputs: ReportInputs, history: Path | None, settings: Settings, source: ClusterSource | None = None
+) -> pd.DataFrame | None:
     """Right-sizing savings from the same history; without them (a note says why) quotas are still reported."""
     import pandas as pd
 
     from predictor.reports.inputs import rightsize_from_directory, rightsize_from_prometheus, rightsize_savings
 
     try:
-        found = rightsize_from_directory(history) if history is not None else \
-            rightsize_from_prometheus(settings.prometheus, end=inputs.as_of + pd.Timedelta(hours=1),
-                                      source=None if source is None else source.source)
+        found = (
+            rightsize_from_directory(history)
+            if history is not None
+            else rightsize_from_prometheus(
+                settings.prometheus,
+                end=inputs.as_of + pd.Timedelta(hours=1),
+                source=None if source is None else source.source,
+            )
+        )
         return rightsize_savings(*found)
     except (InputError, DataSourceError) as exc:  # quotas are still worth reporting without it
         inputs.notes.append(f"right-sizing unavailable: {exc}")
         return None
 
 
-def _forecast(inputs: ReportInputs, settings: Settings, registry: str | None, model: str, horizon: int,
-              say: Callable[[str], None], cluster: str | None = None) -> tuple[pd.DataFrame, str]:
+def _forecast(
+    inputs: ReportInputs,
+    settings: Settings,
+    registry: str | None,
+    model: str,
+    horizon: int,
+    say: Callable[[str], None],
+    cluster: str | None = None,
+) -> tuple[pd.DataFrame, str]:
     """The demand forecast and what made it: the registry's champion, or ``model`` fitted here.
 
     The champion of a fleet knows each queue as ``cluster/queue``: asked with those names, answered with

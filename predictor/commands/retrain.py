@@ -85,25 +85,45 @@ def _train_one(command: str, family: str, registry: RegistryReader, run: Runner)
         return FamilyResult(command, family, FAILED, f"registry unreadable before training: {exc}")
     code = run(command)
     if code != 0:
-        return FamilyResult(command, family, FAILED, f"`predictor train {command}` exited with {code}",
-                            champion=_version(champion_before))
+        return FamilyResult(
+            command,
+            family,
+            FAILED,
+            f"`predictor train {command}` exited with {code}",
+            champion=_version(champion_before),
+        )
     try:
         champion, challenger = _aliases(registry, family)
     except PredictorError as exc:
         return FamilyResult(command, family, FAILED, f"registry unreadable after training: {exc}")
     new = challenger if challenger is not None and _version(challenger) != _version(challenger_before) else None
-    if champion is not None and _version(champion) != _version(champion_before) and (
-        new is None or _version(new) == _version(champion)
+    if (
+        champion is not None
+        and _version(champion) != _version(champion_before)
+        and (new is None or _version(new) == _version(champion))
     ):
         before = f"v{champion_before.version}" if champion_before else "none"
-        return FamilyResult(command, family, PROMOTED, f"champion v{champion.version} (was {before})",
-                            version=champion.version, champion=champion.version)
+        return FamilyResult(
+            command,
+            family,
+            PROMOTED,
+            f"champion v{champion.version} (was {before})",
+            version=champion.version,
+            champion=champion.version,
+        )
     if new is None:
-        return FamilyResult(command, family, FAILED, "training exited 0 but registered no new version",
-                            champion=_version(champion))
+        return FamilyResult(
+            command, family, FAILED, "training exited 0 but registered no new version", champion=_version(champion)
+        )
     kept = f"champion v{champion.version} kept" if champion else "no champion"
-    return FamilyResult(command, family, REJECTED, f"challenger v{new.version} did not beat it; {kept}",
-                        version=new.version, champion=_version(champion))
+    return FamilyResult(
+        command,
+        family,
+        REJECTED,
+        f"challenger v{new.version} did not beat it; {kept}",
+        version=new.version,
+        champion=_version(champion),
+    )
 
 
 def retrain(
@@ -193,8 +213,11 @@ def register(
         ] = None,
         ray: Annotated[
             str | None,
-            typer.Option("--ray", metavar="ADDRESS",
-                         help="Run fits and backtests as Ray tasks there (host:port, ray://..., auto, local)."),
+            typer.Option(
+                "--ray",
+                metavar="ADDRESS",
+                help="Run fits and backtests as Ray tasks there (host:port, ray://..., auto, local).",
+            ),
         ] = None,
         processes: Annotated[
             int | None, typer.Option("--processes", min=1, help="Run fits and backtests in N local processes.")

@@ -79,8 +79,9 @@ def _inputs(
     return [(c.name, from_source(c.source, t0, t1, step_td)) for c in fleet(settings, clusters)], rs
 
 
-def _queue_hours(settings: Settings, start: str | None, end: str | None,
-                 clusters: list[str] | None = None) -> pd.DataFrame | None:
+def _queue_hours(
+    settings: Settings, start: str | None, end: str | None, clusters: list[str] | None = None
+) -> pd.DataFrame | None:
     """Hourly ``series_id, timestamp, demand, pending`` per queue from Prometheus, by the loop's own queries.
 
     The queue-peak regressor is served on ``QUEUE_DEMAND`` and ``QUEUE_PENDING`` (``predictor.loop.demand``),
@@ -109,9 +110,15 @@ def _cluster_queue_hours(cluster: ClusterSource, t0: pd.Timestamp, t1: pd.Timest
         frame = cluster.source.query_range(query, t0, t1, hour)
         if frame.empty or QUEUE_LABEL not in frame.columns:
             continue
-        parts.append(pd.DataFrame({"series_id": frame[QUEUE_LABEL].astype(str).map(cluster.qualify),
-                                   "timestamp": frame["timestamp"],
-                                   column: pd.to_numeric(frame["value"], errors="coerce")}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "series_id": frame[QUEUE_LABEL].astype(str).map(cluster.qualify),
+                    "timestamp": frame["timestamp"],
+                    column: pd.to_numeric(frame["value"], errors="coerce"),
+                }
+            )
+        )
     if not parts or "demand" not in parts[0].columns:
         return None
     out = parts[0]
@@ -120,8 +127,10 @@ def _cluster_queue_hours(cluster: ClusterSource, t0: pd.Timestamp, t1: pd.Timest
     return out.reset_index(drop=True)
 
 
-def _rightsize_fleet(inputs: list[tuple[str | None, RightsizeInput]], rs: RightsizeSettings,
-                     ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+def _rightsize_fleet(
+    inputs: list[tuple[str | None, RightsizeInput]],
+    rs: RightsizeSettings,
+) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """Recommendations and runs of every cluster, each row naming its cluster (none for a single one)."""
     import pandas as pd
 
@@ -175,10 +184,15 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         history: HistoryOpt = None,
         step: StepOpt = "5m",
         sharing_size: SharingOpt = None,
-        risk: Annotated[float, typer.Option(
-            "--risk", help="Share of future runs allowed to need more than recommended (0 < R < 0.5; "
-            "default 0.02: at most 1 run in 50 under-sized). Calibrated by conformal bounds on each workload's "
-            "runs, pooled with similar workloads while its own history is short.")] = 0.02,
+        risk: Annotated[
+            float,
+            typer.Option(
+                "--risk",
+                help="Share of future runs allowed to need more than recommended (0 < R < 0.5; "
+                "default 0.02: at most 1 run in 50 under-sized). Calibrated by conformal bounds on each workload's "
+                "runs, pooled with similar workloads while its own history is short.",
+            ),
+        ] = 0.02,
         cluster: ClusterOpt = None,
     ) -> None:
         """Recommend GPUs and GPU memory per workload at a stated risk, from what its runs really used.
@@ -191,14 +205,16 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         if not 0 < risk < 0.5:
             raise InputError(f"--risk {risk:g} must be between 0 and 0.5 (a share of runs, e.g. 0.02)")
         table, runs, notes = _rightsize_fleet(
-            inputs, _rs_with_sharing(rs, sharing_size).model_copy(update={"risk": risk}))
+            inputs, _rs_with_sharing(rs, sharing_size).model_copy(update={"risk": risk})
+        )
         write_frame(table, out)
         for note in notes:
             console.print(f"note: {note}", markup=False, highlight=False)
         idle = float((table["gpu_request"] - table["recommended_gpus"]).clip(lower=0).sum())
         console.print(
             f"wrote {len(table)} workloads ({len(runs)} runs) to {out}; {idle:g} requested GPUs recommended away",
-            markup=False, highlight=False,
+            markup=False,
+            highlight=False,
         )
 
     @train.command("demand")
@@ -230,8 +246,9 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
         outcome = train_demand(settings, runs, DemandJob(quantile=quantile), queues=queues)
         verdict = "promoted to champion" if outcome.promoted else "kept as challenger"
         console.print(f"gpu-demand v{outcome.version}: {verdict} ({outcome.reason})", markup=False, highlight=False)
-        console.print(f"queue-peak regressor (served by the loop): {outcome.queue_model}", markup=False,
-                      highlight=False)
+        console.print(
+            f"queue-peak regressor (served by the loop): {outcome.queue_model}", markup=False, highlight=False
+        )
         _print(outcome.table)
 
 

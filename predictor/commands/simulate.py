@@ -32,8 +32,10 @@ def register(app: typer.Typer, train: typer.Typer) -> None:
 
 
 def simulate(
-    jobs: Annotated[Path | None, typer.Option("--jobs", help="Job table (CSV/Parquet): submit_time, "
-                                               "queue or vc, num_gpus, duration_s.")] = None,
+    jobs: Annotated[
+        Path | None,
+        typer.Option("--jobs", help="Job table (CSV/Parquet): submit_time, queue or vc, num_gpus, duration_s."),
+    ] = None,
     synthetic: Annotated[bool, typer.Option("--synthetic", help="Generate synthetic jobs.")] = False,
     philly_sample: Annotated[bool, typer.Option("--philly-sample", help="Use the bundled Philly sample.")] = False,
     start: Annotated[str | None, typer.Option("--start", help="First sample time, ISO 8601.")] = None,
@@ -43,15 +45,24 @@ def simulate(
     step: Annotated[str, typer.Option("--step", help="Sample step (1m, 5m, 30s …).")] = "1m",
     seed: Annotated[int, typer.Option("--seed", help="Random seed (runs are deterministic for a seed).")] = 0,
     faults: Annotated[float, typer.Option("--faults", help="Injected faults per day, cluster-wide.")] = 0.0,
-    queues: Annotated[Path | None, typer.Option("--queues", help="Queue table: queue, deserved[, weight, "
-                                                 "capability, guarantee].")] = None,
-    quota_schedule: Annotated[Path | None, typer.Option("--quota-schedule", help="Quota changes: timestamp, "
-                                                         "queue, deserved and/or capability.")] = None,
+    queues: Annotated[
+        Path | None, typer.Option("--queues", help="Queue table: queue, deserved[, weight, capability, guarantee].")
+    ] = None,
+    quota_schedule: Annotated[
+        Path | None,
+        typer.Option("--quota-schedule", help="Quota changes: timestamp, queue, deserved and/or capability."),
+    ] = None,
     metrics: Annotated[str, typer.Option("--metrics", help="Metric families: all, core, or globs.")] = "all",
     jobs_per_hour: Annotated[float, typer.Option("--jobs-per-hour", help="Synthetic arrival rate.")] = 60.0,
-    workloads_per_queue: Annotated[int, typer.Option(
-        "--workloads-per-queue", min=0, help="Synthetic jobs recur as runs of this many workload templates per "
-        "queue (Zipf-skewed); 0: every job is its own workload.")] = 0,
+    workloads_per_queue: Annotated[
+        int,
+        typer.Option(
+            "--workloads-per-queue",
+            min=0,
+            help="Synthetic jobs recur as runs of this many workload templates per "
+            "queue (Zipf-skewed); 0: every job is its own workload.",
+        ),
+    ] = 0,
     out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("sim-out"),
     openmetrics: Annotated[bool, typer.Option("--openmetrics", help="Also write metrics.om for promtool.")] = False,
     parquet: Annotated[bool, typer.Option("--parquet/--no-parquet", help="Write Parquet long frames.")] = True,
@@ -68,28 +79,34 @@ def simulate(
     check_output_directory(out)
     step_td = parse_duration(step, name="--step")
     start_ts = parse_time(start, name="--start") if start else None
-    settings = sim.SimSettings(start=start_ts, weeks=weeks, step_s=int(step_td.total_seconds()), seed=seed,
-                               fault_rate_per_day=faults, metrics=metrics)
+    settings = sim.SimSettings(
+        start=start_ts,
+        weeks=weeks,
+        step_s=int(step_td.total_seconds()),
+        seed=seed,
+        fault_rate_per_day=faults,
+        metrics=metrics,
+    )
     cluster = sim.parse_gpu_types(gpu_types, nodes)
     table, settings = _job_table(jobs, philly_sample, settings, jobs_per_hour, workloads_per_queue)
     queue_specs = sim.queues_from_frame(read_table(queues), str(queues)) if queues else None
-    changes = sim.quota_schedule_from_frame(read_table(quota_schedule), str(quota_schedule)) \
-        if quota_schedule else ()
-    with Progress(TextColumn("{task.description:<48}"), BarColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as bar:
+    changes = sim.quota_schedule_from_frame(read_table(quota_schedule), str(quota_schedule)) if quota_schedule else ()
+    with Progress(
+        TextColumn("{task.description:<48}"), BarColumn(), TimeElapsedColumn(), console=console, transient=True
+    ) as bar:
         task = bar.add_task("schedule", total=1.0)
 
         def progress(stage: str, fraction: float) -> None:
             bar.update(task, description=stage, completed=min(max(fraction, 0.0), 1.0))
 
-        result = sim.simulate(table, cluster, settings, queues=queue_specs, quota_changes=changes,
-                              progress=progress)
+        result = sim.simulate(table, cluster, settings, queues=queue_specs, quota_changes=changes, progress=progress)
         counts = result.write(out, openmetrics=openmetrics, parquet=parquet, progress=progress)
     console.print(_summary_table(result, counts, f"simulated {weeks:g} weeks, {cluster.n_gpus} GPUs → {out}"))
 
 
-def _job_table(jobs: Path | None, philly_sample: bool, settings: SimSettings, jobs_per_hour: float,
-               workloads_per_queue: int = 0) -> tuple[pd.DataFrame, SimSettings]:
+def _job_table(
+    jobs: Path | None, philly_sample: bool, settings: SimSettings, jobs_per_hour: float, workloads_per_queue: int = 0
+) -> tuple[pd.DataFrame, SimSettings]:
     """The job table to replay: a file, the bundled Philly sample, or synthetic jobs (which fix the start)."""
     from predictor import sim
 
@@ -99,8 +116,13 @@ def _job_table(jobs: Path | None, philly_sample: bool, settings: SimSettings, jo
         return sim.philly_sample(), settings
     begin = settings.start if settings.start is not None else pd.Timestamp("2026-01-05", tz="UTC")
     weeks = pd.Timedelta(weeks=settings.weeks)
-    table = sim.synthetic_jobs(begin - pd.Timedelta(days=settings.warmup_days), begin + weeks, seed=settings.seed,
-                               jobs_per_hour=jobs_per_hour, workloads_per_queue=workloads_per_queue)
+    table = sim.synthetic_jobs(
+        begin - pd.Timedelta(days=settings.warmup_days),
+        begin + weeks,
+        seed=settings.seed,
+        jobs_per_hour=jobs_per_hour,
+        workloads_per_queue=workloads_per_queue,
+    )
     return table, settings.model_copy(update={"start": begin})
 
 
@@ -134,5 +156,4 @@ def collect(
         console.print(print_once(backend), markup=False, highlight=False, end="")
         return
     console.print(f"serving NVML metrics on http://{address}:{port}/metrics")
-    serve(backend, port=port, address=address, interval_s=parse_duration(interval, name="--interval")
-          .total_seconds())
+    serve(backend, port=port, address=address, interval_s=parse_duration(interval, name="--interval").total_seconds())

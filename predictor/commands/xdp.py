@@ -111,11 +111,17 @@ def _agent_config_path(agent_config: Path | None, config: Path | None) -> Path:
     # ``--config`` names the global settings file everywhere else, so the agent's own file got its own flag;
     # the old spelling keeps working (DaemonSets in the field pass it) with a one-line note.
     if config is not None:
-        err_console.print("note: `xdp agent --config` is deprecated, use --agent-config (--config names the "
-                          "global settings file elsewhere)", markup=False, highlight=False, soft_wrap=True)
+        err_console.print(
+            "note: `xdp agent --config` is deprecated, use --agent-config (--config names the "
+            "global settings file elsewhere)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         if agent_config is not None and agent_config != config:
-            raise typer.BadParameter("give --agent-config only (--config is its deprecated alias)",
-                                     param_hint="--agent-config")
+            raise typer.BadParameter(
+                "give --agent-config only (--config is its deprecated alias)", param_hint="--agent-config"
+            )
     path = agent_config or config
     if path is None:
         raise typer.BadParameter("the agent settings file is required", param_hint="--agent-config")
@@ -124,8 +130,9 @@ def _agent_config_path(agent_config: Path | None, config: Path | None) -> Path:
 
 @xdp_app.command("agent")
 def agent_cmd(
-    agent_config: Annotated[Path | None, typer.Option(
-        "--agent-config", help="Agent settings YAML (node, pin_dir, inputs, ...).")] = None,
+    agent_config: Annotated[
+        Path | None, typer.Option("--agent-config", help="Agent settings YAML (node, pin_dir, inputs, ...).")
+    ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="Deprecated alias of --agent-config.")] = None,
 ) -> None:
     """Every interval: read the inputs `predictor loop` published for this node (loop.xdp), choose a profile

@@ -25,8 +25,15 @@ __all__ = ["SIM_DEFAULTS", "history_stage", "plan_stage", "report_stage", "right
 # Small enough for 2 cores, long enough for weekly backtests: 5 weeks, 16 nodes × 8 GPUs, 5-minute samples,
 # an arrival rate that keeps the cluster about 75 % allocated with some queueing.
 # Jobs recur (12 workload templates per queue, Zipf-skewed) so right-sizing has each workload's history.
-SIM_DEFAULTS: dict[str, Any] = {"weeks": 5.0, "nodes": 16, "step_s": 300, "seed": 0,
-                                "start": "2026-01-05T00:00:00Z", "metrics": "core", "workloads_per_queue": 12}
+SIM_DEFAULTS: dict[str, Any] = {
+    "weeks": 5.0,
+    "nodes": 16,
+    "step_s": 300,
+    "seed": 0,
+    "start": "2026-01-05T00:00:00Z",
+    "metrics": "core",
+    "workloads_per_queue": 12,
+}
 JOBS_PER_NODE_HOUR = 7.0 / 16  # arrivals scale with the cluster so a smaller one is not swamped
 XDP_LINK_BPS = 25e9  # the demo's assumed node topology: two 25 Gb/s steering targets per node
 XDP_TARGETS = ("ens1f0", "ens1f1")
@@ -36,11 +43,16 @@ def _simulate(ctx: DemoContext, directory: Path, params: dict[str, Any]) -> None
     from predictor import sim
 
     start = pd.Timestamp(params["start"])
-    settings = sim.SimSettings(start=start, weeks=params["weeks"], step_s=params["step_s"], seed=params["seed"],
-                               metrics=params["metrics"])
-    jobs = sim.synthetic_jobs(start - pd.Timedelta(days=settings.warmup_days), start + pd.Timedelta(
-        weeks=params["weeks"]), seed=params["seed"], jobs_per_hour=params["jobs_per_hour"],
-        workloads_per_queue=int(params.get("workloads_per_queue", 0)))
+    settings = sim.SimSettings(
+        start=start, weeks=params["weeks"], step_s=params["step_s"], seed=params["seed"], metrics=params["metrics"]
+    )
+    jobs = sim.synthetic_jobs(
+        start - pd.Timedelta(days=settings.warmup_days),
+        start + pd.Timedelta(weeks=params["weeks"]),
+        seed=params["seed"],
+        jobs_per_hour=params["jobs_per_hour"],
+        workloads_per_queue=int(params.get("workloads_per_queue", 0)),
+    )
 
     def progress(stage: str, fraction: float) -> None:
         ctx.progress(f"simulate: {stage} {100 * min(max(fraction, 0.0), 1.0):.0f} %")
@@ -77,8 +89,10 @@ def history_stage(ctx: DemoContext) -> StageResult:
         ctx.progress("reading the simulated history")
         inputs = inputs_from_directory(directory)
         ctx.state["history_dir"] = directory
-        summary = (f"{params['weeks']:g} weeks, {params['nodes']} nodes × 8 GPUs, {params['step_s']} s step; jobs "
-                   "drawn from distributions fitted to Microsoft Philly (Jeon et al., ATC 2019, CC BY 4.0)")
+        summary = (
+            f"{params['weeks']:g} weeks, {params['nodes']} nodes × 8 GPUs, {params['step_s']} s step; jobs "
+            "drawn from distributions fitted to Microsoft Philly (Jeon et al., ATC 2019, CC BY 4.0)"
+        )
     demand_path = write_frame(inputs.demand, directory / "queue_demand_hourly.csv")
     ctx.state.update(inputs=inputs, demand_path=demand_path, as_of=inputs.as_of)
     ctx.headline["history"] = f"{len(inputs.quotas)} queues, {inputs.total_gpus:g} GPUs, up to {inputs.as_of}"
@@ -94,8 +108,9 @@ def rightsize_stage(ctx: DemoContext) -> StageResult:
     if "history_dir" in ctx.state:
         table, runs = rightsize_from_directory(ctx.state["history_dir"], step_s=step_s)
     else:  # --prometheus-url: the same joins over the server's DCGM and kube-state-metrics series
-        table, runs = rightsize_from_prometheus(ctx.settings.prometheus, end=ctx.state["as_of"] + pd.Timedelta(hours=1),
-                                                step_s=step_s)
+        table, runs = rightsize_from_prometheus(
+            ctx.settings.prometheus, end=ctx.state["as_of"] + pd.Timedelta(hours=1), step_s=step_s
+        )
     path = write_frame(table, ctx.out / "rightsize" / "rightsize.csv")
     savings = rightsize_savings(table, runs)
     ctx.state.update(rightsize=table, runs=runs, rightsize_savings=savings)
@@ -122,15 +137,23 @@ def plan_stage(ctx: DemoContext) -> StageResult:
     for stale in (loop_dir, plan_dir):  # each demo run is one fresh cycle: no cooldown from the last run
         shutil.rmtree(stale, ignore_errors=True)
     actuators = ctx.settings.actuators.model_copy(
-        update={"mode": "plan", "plan_dir": plan_dir, "audit_log": loop_dir / "audit.jsonl"})
+        update={"mode": "plan", "plan_dir": plan_dir, "audit_log": loop_dir / "audit.jsonl"}
+    )
     settings = ctx.settings.model_copy(update={"actuators": actuators})
     as_of = ctx.state["as_of"]
     history = FileHistory(ctx.state["demand_path"])
     metrics = LoopMetrics(CollectorRegistry())
     clock = [as_of - pd.Timedelta(hours=WARMUP_CYCLES)]
-    loop = Loop(settings, cluster=FileCluster(queue_objects(inputs), node_objects(inputs.total_gpus)),
-                history=history, forecaster=ctx.state["forecaster"], metrics=metrics, clock=lambda: clock[0],
-                demand=ctx.state.get("demand_reader"), xdp=_xdp_loop(ctx, metrics.registry))
+    loop = Loop(
+        settings,
+        cluster=FileCluster(queue_objects(inputs), node_objects(inputs.total_gpus)),
+        history=history,
+        forecaster=ctx.state["forecaster"],
+        metrics=metrics,
+        clock=lambda: clock[0],
+        demand=ctx.state.get("demand_reader"),
+        xdp=_xdp_loop(ctx, metrics.registry),
+    )
     for hours in range(WARMUP_CYCLES, 0, -1):  # plan mode: nothing is applied, only the memory fills
         ctx.progress(f"loop cycle at {hours} h before the end of the history")
         clock[0] = as_of - pd.Timedelta(hours=hours)
@@ -142,9 +165,12 @@ def plan_stage(ctx: DemoContext) -> StageResult:
     ctx.state.update(plan=report.plan, loop_history=history.history(as_of), xdp=loop.xdp.last if loop.xdp else None)
     held = f", everything held: {report.hold[1]}" if report.hold else f", {len(report.plan.held)} held"
     ctx.headline["queue plan"] = f"{len(report.plan.changes)} field changes planned{held}"
-    return StageResult("done", f"{len(report.plan.changes)} changes{held} at the last of {WARMUP_CYCLES + 1} hourly "
-                       "cycles (dry run: plan files only)",
-                       (plan_dir / "plan.json", plan_dir / "queues", plan_dir / "xdp", loop_dir / "audit.jsonl"))
+    return StageResult(
+        "done",
+        f"{len(report.plan.changes)} changes{held} at the last of {WARMUP_CYCLES + 1} hourly "
+        "cycles (dry run: plan files only)",
+        (plan_dir / "plan.json", plan_dir / "queues", plan_dir / "xdp", loop_dir / "audit.jsonl"),
+    )
 
 
 def _counter_bps(path: Path, as_of: pd.Timestamp, days: float) -> pd.DataFrame:
@@ -153,8 +179,9 @@ def _counter_bps(path: Path, as_of: pd.Timestamp, days: float) -> pd.DataFrame:
 
     frame = pq.read_table(path, columns=["node", "device", TIME, VALUE]).to_pandas()
     frame = frame[(frame[TIME] > as_of - pd.Timedelta(days=days)) & (frame[TIME] <= as_of)]
-    frame = frame.assign(node=frame["node"].astype(str), device=frame["device"].astype(str),
-                         hour=frame[TIME].dt.floor("h"))
+    frame = frame.assign(
+        node=frame["node"].astype(str), device=frame["device"].astype(str), hour=frame[TIME].dt.floor("h")
+    )
     last = frame.sort_values(TIME).groupby(["node", "device", "hour"], as_index=False)[VALUE].last()
     last = last.sort_values(["node", "device", "hour"])
     step = last.groupby(["node", "device"])["hour"].diff().dt.total_seconds()
@@ -167,20 +194,34 @@ def _xdp_source(history: Path, as_of: pd.Timestamp, gpus_per_node: int = 8) -> A
     """The simulated cluster as the loop's XDP source: network counters and the jobs running at ``as_of``."""
     from predictor.loop.xdp_io import FrameXdpSource
 
-    parts = [_counter_bps(history / "metrics" / f"node_network_{d}_bytes_total.parquet", as_of, 9).assign(direction=d)
-             for d in ("receive", "transmit")]
+    parts = [
+        _counter_bps(history / "metrics" / f"node_network_{d}_bytes_total.parquet", as_of, 9).assign(direction=d)
+        for d in ("receive", "transmit")
+    ]
     columns = ["job_id", "queue", "num_gpus", "start", "end", "nodes"]
     jobs = pd.read_parquet(history / "jobs_out.parquet", columns=columns)
     running = jobs[(jobs["start"] <= as_of) & (jobs["end"] > as_of)]
-    pods = [{"node": node, "namespace": str(queue), "pod": f"{job}-{i}", "job": str(job), "queue": str(queue),
-             "gpus": float(gpus) / len(nodes.split())}
-            for job, queue, gpus, nodes in zip(running["job_id"], running["queue"], running["num_gpus"],
-                                               running["nodes"].astype(str), strict=True)
-            for i, node in enumerate(nodes.split())]
+    pods = [
+        {
+            "node": node,
+            "namespace": str(queue),
+            "pod": f"{job}-{i}",
+            "job": str(job),
+            "queue": str(queue),
+            "gpus": float(gpus) / len(nodes.split()),
+        }
+        for job, queue, gpus, nodes in zip(
+            running["job_id"], running["queue"], running["num_gpus"], running["nodes"].astype(str), strict=True
+        )
+        for i, node in enumerate(nodes.split())
+    ]
     network = pd.concat(parts, ignore_index=True)
     nodes = sorted(network["node"].unique())
-    return FrameXdpSource(network, pd.DataFrame(pods, columns=["node", "namespace", "pod", "job", "queue", "gpus"]),
-                          dict.fromkeys(nodes, float(gpus_per_node)))
+    return FrameXdpSource(
+        network,
+        pd.DataFrame(pods, columns=["node", "namespace", "pod", "job", "queue", "gpus"]),
+        dict.fromkeys(nodes, float(gpus_per_node)),
+    )
 
 
 def _xdp_loop(ctx: DemoContext, registry: Any) -> Any:
@@ -208,9 +249,13 @@ def xdp_stage(ctx: DemoContext) -> StageResult:
         return StageResult("failed", report.error)
     sticky = sum(1 for n in report.nodes if n.profile.sticky)
     ctx.headline["XDP profiles"] = f"{len(report.nodes)} nodes, {sticky} sticky"
-    return StageResult("done", f"{len(report.nodes)} node inputs from the loop cycle ({report.forecaster}; assumed "
-                       f"2 × {XDP_LINK_BPS / 1e9:g} Gb/s targets per node, each simulated node's eth0 load split "
-                       "evenly over them)", (ctx.out / "plans" / "xdp",))
+    return StageResult(
+        "done",
+        f"{len(report.nodes)} node inputs from the loop cycle ({report.forecaster}; assumed "
+        f"2 × {XDP_LINK_BPS / 1e9:g} Gb/s targets per node, each simulated node's eth0 load split "
+        "evenly over them)",
+        (ctx.out / "plans" / "xdp",),
+    )
 
 
 def report_stage(ctx: DemoContext) -> StageResult:
@@ -221,18 +266,25 @@ def report_stage(ctx: DemoContext) -> StageResult:
     history = ctx.state.get("loop_history", inputs.demand)
     forecast, versions = ctx.state["forecaster"].forecast(history, horizon=7 * 24)
     outcome = make_report(
-        inputs, forecast, ctx.settings.planner, ctx.out / "report", plan=ctx.state.get("plan"),
-        rightsize=ctx.state.get("rightsize_savings"), title="GPU quota recommendations (demo)",
+        inputs,
+        forecast,
+        ctx.settings.planner,
+        ctx.out / "report",
+        plan=ctx.state.get("plan"),
+        rightsize=ctx.state.get("rightsize_savings"),
+        title="GPU quota recommendations (demo)",
         sources={"forecast": ", ".join(versions.values()) or "local"},
         progress=ctx.progress,
     )
     s = outcome.report.summary
     ctx.state["report"] = outcome.report
-    ctx.headline["quota utilisation"] = _utilisation_line(s.quota_utilisation_now, s.quota_utilisation_expected,
-                                                          outcome.report.whatif)
+    ctx.headline["quota utilisation"] = _utilisation_line(
+        s.quota_utilisation_now, s.quota_utilisation_expected, outcome.report.whatif
+    )
     ctx.headline["idle quota"] = f"{s.idle_quota_gpu_h:,.0f} GPU-h in the last {s.window_days} days"
-    return StageResult("done", f"{len(outcome.report.queues)} queues; {len(s.top_actions)} top actions",
-                       tuple(outcome.paths.values()))
+    return StageResult(
+        "done", f"{len(outcome.report.queues)} queues; {len(s.top_actions)} top actions", tuple(outcome.paths.values())
+    )
 
 
 def _utilisation_line(now: float | None, after: float | None, whatif: tuple[Any, ...]) -> str:

@@ -32,10 +32,12 @@ _GAUGES: weakref.WeakKeyDictionary[CollectorRegistry, tuple[Gauge, Gauge]] = wea
 
 def _gauges(registry: CollectorRegistry) -> tuple[Gauge, Gauge]:
     if registry not in _GAUGES:
-        upper = Gauge(UPPER, "Upper bound of the forecast interval for the current step.", ["series", "level"],
-                      registry=registry)
-        lower = Gauge(LOWER, "Lower bound of the forecast interval for the current step.", ["series", "level"],
-                      registry=registry)
+        upper = Gauge(
+            UPPER, "Upper bound of the forecast interval for the current step.", ["series", "level"], registry=registry
+        )
+        lower = Gauge(
+            LOWER, "Lower bound of the forecast interval for the current step.", ["series", "level"], registry=registry
+        )
         _GAUGES[registry] = (upper, lower)
     return _GAUGES[registry]
 
@@ -53,8 +55,14 @@ def step_at(forecast: pd.DataFrame, at: pd.Timestamp) -> pd.DataFrame:
     return pd.concat([past, future])
 
 
-def export_forecast_bands(registry: CollectorRegistry, forecast: pd.DataFrame, *, level: int = 80,
-                          at: pd.Timestamp, current: pd.DataFrame | None = None) -> int:
+def export_forecast_bands(
+    registry: CollectorRegistry,
+    forecast: pd.DataFrame,
+    *,
+    level: int = 80,
+    at: pd.Timestamp,
+    current: pd.DataFrame | None = None,
+) -> int:
     """Register (once) and set the band gauges from a forecast frame; returns the series exported.
 
     For each series the row used is ``step_at(forecast, at)``: the caller's clock, never the wall clock.

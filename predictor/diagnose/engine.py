@@ -38,26 +38,62 @@ __all__ = [
 # The series the symptom features read (``models.rca_features``): what diagnosis fetches, and what the
 # training data (``pipelines.rca_data``) keep of a simulator run, so both see the same inputs.
 NEEDED_METRICS = (
-    "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_POWER_USAGE",
-    "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
-    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
-    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
-    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "node_network_receive_bytes_total", "node_network_receive_drop_total",
-    "node_netstat_Tcp_RetransSegs", "node_network_carrier_changes_total", "node_ethtool_rx_prio3_pause",
-    "node_ethtool_tx_prio3_pause", "node_ethtool_np_ecn_marked_roce_packets", "node_ethtool_np_cnp_sent",
-    "node_ethtool_rp_cnp_handled", "node_cpu_seconds_total", "node_load1",
-    "volcano_queue_allocated_scalar_resources", "volcano_queue_request_scalar_resources",
-    "volcano_queue_deserved_scalar_resources", "volcano_queue_capacity_scalar_resources",
-    "volcano_queue_pod_group_pending_count", "kube_node_status_capacity", "kube_node_status_allocatable",
-    "kube_node_status_condition", "kube_pod_labels", "kube_pod_container_status_restarts_total",
-    "kube_pod_container_status_last_terminated_reason", "ALERTS", "up",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_FREE",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_SM_CLOCK",
+    "DCGM_FI_DEV_XID_ERRORS",
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    "node_network_receive_bytes_total",
+    "node_network_receive_drop_total",
+    "node_netstat_Tcp_RetransSegs",
+    "node_network_carrier_changes_total",
+    "node_ethtool_rx_prio3_pause",
+    "node_ethtool_tx_prio3_pause",
+    "node_ethtool_np_ecn_marked_roce_packets",
+    "node_ethtool_np_cnp_sent",
+    "node_ethtool_rp_cnp_handled",
+    "node_cpu_seconds_total",
+    "node_load1",
+    "volcano_queue_allocated_scalar_resources",
+    "volcano_queue_request_scalar_resources",
+    "volcano_queue_deserved_scalar_resources",
+    "volcano_queue_capacity_scalar_resources",
+    "volcano_queue_pod_group_pending_count",
+    "kube_node_status_capacity",
+    "kube_node_status_allocatable",
+    "kube_node_status_condition",
+    "kube_pod_labels",
+    "kube_pod_container_status_restarts_total",
+    "kube_pod_container_status_last_terminated_reason",
+    "ALERTS",
+    "up",
 )
 
 # Which GPU a finding names, by cause: the argmax of the symptom that points at one GPU.
-GPU_COLUMN = {"gpu_thermal": "gpu_hot", "gpu_power_cap": "gpu_slow", "gpu_hardware": "gpu_xid",
-              "nvlink": "gpu_crc", "gpu_oom": "gpu_fb"}
-_JOB_WIDE = ("nvlink", "gpu_oom", "network_congestion", "io_stall", "cpu_contention", "roce_pfc_storm",
-             "roce_congestion")
+GPU_COLUMN = {
+    "gpu_thermal": "gpu_hot",
+    "gpu_power_cap": "gpu_slow",
+    "gpu_hardware": "gpu_xid",
+    "nvlink": "gpu_crc",
+    "gpu_oom": "gpu_fb",
+}
+_JOB_WIDE = (
+    "nvlink",
+    "gpu_oom",
+    "network_congestion",
+    "io_stall",
+    "cpu_contention",
+    "roce_pfc_storm",
+    "roce_congestion",
+)
 SCOPE_KEYS = ("node", "gpu", "job", "queue")
 
 
@@ -83,8 +119,13 @@ def format_window(window: pd.Timedelta) -> str:
     return f"{seconds}s"
 
 
-def fetch_window(source: MetricSource, at: pd.Timestamp, window: pd.Timedelta, step: pd.Timedelta,
-                 metrics: Iterable[str] = NEEDED_METRICS) -> pd.DataFrame:
+def fetch_window(
+    source: MetricSource,
+    at: pd.Timestamp,
+    window: pd.Timedelta,
+    step: pd.Timedelta,
+    metrics: Iterable[str] = NEEDED_METRICS,
+) -> pd.DataFrame:
     """The history diagnosis needs, ``(at - 2·window, at]``, one range query per standard series."""
     start = at - 2 * window + step
     frames = []
@@ -110,9 +151,16 @@ def _families(data: WindowData) -> dict[str, list[str]]:
     return {"found": found, "missing": [m for m in NEEDED_METRICS if m not in data.tables]}
 
 
-def diagnose(frame: pd.DataFrame, model: RootCauseTree, at: pd.Timestamp, window: pd.Timedelta,
-             scope: dict[str, str] | None = None, *, min_probability: float = 0.5,
-             min_measured: float = MIN_MEASURED) -> dict[str, Any]:
+def diagnose(
+    frame: pd.DataFrame,
+    model: RootCauseTree,
+    at: pd.Timestamp,
+    window: pd.Timedelta,
+    scope: dict[str, str] | None = None,
+    *,
+    min_probability: float = 0.5,
+    min_measured: float = MIN_MEASURED,
+) -> dict[str, Any]:
     """The findings for the window ending at ``at``, in the ``predictor diagnose`` JSON shape.
 
     A candidate whose answer rests mostly on unmeasured features (``measured_share < min_measured``) never
@@ -123,8 +171,12 @@ def diagnose(frame: pd.DataFrame, model: RootCauseTree, at: pd.Timestamp, window
         raise InputError(f"no samples between {(at - 2 * window).isoformat()} and {at.isoformat()}")
     data = WindowData(frame)
     families = _families(data)
-    result: dict[str, Any] = {"at": at.isoformat().replace("+00:00", "Z"), "window": format_window(window),
-                              "families": families, "findings": []}
+    result: dict[str, Any] = {
+        "at": at.isoformat().replace("+00:00", "Z"),
+        "window": format_window(window),
+        "families": families,
+        "findings": [],
+    }
     feats = window_features(data, at, window)
     for name, value in (scope or {}).items():
         feats = feats[feats[name] == value] if name != "gpu" else feats
@@ -148,8 +200,10 @@ def diagnose(frame: pd.DataFrame, model: RootCauseTree, at: pd.Timestamp, window
             if cause == HEALTHY or p < min_probability:
                 continue
             if measured[i] < min_measured:
-                unsure.append(f"{where} might be {cause} ({p:.2f}) but {1 - measured[i]:.0%} of that answer "
-                              f"rests on unmeasured {', '.join(unknown[i][:4])}")
+                unsure.append(
+                    f"{where} might be {cause} ({p:.2f}) but {1 - measured[i]:.0%} of that answer "
+                    f"rests on unmeasured {', '.join(unknown[i][:4])}"
+                )
                 continue
             gpu = _none(row[GPU_COLUMN[cause]]) if cause in GPU_COLUMN else None
             if scope and "gpu" in scope and gpu != scope["gpu"]:
@@ -157,10 +211,13 @@ def diagnose(frame: pd.DataFrame, model: RootCauseTree, at: pd.Timestamp, window
             on_gpu = dict(pair.split(":", 1) for pair in str(row["gpu_jobs"]).split(",") if ":" in pair)
             job = _none(on_gpu.get(gpu, row["job"]) if gpu else row["job"]) if cause != "node_not_ready" else None
             here = f"queue={queue}" if queue else f"node={node}" + (f" gpu={gpu}" if gpu else "")
-            finding = {"cause": cause, "probability": round(p, 4),
-                       "scope": {"node": _none(node), "gpu": gpu, "job": job},
-                       "explanation": f"{here}: {explanations[i]}",
-                       "remediation": remediation(cause, row, gpu)}
+            finding = {
+                "cause": cause,
+                "probability": round(p, 4),
+                "scope": {"node": _none(node), "gpu": gpu, "job": job},
+                "explanation": f"{here}: {explanations[i]}",
+                "remediation": remediation(cause, row, gpu),
+            }
             # One finding per job for job-wide causes (all its nodes show them), else one per node/queue.
             key = (cause, job if cause in _JOB_WIDE and job else (queue or node))
             if key not in findings or findings[key]["probability"] < finding["probability"]:
@@ -173,9 +230,17 @@ def diagnose(frame: pd.DataFrame, model: RootCauseTree, at: pd.Timestamp, window
     return result
 
 
-def _all_clear(feats: pd.DataFrame, proba: np.ndarray, measured: np.ndarray, classes: list[str],
-               explanations: list[str], unsure: list[str], missing: tuple[str, ...], min_measured: float,
-               blind: list[str]) -> dict[str, Any]:
+def _all_clear(
+    feats: pd.DataFrame,
+    proba: np.ndarray,
+    measured: np.ndarray,
+    classes: list[str],
+    explanations: list[str],
+    unsure: list[str],
+    missing: tuple[str, ...],
+    min_measured: float,
+    blind: list[str],
+) -> dict[str, Any]:
     """``healthy`` when enough was measured, else ``insufficient_data`` naming what was not; either way the
     causes that the missing families make undiagnosable (``blind``) are named."""
     nobody = {"node": None, "gpu": None, "job": None}
@@ -183,15 +248,22 @@ def _all_clear(feats: pd.DataFrame, proba: np.ndarray, measured: np.ndarray, cla
     thin = measured < min_measured
     if unsure or thin.mean() > 0.5:
         text = "; ".join(unsure[:3]) or f"{int(thin.sum())} of {len(feats)} candidates were mostly unmeasured"
-        return {"cause": INSUFFICIENT, "probability": round(float(1 - np.median(measured)), 4), "scope": nobody,
-                "explanation": f"{text}{caveat} → {INSUFFICIENT}", "remediation": remediation(INSUFFICIENT, {},
-                                                                                         missing=missing)}
+        return {
+            "cause": INSUFFICIENT,
+            "probability": round(float(1 - np.median(measured)), 4),
+            "scope": nobody,
+            "explanation": f"{text}{caveat} → {INSUFFICIENT}",
+            "remediation": remediation(INSUFFICIENT, {}, missing=missing),
+        }
     h = classes.index(HEALTHY) if HEALTHY in classes else None
     p_healthy = float(proba[:, h].min()) if h is not None else 0.0
     worst = int(np.argmin(proba[:, h])) if h is not None else 0
     worst_queue, worst_node = str(feats["queue"].iloc[worst]), str(feats["node"].iloc[worst])
     where = f"queue={worst_queue}" if worst_queue else f"node={worst_node}"
-    return {"cause": HEALTHY, "probability": round(p_healthy, 4), "scope": nobody,
-            "explanation": f"{len(feats)} candidates scored healthy{caveat}; least healthy {where}: "
-                           f"{explanations[worst]}",
-            "remediation": remediation(HEALTHY, {})}
+    return {
+        "cause": HEALTHY,
+        "probability": round(p_healthy, 4),
+        "scope": nobody,
+        "explanation": f"{len(feats)} candidates scored healthy{caveat}; least healthy {where}: {explanations[worst]}",
+        "remediation": remediation(HEALTHY, {}),
+    }

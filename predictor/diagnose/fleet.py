@@ -22,6 +22,10 @@ def fleet_findings(results: dict[str | None, dict[str, Any]]) -> dict[str, Any]:
     findings = [{"cluster": name, **finding} for name, result in results.items() for finding in result["findings"]]
     found = sorted({family for result in results.values() for family in result["families"]["found"]})
     missing = sorted({family for result in results.values() for family in result["families"]["missing"]} - set(found))
-    return {"at": first["at"], "window": first["window"], "families": {"found": found, "missing": missing},
-            "findings": sorted(findings, key=lambda f: -float(f["probability"])),
-            "clusters": {name: {"families": result["families"]} for name, result in results.items()}}
+    return {
+        "at": first["at"],
+        "window": first["window"],
+        "families": {"found": found, "missing": missing},
+        "findings": sorted(findings, key=lambda f: -float(f["probability"])),
+        "clusters": {name: {"families": result["families"]} for name, result in results.items()},
+    }

@@ -50,8 +50,10 @@ def save_model_file(model: RootCauseTree, path: Path) -> None:
 def load_default() -> RootCauseTree:
     """The bundled default model, trained on simulator scenarios."""
     if not DEFAULT_MODEL_PATH.is_file():
-        raise ModelError(f"the bundled root-cause model {DEFAULT_MODEL_PATH} is missing; reinstall the package "
-                         "or run `python -m pipelines.rca_default`")
+        raise ModelError(
+            f"the bundled root-cause model {DEFAULT_MODEL_PATH} is missing; reinstall the package "
+            "or run `python -m pipelines.rca_default`"
+        )
     try:
         return load_model_file(DEFAULT_MODEL_PATH)
     except InputError as exc:

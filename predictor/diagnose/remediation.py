@@ -17,41 +17,41 @@ __all__ = ["INSUFFICIENT", "remediation"]
 
 _ADVICE = {
     "gpu_thermal": "Check the node's cooling (fans, inlet temperature, blocked airflow, a failed PSU fan) and "
-                   "whether GPU {gpu} throttles on temperature ({temp}); until fixed, drain it or lower its power "
-                   "cap (nvidia-smi -pl) so it stops throttling the whole job.",
+    "whether GPU {gpu} throttles on temperature ({temp}); until fixed, drain it or lower its power "
+    "cap (nvidia-smi -pl) so it stops throttling the whole job.",
     "gpu_power_cap": "GPU {gpu} is held at its power limit: check the configured cap (nvidia-smi -q -d POWER), "
-                     "the rack's power budget and PSU health; raise the cap back to default if it was lowered.",
+    "the rack's power budget and PSU health; raise the cap back to default if it was lowered.",
     "gpu_hardware": "GPU {gpu} reported XID {xid}: cordon the node, drain its pods, run a DCGM diagnostic (dcgmi "
-                    "diag -r 3) and reset or RMA the GPU; restart the job from its last checkpoint elsewhere.",
+    "diag -r 3) and reset or RMA the GPU; restart the job from its last checkpoint elsewhere.",
     "nvlink": "NVLink errors on GPU {gpu} ({crc}): check the NVLink/NVSwitch state (nvidia-smi nvlink -e, "
-              "fabric manager logs), reseat or replace the link; meanwhile pin the job to other nodes.",
+    "fabric manager logs), reseat or replace the link; meanwhile pin the job to other nodes.",
     "gpu_oom": "GPU memory reached {fb} before restarts: lower the batch size or sequence length, enable "
-               "activation checkpointing, or request a GPU with more memory.",
+    "activation checkpointing, or request a GPU with more memory.",
     "network_congestion": "TCP retransmits are {retrans} of their usual rate on the job's nodes: check the "
-                          "top-of-rack links and switch buffers, spread the job's nodes less, or move its data "
-                          "traffic to the RDMA fabric.",
+    "top-of-rack links and switch buffers, spread the job's nodes less, or move its data "
+    "traffic to the RDMA fabric.",
     "io_stall": "The job waits on storage (iowait {iowait} of CPU time while its GPUs average {util}): put a "
-                "dataset cache in front of the storage (Alluxio or Fluid), prefetch or add data-loader workers, "
-                "and compare the measured read rate with what the GPUs consume.",
+    "dataset cache in front of the storage (Alluxio or Fluid), prefetch or add data-loader workers, "
+    "and compare the measured read rate with what the GPUs consume.",
     "cpu_contention": "The node's CPUs are saturated (user {user}, load {load} of usual): raise the pods' CPU "
-                      "requests, set the CPU manager's static policy with NUMA-aligned pinning, and move "
-                      "noisy neighbours off the GPU nodes.",
+    "requests, set the CPU manager's static policy with NUMA-aligned pinning, and move "
+    "noisy neighbours off the GPU nodes.",
     "scheduling_starvation": "Queue capability fell to {cap} of what the queue used: check recent Queue edits "
-                             "(capability, deserved), reclaim settings and the parent queue's quota; the "
-                             "predictor's own plan file and audit log say whether it made the change.",
+    "(capability, deserved), reclaim settings and the parent queue's quota; the "
+    "predictor's own plan file and audit log say whether it made the change.",
     "node_not_ready": "The kubelet stopped reporting Ready: check kubelet and container runtime logs, node "
-                      "pressure conditions and the node's network; pods on it are rescheduled after the "
-                      "eviction timeout.",
+    "pressure conditions and the node's network; pods on it are rescheduled after the "
+    "eviction timeout.",
     "roce_pfc_storm": "PFC pause frames on the node's RDMA NIC ({pause} of usual): find the pausing port (the "
-                      "receiver that sends pauses), enable the switch's PFC watchdog, and check ECN thresholds "
-                      "so congestion is signalled before buffers fill.",
+    "receiver that sends pauses), enable the switch's PFC watchdog, and check ECN thresholds "
+    "so congestion is signalled before buffers fill.",
     "roce_congestion": "RoCE congestion (ECN-marked packets and CNPs {ecn} of usual): tune the ECN marking "
-                       "thresholds and DCQCN rate parameters, and check for incast from the job's collective "
-                       "pattern or oversubscribed spine links.",
+    "thresholds and DCQCN rate parameters, and check for incast from the job's collective "
+    "pattern or oversubscribed spine links.",
     "nic_link_flap": "The NIC link went down and up {flaps} time(s): check the cable/transceiver (ethtool -m, "
-                     "dmesg for link down), the switch port's error counters, and replace the optic.",
+    "dmesg for link down), the switch port's error counters, and replace the optic.",
     INSUFFICIENT: "Scrape the missing metric families ({missing}) so a cause can be told apart; until then "
-                  "this window cannot be judged.",
+    "this window cannot be judged.",
     "healthy": "Nothing to change: every candidate looked like its own baseline and its peers.",
 }
 
@@ -60,21 +60,33 @@ def _fmt(value: object, kind: str) -> str:
     if not isinstance(value, (int, float)) or not np.isfinite(value):
         return "not measured"
     v = float(value)
-    return {"ratio": f"{v:.0%}", "x": f"{v:.1f}×", "°C": f"{v:.0f} °C", "%": f"{v:.0f} %", "/s": f"{v:.3g}/s",
-            "n": f"{v:.0f}"}.get(kind, f"{v:.3g}")
+    return {
+        "ratio": f"{v:.0%}",
+        "x": f"{v:.1f}×",
+        "°C": f"{v:.0f} °C",
+        "%": f"{v:.0f} %",
+        "/s": f"{v:.3g}/s",
+        "n": f"{v:.0f}",
+    }.get(kind, f"{v:.3g}")
 
 
-def remediation(cause: str, row: Mapping[str, object], gpu: str | None = None,
-                missing: tuple[str, ...] = ()) -> str:
+def remediation(cause: str, row: Mapping[str, object], gpu: str | None = None, missing: tuple[str, ...] = ()) -> str:
     """The advice for ``cause`` on one candidate's feature ``row`` (values quoted so the advice can be checked)."""
     text = _ADVICE.get(cause, "No advice recorded for this cause.")
     return text.format(
         gpu=gpu if gpu is not None else "(the node's worst)",
-        temp=_fmt(row.get("gpu_temp_p95_max"), "°C"), xid=_fmt(row.get("xid_max"), "n"),
-        crc=_fmt(row.get("nvlink_crc_rate_max"), "/s"), fb=_fmt(row.get("fb_used_frac_max"), "ratio"),
-        retrans=_fmt(row.get("tcp_retrans_ratio"), "x"), iowait=_fmt(row.get("cpu_iowait_frac"), "ratio"),
-        util=_fmt(row.get("gpu_util_mean"), "%"), user=_fmt(row.get("cpu_user_frac"), "ratio"),
-        load=_fmt(row.get("load1_ratio"), "x"), cap=_fmt(row.get("queue_capability_vs_use"), "ratio"),
-        pause=_fmt(row.get("pfc_pause_ratio"), "x"), ecn=_fmt(row.get("roce_ecn_ratio"), "x"),
-        flaps=_fmt(row.get("carrier_changes"), "n"), missing=", ".join(missing) or "none",
+        temp=_fmt(row.get("gpu_temp_p95_max"), "°C"),
+        xid=_fmt(row.get("xid_max"), "n"),
+        crc=_fmt(row.get("nvlink_crc_rate_max"), "/s"),
+        fb=_fmt(row.get("fb_used_frac_max"), "ratio"),
+        retrans=_fmt(row.get("tcp_retrans_ratio"), "x"),
+        iowait=_fmt(row.get("cpu_iowait_frac"), "ratio"),
+        util=_fmt(row.get("gpu_util_mean"), "%"),
+        user=_fmt(row.get("cpu_user_frac"), "ratio"),
+        load=_fmt(row.get("load1_ratio"), "x"),
+        cap=_fmt(row.get("queue_capability_vs_use"), "ratio"),
+        pause=_fmt(row.get("pfc_pause_ratio"), "x"),
+        ecn=_fmt(row.get("roce_ecn_ratio"), "x"),
+        flaps=_fmt(row.get("carrier_changes"), "n"),
+        missing=", ".join(missing) or "none",
     )

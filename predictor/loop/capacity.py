@@ -15,8 +15,9 @@ from predictor.planner import PlannerSettings, capacity_drop
 __all__ = ["next_reference", "reference"]
 
 
-def reference(saved: object, allocatable: dict[str, float], now: pd.Timestamp,
-              settings: PlannerSettings) -> dict[str, Any]:
+def reference(
+    saved: object, allocatable: dict[str, float], now: pd.Timestamp, settings: PlannerSettings
+) -> dict[str, Any]:
     """The capacity reference a drop is measured against (``planner.capacity_drop_hold``).
 
     It is the allocatable of the last cycle not held for a drop. A drop that has held for
@@ -25,15 +26,21 @@ def reference(saved: object, allocatable: dict[str, float], now: pd.Timestamp,
     if not isinstance(saved, dict) or not isinstance(saved.get("allocatable"), dict):
         return {}
     since = saved.get("drop_since")
-    if isinstance(since, int | float) and now.timestamp() - since >= settings.capacity_drop_accept_s and \
-            all(v > 0 for v in allocatable.values()):
+    if (
+        isinstance(since, int | float)
+        and now.timestamp() - since >= settings.capacity_drop_accept_s
+        and all(v > 0 for v in allocatable.values())
+    ):
         return {}
-    return {"allocatable": {str(k): float(v) for k, v in saved["allocatable"].items()},
-            "drop_since": since if isinstance(since, int | float) else None}
+    return {
+        "allocatable": {str(k): float(v) for k, v in saved["allocatable"].items()},
+        "drop_since": since if isinstance(since, int | float) else None,
+    }
 
 
-def next_reference(reference: dict[str, Any], allocatable: dict[str, float], now: pd.Timestamp,
-                   settings: PlannerSettings) -> dict[str, Any]:
+def next_reference(
+    reference: dict[str, Any], allocatable: dict[str, float], now: pd.Timestamp, settings: PlannerSettings
+) -> dict[str, Any]:
     """Keep the reference (and when the drop began) while allocatable is down; else this cycle's allocatable.
 
     Judged apart from the cycle's hold: a cycle held for another reason must not record a collapse either.

@@ -103,12 +103,24 @@ class CycleReport:
 class Loop:
     """The scheduling loop, wired from injected readers, forecaster and actuator."""
 
-    def __init__(self, settings: Settings, *, cluster: ClusterReader, history: HistoryReader, forecaster: Forecaster,
-                 actuator: QueueActuator | None = None, metrics: LoopMetrics | None = None,
-                 clock: Callable[[], pd.Timestamp] | None = None, lease: Leader | None = None,
-                 workload: WorkloadReader | None = None, demand: DemandReader | None = None,
-                 xdp: XdpLoop | None = None, name: str | None = None, lock: Leader | None = None,
-                 audit: AuditLog | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        cluster: ClusterReader,
+        history: HistoryReader,
+        forecaster: Forecaster,
+        actuator: QueueActuator | None = None,
+        metrics: LoopMetrics | None = None,
+        clock: Callable[[], pd.Timestamp] | None = None,
+        lease: Leader | None = None,
+        workload: WorkloadReader | None = None,
+        demand: DemandReader | None = None,
+        xdp: XdpLoop | None = None,
+        name: str | None = None,
+        lock: Leader | None = None,
+        audit: AuditLog | None = None,
+    ) -> None:
         """``name``: the cluster of a fleet this loop plans (``None``: the single unnamed cluster). A fleet
         (``predictor.loop.fleet``) hands its loops one shared audit log and one local ``lock``."""
         self.settings, self.cluster, self.history, self.forecaster = settings, cluster, history, forecaster
@@ -151,15 +163,33 @@ class Loop:
             leader.release()
 
     # -- audit helpers -------------------------------------------------------------------------------
-    def _record(self, now: pd.Timestamp, cycle: str, queue: str, outcome: str, reason: str, *, code: str = "",
-                change: FieldChange | None = None) -> AuditRecord:
+    def _record(
+        self,
+        now: pd.Timestamp,
+        cycle: str,
+        queue: str,
+        outcome: str,
+        reason: str,
+        *,
+        code: str = "",
+        change: FieldChange | None = None,
+    ) -> AuditRecord:
         return AuditRecord(
-            timestamp=now.isoformat(), cycle=cycle, queue=queue, field=change.field if change else None,
-            resource=change.resource if change else None, before=change.before if change else None,
-            after=change.after if change else None, reason=reason, mode=self.mode, outcome=outcome,
-            code=code or (change.code if change else ""), unix=now.timestamp(),
+            timestamp=now.isoformat(),
+            cycle=cycle,
+            queue=queue,
+            field=change.field if change else None,
+            resource=change.resource if change else None,
+            before=change.before if change else None,
+            after=change.after if change else None,
+            reason=reason,
+            mode=self.mode,
+            outcome=outcome,
+            code=code or (change.code if change else ""),
+            unix=now.timestamp(),
             models=dict(self.models) if self.models and (change is not None or outcome == "cycle-done") else None,
-            cluster=self.name)
+            cluster=self.name,
+        )
 
     def recover(self, now: pd.Timestamp) -> list[AuditRecord]:
         """Settle patches cut off by a crash: applied if the live queue shows them, else abandoned."""
@@ -171,16 +201,30 @@ class Loop:
         for intent in pending:
             obj = live.get(str(intent["queue"]), {})
             spec = obj.get("spec") or {}
-            source = (spec.get("guarantee") or {}).get("resource") if intent["field"] == "guarantee" else \
-                spec.get(intent["field"])
+            source = (
+                (spec.get("guarantee") or {}).get("resource")
+                if intent["field"] == "guarantee"
+                else spec.get(intent["field"])
+            )
             value = (source or {}).get(intent["resource"]) if intent["field"] != "weight" else spec.get("weight")
             landed = value is not None and math.isclose(parse_quantity(value, what="live"), float(intent["after"]))
-            records.append(AuditRecord(
-                timestamp=now.isoformat(), cycle=intent["cycle"], queue=intent["queue"], field=intent["field"],
-                resource=intent.get("resource"), before=intent["before"], after=intent["after"],
-                reason="found on the live queue after a restart" if landed else "not applied before a restart",
-                mode=intent["mode"], outcome="applied" if landed else "abandoned", code=intent.get("code", ""),
-                unix=float(intent.get("unix", now.timestamp())), cluster=self.name))
+            records.append(
+                AuditRecord(
+                    timestamp=now.isoformat(),
+                    cycle=intent["cycle"],
+                    queue=intent["queue"],
+                    field=intent["field"],
+                    resource=intent.get("resource"),
+                    before=intent["before"],
+                    after=intent["after"],
+                    reason="found on the live queue after a restart" if landed else "not applied before a restart",
+                    mode=intent["mode"],
+                    outcome="applied" if landed else "abandoned",
+                    code=intent.get("code", ""),
+                    unix=float(intent.get("unix", now.timestamp())),
+                    cluster=self.name,
+                )
+            )
         self.audit.append(records)
         return records
 
@@ -219,8 +263,9 @@ class Loop:
             return report
         return self._run_locked(now, cycle, report, False, started, react=self.react.reason(queues))
 
-    def _run_locked(self, now: pd.Timestamp, cycle: str, report: CycleReport, force: bool,
-                    started: float, *, react: str = "") -> CycleReport:
+    def _run_locked(
+        self, now: pd.Timestamp, cycle: str, report: CycleReport, force: bool, started: float, *, react: str = ""
+    ) -> CycleReport:
         """``react``: why this is a re-plan between slots (audited and counted only if its id is not done)."""
         # Read after taking the lock: a loop that just finished this slot has written its cycle-done.
         if not force and cycle in self.audit.done_cycles(self.name):
@@ -295,12 +340,21 @@ class Loop:
         state = read_state(self.state_path)
         memory = Memory.from_json(state.get("memory", {}))
         reference = capacity.reference(state.get("capacity"), allocatable, now, psettings)
-        plan, hold = plan_cycle(queues, forecast, psettings, now=now, allocatable=allocatable, memory=memory,
-                                last_changed=self.audit.last_changed(self.mode, self.name), hold=hold,
-                                held_queues=inputs.held,
-                                previous_allocatable=reference.get("allocatable"), workload=workload,
-                                demand=inputs.demand.frame if inputs.demand else None,
-                                demand_unknown=inputs.demand.unknown if inputs.demand else None)
+        plan, hold = plan_cycle(
+            queues,
+            forecast,
+            psettings,
+            now=now,
+            allocatable=allocatable,
+            memory=memory,
+            last_changed=self.audit.last_changed(self.mode, self.name),
+            hold=hold,
+            held_queues=inputs.held,
+            previous_allocatable=reference.get("allocatable"),
+            workload=workload,
+            demand=inputs.demand.frame if inputs.demand else None,
+            demand_unknown=inputs.demand.unknown if inputs.demand else None,
+        )
         report.plan, report.hold = plan, hold
         write_plan_dir(plan, objects, self.settings.actuators.plan_dir, models=self.models, memo=self._plan_files)
         records = [self._record(now, cycle, h.queue, "held", h.reason, code=h.code) for h in plan.held]
@@ -311,12 +365,19 @@ class Loop:
         else:
             self.audit.append(records)
             report.outcomes = self._apply(now, cycle, plan)
-        write_state(self.state_path, {"memory": plan.memory.to_json(),
-                                      "capacity": capacity.next_reference(reference, allocatable, now, psettings)})
-        self._observe(now, plan, forecast, {**versions, **(inputs.demand.versions if inputs.demand else {})}, hold,
-                      workload)
-        self.audit.append([self._record(now, cycle, "*", "cycle-done", hold[1] if hold else "ok",
-                                        code=hold[0] if hold else "")])
+        write_state(
+            self.state_path,
+            {
+                "memory": plan.memory.to_json(),
+                "capacity": capacity.next_reference(reference, allocatable, now, psettings),
+            },
+        )
+        self._observe(
+            now, plan, forecast, {**versions, **(inputs.demand.versions if inputs.demand else {})}, hold, workload
+        )
+        self.audit.append(
+            [self._record(now, cycle, "*", "cycle-done", hold[1] if hold else "ok", code=hold[0] if hold else "")]
+        )
 
     def _drive_xdp(self, now: pd.Timestamp, cycle: str) -> None:
         assert self.xdp is not None
@@ -324,8 +385,10 @@ class Loop:
         profiles = ", ".join(f"{n.node}: {n.profile.name} {n.profile.weights}" for n in done.nodes[:20])
         more = f" and {len(done.nodes) - 20} more" if len(done.nodes) > 20 else ""
         skipped = f"; {len(done.skipped)} nodes without inputs" if done.skipped else ""
-        reason = done.error or (f"XDP inputs for {len(done.nodes)} nodes from {done.forecaster}{skipped}"
-                                f"{'; ' + done.published if done.published else ''}: {profiles}{more}")
+        reason = done.error or (
+            f"XDP inputs for {len(done.nodes)} nodes from {done.forecaster}{skipped}"
+            f"{'; ' + done.published if done.published else ''}: {profiles}{more}"
+        )
         self.audit.append([self._record(now, cycle, "*", "xdp", reason, code="xdp_failed" if done.error else "xdp")])
 
     def _apply(self, now: pd.Timestamp, cycle: str, plan: QueuePlan) -> list[Outcome]:
@@ -342,8 +405,9 @@ class Loop:
             self.audit.append([self._record(now, cycle, queue, "intent", c.reason, change=c) for c in by_queue[queue]])
 
         parents = {q.name: q.parent for q in plan.desired.values()}
-        outcomes = self.actuator.apply_all(self.actuator.plan(plan), dry_run=self.mode != "apply", parents=parents,
-                                           on_intent=intent)
+        outcomes = self.actuator.apply_all(
+            self.actuator.plan(plan), dry_run=self.mode != "apply", parents=parents, on_intent=intent
+        )
         records = []
         for o in outcomes:
             for c in by_queue.get(o.change.target, []):
@@ -361,12 +425,20 @@ class Loop:
         except (PredictorError, OSError):
             return None
         except Exception:  # malformed kube-state-metrics data (or a bug in reading it): unknown, and said
-            log.warning("workload unreadable at %s: gang floors and pending GPUs unknown this cycle", now,
-                        exc_info=True)
+            log.warning(
+                "workload unreadable at %s: gang floors and pending GPUs unknown this cycle", now, exc_info=True
+            )
             return None
 
-    def _observe(self, now: pd.Timestamp, plan: QueuePlan, forecast: pd.DataFrame | None, versions: dict[str, str],
-                 hold: tuple[str, str] | None, workload: Workload | None = None) -> None:
+    def _observe(
+        self,
+        now: pd.Timestamp,
+        plan: QueuePlan,
+        forecast: pd.DataFrame | None,
+        versions: dict[str, str],
+        hold: tuple[str, str] | None,
+        workload: Workload | None = None,
+    ) -> None:
         m = self.metrics
         # Clipped or raised changes are counted by the rule that moved it (safety codes, and the workload rules
         # gang_floor / whole_nodes / pool / steady_priority). One increment per code, codes in first-seen order.
@@ -377,8 +449,12 @@ class Loop:
         m.fragmentation.clear()
         if workload is not None and workload.nodes:
             frag = fgd(workload.nodes, task_mix(workload))
-            measures = {"fgd_gpus": frag.gpus, "rate": frag.rate, "free_gpus": float(frag.free),
-                        "free_nodes": float(frag.free_nodes)}
+            measures = {
+                "fgd_gpus": frag.gpus,
+                "rate": frag.rate,
+                "free_gpus": float(frag.free),
+                "free_nodes": float(frag.free_nodes),
+            }
             for measure, amount in measures.items():
                 m.fragmentation.labels(measure=measure).set(amount)
         if forecast is not None and not forecast.empty:
@@ -407,12 +483,14 @@ class Loop:
         now = self.clock()
         why = str(exc) if isinstance(exc, PredictorError) else f"{type(exc).__name__}: {exc}"
         why = why.splitlines()[0] if why else type(exc).__name__
-        self.audit.append([self._record(now, cycle_slot(now, self.settings.loop.interval_s), "*", "failed", why,
-                                        code="error")])
+        self.audit.append(
+            [self._record(now, cycle_slot(now, self.settings.loop.interval_s), "*", "failed", why, code="error")]
+        )
         return why
 
-    def run_forever(self, stop: Callable[[], bool], sleep: Callable[[float], object] = time.sleep,
-                    renew_every_s: float = 20.0) -> None:
+    def run_forever(
+        self, stop: Callable[[], bool], sleep: Callable[[float], object] = time.sleep, renew_every_s: float = 20.0
+    ) -> None:
         """Cycle every ``loop.interval_s`` until ``stop()``; an error in one cycle never ends the loop.
 
         Between cycles the wait is cut into steps of at most ``renew_every_s`` that renew the locks, so a
@@ -428,12 +506,25 @@ class Loop:
                 except Exception as exc:  # one bad cycle (even a bug) must not end the loop
                     self.fail(exc)
                 if self.react.enabled:
-                    wait_and_watch(self.settings.loop.interval_s, self.clock, stop, sleep, renew_every_s=renew_every_s,
-                                   poll_s=self.react.poll_s, renew=lambda: self.lead(self.clock()),
-                                   watch=self.watch_pending)
+                    wait_and_watch(
+                        self.settings.loop.interval_s,
+                        self.clock,
+                        stop,
+                        sleep,
+                        renew_every_s=renew_every_s,
+                        poll_s=self.react.poll_s,
+                        renew=lambda: self.lead(self.clock()),
+                        watch=self.watch_pending,
+                    )
                 else:
-                    wait_for_next_cycle(self.settings.loop.interval_s, self.clock, stop, sleep, renew_every_s,
-                                        renew=lambda: self.lead(self.clock()))
+                    wait_for_next_cycle(
+                        self.settings.loop.interval_s,
+                        self.clock,
+                        stop,
+                        sleep,
+                        renew_every_s,
+                        renew=lambda: self.lead(self.clock()),
+                    )
         finally:
             self.close()
 
@@ -445,4 +536,3 @@ class Loop:
                 self.run_react(fired)
         except Exception as exc:  # a bad re-plan (even a bug) is recorded like a bad cycle; the wait goes on
             self.fail(exc)
-

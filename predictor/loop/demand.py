@@ -28,9 +28,17 @@ if TYPE_CHECKING:
     from predictor.loop.seams import ChampionRegistry
     from predictor.sources import MetricSource
 
-__all__ = ["DemandPrediction", "DemandReader", "EstimatorDemand", "FileJobs", "FrameJobs", "JobsReader",
-           "RegistryDemand",
-           "SourceJobs", "model_uri"]
+__all__ = [
+    "DemandPrediction",
+    "DemandReader",
+    "EstimatorDemand",
+    "FileJobs",
+    "FrameJobs",
+    "JobsReader",
+    "RegistryDemand",
+    "SourceJobs",
+    "model_uri",
+]
 
 COLUMNS = ("queue", "resource", "peak", "now", "quantile", "horizon_h", "model", "timestamp")
 
@@ -65,8 +73,15 @@ class JobsReader(Protocol):
 class SourceJobs:
     """Pending GPUs per queue from any ``MetricSource`` through the catalogue's ``QUEUE_PENDING``."""
 
-    def __init__(self, source: MetricSource, *, query: str = QUEUE_PENDING, lookback_h: float = 24,
-                 step_s: float = 3600, queue_label: str = "queue_name") -> None:
+    def __init__(
+        self,
+        source: MetricSource,
+        *,
+        query: str = QUEUE_PENDING,
+        lookback_h: float = 24,
+        step_s: float = 3600,
+        queue_label: str = "queue_name",
+    ) -> None:
         self.source, self.query, self.queue_label = source, query, queue_label
         self.lookback, self.step = pd.Timedelta(hours=lookback_h), pd.Timedelta(seconds=step_s)
 
@@ -75,8 +90,9 @@ class SourceJobs:
         if self.queue_label in frame.columns:
             frame = frame.assign(**{ID: frame[self.queue_label].astype(str)})
         if frame.empty:
-            return pd.DataFrame({ID: pd.Series(dtype=str), TIME: pd.Series(dtype="datetime64[ns, UTC]"),
-                                 VALUE: pd.Series(dtype=float)})
+            return pd.DataFrame(
+                {ID: pd.Series(dtype=str), TIME: pd.Series(dtype="datetime64[ns, UTC]"), VALUE: pd.Series(dtype=float)}
+            )
         return frame[[ID, TIME, VALUE]].reset_index(drop=True)
 
 
@@ -105,15 +121,24 @@ class FrameJobs:
 
 
 def _empty() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=float if c in ("peak", "now", "quantile", "horizon_h") else object)
-                         for c in COLUMNS})
+    return pd.DataFrame(
+        {c: pd.Series(dtype=float if c in ("peak", "now", "quantile", "horizon_h") else object) for c in COLUMNS}
+    )
 
 
 class EstimatorDemand:
     """A fitted ``gpu-demand`` estimator (``predict_queues``) served as it is, with the jobs each queue holds."""
 
-    def __init__(self, estimator: Any, jobs: JobsReader, *, version: str = "local", family: str = DEMAND_FAMILY,
-                 resource: str = "nvidia.com/gpu", fresh_s: float = 2 * 3600) -> None:
+    def __init__(
+        self,
+        estimator: Any,
+        jobs: JobsReader,
+        *,
+        version: str = "local",
+        family: str = DEMAND_FAMILY,
+        resource: str = "nvidia.com/gpu",
+        fresh_s: float = 2 * 3600,
+    ) -> None:
         self.estimator, self.jobs, self.family, self.resource = estimator, jobs, family, resource
         self.version, self.uri, self.fresh = version, model_uri(family, version), pd.Timedelta(seconds=fresh_s)
 
@@ -126,18 +151,36 @@ class EstimatorDemand:
         times = pd.to_datetime(pending[TIME], utc=True)
         fresh = pending.loc[(times <= now) & (times > now - self.fresh)]
         have_jobs = set(fresh[ID].astype(str))
-        unknown = {q: f"no pending-jobs series for this queue in the last {self.fresh.total_seconds() / 3600:g} h"
-                   for q in queues if q not in have_jobs}
+        unknown = {
+            q: f"no pending-jobs series for this queue in the last {self.fresh.total_seconds() / 3600:g} h"
+            for q in queues
+            if q not in have_jobs
+        }
         known = [q for q in queues if q in have_jobs]
         if not known:
             return DemandPrediction(_empty(), unknown, versions)
         rows = history.loc[history[ID].astype(str).isin(known)]
-        hourly = pd.concat([
-            pd.DataFrame({ID: rows[ID].astype(str), TIME: pd.to_datetime(rows[TIME], utc=True),
-                          "demand": pd.to_numeric(rows[VALUE], errors="coerce"), "pending": float("nan")}),
-            pd.DataFrame({ID: fresh[ID].astype(str), TIME: pd.to_datetime(fresh[TIME], utc=True),
-                          "demand": float("nan"), "pending": pd.to_numeric(fresh[VALUE], errors="coerce")}),
-        ], ignore_index=True)
+        hourly = pd.concat(
+            [
+                pd.DataFrame(
+                    {
+                        ID: rows[ID].astype(str),
+                        TIME: pd.to_datetime(rows[TIME], utc=True),
+                        "demand": pd.to_numeric(rows[VALUE], errors="coerce"),
+                        "pending": float("nan"),
+                    }
+                ),
+                pd.DataFrame(
+                    {
+                        ID: fresh[ID].astype(str),
+                        TIME: pd.to_datetime(fresh[TIME], utc=True),
+                        "demand": float("nan"),
+                        "pending": pd.to_numeric(fresh[VALUE], errors="coerce"),
+                    }
+                ),
+            ],
+            ignore_index=True,
+        )
         try:
             peaks = self.estimator.predict_queues(hourly)
         except (ValueError, AttributeError) as exc:
@@ -149,20 +192,33 @@ class EstimatorDemand:
                 unknown[q] = f"less than a week ({WEEK_H} h) of gap-free hourly demand history"
         quantile = float(getattr(self.estimator, "quantile", float("nan")))
         horizon = float(getattr(self.estimator, "queue_horizon_h_", float("nan")))
-        frame = pd.DataFrame({
-            "queue": peaks[ID].astype(str).to_numpy(), "resource": self.resource,
-            "peak": peaks["peak"].to_numpy(float), "now": peaks["now"].to_numpy(float),
-            "quantile": quantile, "horizon_h": horizon, "model": self.uri,
-            "timestamp": pd.to_datetime(peaks[TIME], utc=True).dt.strftime("%Y-%m-%dT%H:%M:%SZ").to_numpy(),
-        }, columns=list(COLUMNS))
+        frame = pd.DataFrame(
+            {
+                "queue": peaks[ID].astype(str).to_numpy(),
+                "resource": self.resource,
+                "peak": peaks["peak"].to_numpy(float),
+                "now": peaks["now"].to_numpy(float),
+                "quantile": quantile,
+                "horizon_h": horizon,
+                "model": self.uri,
+                "timestamp": pd.to_datetime(peaks[TIME], utc=True).dt.strftime("%Y-%m-%dT%H:%M:%SZ").to_numpy(),
+            },
+            columns=list(COLUMNS),
+        )
         return DemandPrediction(frame, unknown, versions)
 
 
 class RegistryDemand:
     """The ``gpu-demand`` champion from the model registry, as registered; no champion → demand unknown."""
 
-    def __init__(self, registry: ChampionRegistry, jobs: JobsReader, *, family: str = DEMAND_FAMILY,
-                 resource: str = "nvidia.com/gpu") -> None:
+    def __init__(
+        self,
+        registry: ChampionRegistry,
+        jobs: JobsReader,
+        *,
+        family: str = DEMAND_FAMILY,
+        resource: str = "nvidia.com/gpu",
+    ) -> None:
         self.registry, self.jobs, self.family, self.resource = registry, jobs, family, resource
 
     def demand(self, history: pd.DataFrame, now: pd.Timestamp) -> DemandPrediction:
@@ -176,5 +232,6 @@ class RegistryDemand:
             why = str(exc).splitlines()[0]
             return DemandPrediction(_empty(), dict.fromkeys(queues, why), {})
         version = str(served.version or info.version)
-        return EstimatorDemand(served.estimator, self.jobs, version=version, family=self.family,
-                               resource=self.resource).demand(history, now)
+        return EstimatorDemand(
+            served.estimator, self.jobs, version=version, family=self.family, resource=self.resource
+        ).demand(history, now)

@@ -52,8 +52,7 @@ class QualifiedForecaster:
 
     def forecast(self, history: pd.DataFrame, *, horizon: int) -> tuple[pd.DataFrame, dict[str, str]]:
         prefix = qualify(self.cluster, "")
-        frame, versions = self.inner.forecast(history.assign(**{ID: prefix + history[ID].astype(str)}),
-                                              horizon=horizon)
+        frame, versions = self.inner.forecast(history.assign(**{ID: prefix + history[ID].astype(str)}), horizon=horizon)
         ids = frame[ID].astype(str)
         mine = ids.str.startswith(prefix)
         return frame.loc[mine].assign(**{ID: ids[mine].str.slice(len(prefix))}).reset_index(drop=True), versions
@@ -74,8 +73,10 @@ class ClusterRows:
         ids = frame[ID].astype(str)
         if len(ids) and not ids.str.contains(SEPARATOR, regex=False).any():
             # A one-cluster file given to a fleet: no cluster's rows, and "no history" would hide why.
-            raise InputError(f"{self.source}: no series names its cluster (with clusters in the settings, "
-                             f"series are {self.prefix}<queue>; found {ids.iloc[0]!r})")
+            raise InputError(
+                f"{self.source}: no series names its cluster (with clusters in the settings, "
+                f"series are {self.prefix}<queue>; found {ids.iloc[0]!r})"
+            )
         mine = ids.str.startswith(self.prefix)
         return frame.loc[mine].assign(**{ID: ids[mine].str.slice(len(self.prefix))}).reset_index(drop=True)
 
@@ -130,8 +131,9 @@ class FleetLoop:
                     report.failed[name] = f"{exc}; not recorded: {unrecorded}".splitlines()[0]
         return report
 
-    def run_forever(self, stop: Callable[[], bool], sleep: Callable[[float], object] = time.sleep,
-                    renew_every_s: float = 20.0) -> None:
+    def run_forever(
+        self, stop: Callable[[], bool], sleep: Callable[[float], object] = time.sleep, renew_every_s: float = 20.0
+    ) -> None:
         """Every ``loop.interval_s`` one fleet cycle until ``stop()``, renewing every cluster's Lease between;
         with ``planner.react_pending_gpus`` on, each cluster it leads also re-plans between slots."""
         self._forever = True
@@ -141,12 +143,20 @@ class FleetLoop:
             while not stop():
                 self.run_cycle()
                 if reacting:
-                    wait_and_watch(first.settings.loop.interval_s, first.clock, stop, sleep,
-                                   renew_every_s=renew_every_s, poll_s=first.react.poll_s,
-                                   renew=self._renew_leading, watch=self._watch)
+                    wait_and_watch(
+                        first.settings.loop.interval_s,
+                        first.clock,
+                        stop,
+                        sleep,
+                        renew_every_s=renew_every_s,
+                        poll_s=first.react.poll_s,
+                        renew=self._renew_leading,
+                        watch=self._watch,
+                    )
                 else:
-                    wait_for_next_cycle(first.settings.loop.interval_s, first.clock, stop, sleep, renew_every_s,
-                                        renew=self.renew)
+                    wait_for_next_cycle(
+                        first.settings.loop.interval_s, first.clock, stop, sleep, renew_every_s, renew=self.renew
+                    )
         finally:
             self.close()
 

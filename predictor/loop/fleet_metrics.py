@@ -24,15 +24,24 @@ __all__ = ["CLUSTER_LABEL", "FleetMetrics"]
 
 CLUSTER_LABEL = "cluster"
 # Families the process serves once for every cluster (the model in memory): taken from ``served`` only.
-_SERVED = ("predictor_loop_served_model_info", "predictor_loop_served_model_stale",
-           "predictor_loop_model_load_failures")
+_SERVED = (
+    "predictor_loop_served_model_info",
+    "predictor_loop_served_model_stale",
+    "predictor_loop_model_load_failures",
+)
 
 
 class FleetMetrics:
     """Per-cluster ``LoopMetrics`` and the process's served-model metrics, exported as one registry."""
 
-    def __init__(self, clusters: Mapping[str, LoopMetrics] | list[str], *, ready_within_s: float | None = None,
-                 elapsed: Callable[[], float] = time.monotonic, label_values: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        clusters: Mapping[str, LoopMetrics] | list[str],
+        *,
+        ready_within_s: float | None = None,
+        elapsed: Callable[[], float] = time.monotonic,
+        label_values: Mapping[str, str] | None = None,
+    ) -> None:
         """``clusters``: name → its loop's metrics (or names, for new ones); ``label_values``: name → the
         ``cluster`` label's value where it is not the name."""
         if isinstance(clusters, Mapping):

@@ -85,9 +85,15 @@ class SourceWorkload:
 class SourceHistory:
     """History from any ``MetricSource`` (Prometheus, a file) with a per-queue demand query."""
 
-    def __init__(self, source: MetricSource, *,
-                 query: str = QUEUE_DEMAND, lookback_h: float = 28 * 24, step_s: float = 3600,
-                 queue_label: str = "queue_name") -> None:
+    def __init__(
+        self,
+        source: MetricSource,
+        *,
+        query: str = QUEUE_DEMAND,
+        lookback_h: float = 28 * 24,
+        step_s: float = 3600,
+        queue_label: str = "queue_name",
+    ) -> None:
         self.source, self.query, self.queue_label = source, query, queue_label
         self.lookback, self.step = pd.Timedelta(hours=lookback_h), pd.Timedelta(seconds=step_s)
 
@@ -157,8 +163,9 @@ class RegistryForecaster:
     marked ``stale`` on ``/metrics`` with a load-failure count, and the load is retried next cycle.
     """
 
-    def __init__(self, registry: ChampionRegistry, family: str = FORECAST_FAMILY,
-                 metrics: LoopMetrics | None = None) -> None:
+    def __init__(
+        self, registry: ChampionRegistry, family: str = FORECAST_FAMILY, metrics: LoopMetrics | None = None
+    ) -> None:
         self.registry, self.family, self.metrics = registry, family, metrics
         self.served: ServedModel | None = None
         self.version: str | None = None  # the version in memory
@@ -183,8 +190,9 @@ class RegistryForecaster:
                 # ModelRegistry.load answers a failed load with the last model it loaded: an older version
                 got = str(loaded.version or info.version)
                 if got != info.version:
-                    raise RegistryError(f"champion {model_uri(self.family, info.version)} did not load "
-                                        f"(the registry served v{got})")
+                    raise RegistryError(
+                        f"champion {model_uri(self.family, info.version)} did not load (the registry served v{got})"
+                    )
                 self.served, self.version, self.stale = loaded, got, ""
         except RegistryError as exc:
             if self.served is None or self.version is None:
@@ -198,8 +206,9 @@ class RegistryForecaster:
 
     def _report(self, *, failed: bool) -> None:
         if self.metrics is not None and self.version is not None:
-            self.metrics.served(self.family, model_uri(self.family, self.version), stale=bool(self.stale),
-                                failed=failed)
+            self.metrics.served(
+                self.family, model_uri(self.family, self.version), stale=bool(self.stale), failed=failed
+            )
 
 
 class KubeCluster:

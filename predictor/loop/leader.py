@@ -89,8 +89,16 @@ class FileLock:
 class LeaseLock:
     """A ``coordination.k8s.io/v1`` Lease held by ``identity`` (create, renew, take over once expired)."""
 
-    def __init__(self, api_client: client.ApiClient, *, name: str, namespace: str, duration_s: float,
-                 identity: str | None = None, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        name: str,
+        namespace: str,
+        duration_s: float,
+        identity: str | None = None,
+        timeout_s: float = 10.0,
+    ) -> None:
         self.api = client.CoordinationV1Api(api_client)
         self.name, self.namespace, self.duration_s = name, namespace, duration_s
         self.identity, self.timeout_s = identity or default_identity(), timeout_s
@@ -99,10 +107,16 @@ class LeaseLock:
     def _spec(self, now: pd.Timestamp, previous: Any | None) -> client.V1LeaseSpec:
         ours = previous is not None and previous.holder_identity == self.identity
         transitions = int(getattr(previous, "lease_transitions", 0) or 0) + (0 if ours or previous is None else 1)
-        acquired = previous.acquire_time if ours and previous is not None and previous.acquire_time else \
-            now.to_pydatetime()
-        return client.V1LeaseSpec(holder_identity=self.identity, lease_duration_seconds=max(1, round(self.duration_s)),
-                                  acquire_time=acquired, renew_time=now.to_pydatetime(), lease_transitions=transitions)
+        acquired = (
+            previous.acquire_time if ours and previous is not None and previous.acquire_time else now.to_pydatetime()
+        )
+        return client.V1LeaseSpec(
+            holder_identity=self.identity,
+            lease_duration_seconds=max(1, round(self.duration_s)),
+            acquire_time=acquired,
+            renew_time=now.to_pydatetime(),
+            lease_transitions=transitions,
+        )
 
     def acquire(self, now: pd.Timestamp) -> str:
         where = f"Lease {self.namespace}/{self.name}"
@@ -112,8 +126,9 @@ class LeaseLock:
             except ApiException as exc:
                 if exc.status != 404:
                     raise
-                body = client.V1Lease(metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace),
-                                      spec=self._spec(now, None))
+                body = client.V1Lease(
+                    metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace), spec=self._spec(now, None)
+                )
                 self.api.create_namespaced_lease(self.namespace, body, _request_timeout=self.timeout_s)
                 self.held = True
                 return ""

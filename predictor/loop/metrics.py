@@ -24,45 +24,83 @@ __all__ = ["LoopMetrics", "MetricsServer", "Probed"]
 class LoopMetrics:
     """Counters and gauges of the scheduling loop."""
 
-    def __init__(self, registry: CollectorRegistry | None = None, *, ready_within_s: float | None = None,
-                 elapsed: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        ready_within_s: float | None = None,
+        elapsed: Callable[[], float] = time.monotonic,
+    ) -> None:
         """``ready_within_s`` defaults to ``LoopSettings.ready_within_s`` of the default interval."""
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.cycles = Counter("predictor_loop_cycles", "Loop cycles by result.", ["result"], registry=r)
-        self.last_success = Gauge("predictor_loop_last_success_timestamp_seconds",
-                                  "Unix time of the last cycle that planned (and applied) without error.", registry=r)
-        self.last_cycle_seconds = Gauge("predictor_loop_cycle_duration_seconds", "Duration of the last cycle.",
-                                        registry=r)
-        self.changes = Counter("predictor_loop_changes", "Queue field changes by mode and outcome.",
-                               ["mode", "outcome"], registry=r)
+        self.last_success = Gauge(
+            "predictor_loop_last_success_timestamp_seconds",
+            "Unix time of the last cycle that planned (and applied) without error.",
+            registry=r,
+        )
+        self.last_cycle_seconds = Gauge(
+            "predictor_loop_cycle_duration_seconds", "Duration of the last cycle.", registry=r
+        )
+        self.changes = Counter(
+            "predictor_loop_changes", "Queue field changes by mode and outcome.", ["mode", "outcome"], registry=r
+        )
         self.held = Counter("predictor_loop_held", "Held or clipped decisions by reason code.", ["reason"], registry=r)
-        self.band = Gauge("predictor_loop_forecast_gpus", "Forecast for the next hour per queue and band.",
-                          ["queue", "band"], registry=r)
-        self.quota = Gauge("predictor_loop_desired_quota_gpus", "Desired quota per queue and field.",
-                           ["queue", "field"], registry=r)
+        self.band = Gauge(
+            "predictor_loop_forecast_gpus",
+            "Forecast for the next hour per queue and band.",
+            ["queue", "band"],
+            registry=r,
+        )
+        self.quota = Gauge(
+            "predictor_loop_desired_quota_gpus", "Desired quota per queue and field.", ["queue", "field"], registry=r
+        )
         # FGD (predictor.planner.fragmentation) of the last cycle's nodes and pods: fgd_gpus, rate (÷ free),
         # free_gpus, free_nodes (whole free nodes). Absent while the workload is unknown.
-        self.fragmentation = Gauge("predictor_loop_fragmentation", "GPU fragmentation (FGD) of the cluster by measure.",
-                                   ["measure"], registry=r)
-        self.model = Gauge("predictor_loop_model_info", "Model versions used by the last cycle (value 1).",
-                           ["family", "version"], registry=r)
-        self.served_model = Gauge("predictor_loop_served_model_info",
-                                  "Model held in memory and served per family (value 1), by model URI.",
-                                  ["family", "uri"], registry=r)
-        self.served_stale = Gauge("predictor_loop_served_model_stale",
-                                  "1 while the served model is older than the champion (the champion failed to "
-                                  "load and the last good model is kept).", ["family"], registry=r)
-        self.load_failures = Counter("predictor_loop_model_load_failures",
-                                     "Champion loads that failed (the last good model kept serving).", ["family"],
-                                     registry=r)
+        self.fragmentation = Gauge(
+            "predictor_loop_fragmentation",
+            "GPU fragmentation (FGD) of the cluster by measure.",
+            ["measure"],
+            registry=r,
+        )
+        self.model = Gauge(
+            "predictor_loop_model_info",
+            "Model versions used by the last cycle (value 1).",
+            ["family", "version"],
+            registry=r,
+        )
+        self.served_model = Gauge(
+            "predictor_loop_served_model_info",
+            "Model held in memory and served per family (value 1), by model URI.",
+            ["family", "uri"],
+            registry=r,
+        )
+        self.served_stale = Gauge(
+            "predictor_loop_served_model_stale",
+            "1 while the served model is older than the champion (the champion failed to "
+            "load and the last good model is kept).",
+            ["family"],
+            registry=r,
+        )
+        self.load_failures = Counter(
+            "predictor_loop_model_load_failures",
+            "Champion loads that failed (the last good model kept serving).",
+            ["family"],
+            registry=r,
+        )
         # planner.react_pending_gpus (predictor.loop.react): re-plans between interval slots, and the reads of
         # queues and pending GPUs between slots that failed (the loop kept waiting).
-        self.react_cycles = Counter("predictor_loop_react_cycles",
-                                    "Re-plans between interval slots triggered by queues waiting on pending GPUs.",
-                                    registry=r)
-        self.react_read_failures = Counter("predictor_loop_react_read_failures",
-                                           "Reads of queues or pending GPUs between slots that failed.", registry=r)
+        self.react_cycles = Counter(
+            "predictor_loop_react_cycles",
+            "Re-plans between interval slots triggered by queues waiting on pending GPUs.",
+            registry=r,
+        )
+        self.react_read_failures = Counter(
+            "predictor_loop_react_read_failures",
+            "Reads of queues or pending GPUs between slots that failed.",
+            registry=r,
+        )
         self._served_uri: dict[str, str] = {}
         self._children: dict[tuple[int | str, ...], Gauge] = {}
         self.last_success_unix = 0.0

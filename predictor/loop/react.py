@@ -66,19 +66,26 @@ def react_cycle(slot: str, now: pd.Timestamp) -> str:
 class ReactWatch:
     """One ``PendingWatch`` fed from the live queues every ``loop.react_poll_s`` between interval slots."""
 
-    def __init__(self, settings: Settings, cluster: ClusterReader, workload: WorkloadReader | None,
-                 metrics: LoopMetrics) -> None:
+    def __init__(
+        self, settings: Settings, cluster: ClusterReader, workload: WorkloadReader | None, metrics: LoopMetrics
+    ) -> None:
         self.settings, self.cluster, self.workload, self.metrics = settings, cluster, workload, metrics
         self.watch = PendingWatch(settings.planner)
         self.last_poll_s: float | None = None
         self.failing = False  # the last poll failed: the next failure is not logged again, a success is
         p = settings.planner
         if p.react_pending_gpus > 0 and workload is None:
-            log.warning("planner.react_pending_gpus is set but the loop reads no workload (--history): pending "
-                        "GPUs are unknown, so it never re-plans between slots")
+            log.warning(
+                "planner.react_pending_gpus is set but the loop reads no workload (--history): pending "
+                "GPUs are unknown, so it never re-plans between slots"
+            )
         elif p.react_pending_gpus > 0 and p.resource != GPU_RESOURCE:
-            log.warning("planner.react_pending_gpus is set but planner.resource is %s: the workload counts "
-                        "pending %s only, so the loop never re-plans between slots", p.resource, GPU_RESOURCE)
+            log.warning(
+                "planner.react_pending_gpus is set but planner.resource is %s: the workload counts "
+                "pending %s only, so the loop never re-plans between slots",
+                p.resource,
+                GPU_RESOURCE,
+            )
 
     @property
     def enabled(self) -> bool:
@@ -107,8 +114,9 @@ class ReactWatch:
         assert self.workload is not None
         p = self.settings.planner
         try:
-            queues = queues_from_list(self.cluster.queue_objects(), source="live queues",
-                                      allocated_milli=p.allocated_milli_units)
+            queues = queues_from_list(
+                self.cluster.queue_objects(), source="live queues", allocated_milli=p.allocated_milli_units
+            )
             workload = self.workload.workload(now)
         except (PredictorError, OSError) as exc:
             self._failed(f"cannot read queues or pending GPUs: {exc}")
@@ -126,9 +134,11 @@ class ReactWatch:
 
     def reason(self, queues: Sequence[str]) -> str:
         p = self.settings.planner
-        return (f"re-plan between slots: {', '.join(queues)} waited with at least {p.react_pending_gpus:g} GPUs "
-                f"pending and allocated + pending above deserved for {p.react_after_s:g} s "
-                "(planner.react_pending_gpus)")
+        return (
+            f"re-plan between slots: {', '.join(queues)} waited with at least {p.react_pending_gpus:g} GPUs "
+            f"pending and allocated + pending above deserved for {p.react_after_s:g} s "
+            "(planner.react_pending_gpus)"
+        )
 
     def standby(self) -> None:
         """This loop stands by (another holds the lock or the Lease): forget every queue's wait and the last
@@ -147,4 +157,3 @@ class ReactWatch:
         if not self.failing:  # once per outage, not every poll (the counter counts every one)
             log.warning("react watch: %s; polling on", why.splitlines()[0], exc_info=exc)
         self.failing = True
-

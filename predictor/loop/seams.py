@@ -35,9 +35,14 @@ class QueueActuator(Protocol):
 
     def plan(self, desired: QueuePlan) -> list[Change]: ...
 
-    def apply_all(self, changes: Sequence[Change], *, dry_run: bool = True,
-                  parents: Mapping[str, str | None] | None = None,
-                  on_intent: Callable[[Change], None] | None = None) -> list[Outcome]: ...
+    def apply_all(
+        self,
+        changes: Sequence[Change],
+        *,
+        dry_run: bool = True,
+        parents: Mapping[str, str | None] | None = None,
+        on_intent: Callable[[Change], None] | None = None,
+    ) -> list[Outcome]: ...
 
 
 class ChampionRegistry(Protocol):

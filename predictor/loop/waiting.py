@@ -15,8 +15,15 @@ import pandas as pd
 __all__ = ["wait_and_watch", "wait_for_next_cycle"]
 
 
-def wait_for_next_cycle(interval_s: float, clock: Callable[[], pd.Timestamp], stop: Callable[[], bool],
-                        sleep: Callable[[float], object], renew_every_s: float, *, renew: Callable[[], object]) -> None:
+def wait_for_next_cycle(
+    interval_s: float,
+    clock: Callable[[], pd.Timestamp],
+    stop: Callable[[], bool],
+    sleep: Callable[[float], object],
+    renew_every_s: float,
+    *,
+    renew: Callable[[], object],
+) -> None:
     """Sleep to the next interval slot in steps of at most ``renew_every_s``, calling ``renew`` between steps."""
     wait = interval_s - (clock().timestamp() % interval_s) + 0.001
     steps = max(1, math.ceil(wait / renew_every_s))
@@ -32,9 +39,17 @@ _EARLY_S = 0.001  # a step ends on the due time; a clock read a hair before it s
 _TICK_S = 1e-6  # closer than this is there (the slot's end is 1 ms past its boundary)
 
 
-def wait_and_watch(interval_s: float, clock: Callable[[], pd.Timestamp], stop: Callable[[], bool],
-                   sleep: Callable[[float], object], *, renew_every_s: float, poll_s: float,
-                   renew: Callable[[], str], watch: Callable[[], object]) -> None:
+def wait_and_watch(
+    interval_s: float,
+    clock: Callable[[], pd.Timestamp],
+    stop: Callable[[], bool],
+    sleep: Callable[[float], object],
+    *,
+    renew_every_s: float,
+    poll_s: float,
+    renew: Callable[[], str],
+    watch: Callable[[], object],
+) -> None:
     """``wait_for_next_cycle`` that also calls ``watch`` every ``poll_s`` while ``renew`` says this loop leads.
 
     The locks are renewed every ``renew_every_s`` and the watch polls every ``poll_s``, each on its own

@@ -78,8 +78,9 @@ class XdpReport:
 def _hourly_link_load(network: pd.DataFrame, targets: Sequence[str], now: pd.Timestamp) -> pd.DataFrame:
     """node, device, hour, value: each target's busier direction per hour (device ``*``: the node's total)."""
     frame = network.loc[network[TIME] <= now].dropna(subset=[VALUE]).reset_index(drop=True)
-    frame = frame.assign(node=frame["node"].astype(str), device=frame["device"].astype(str),
-                         hour=frame[TIME].dt.floor("h"))
+    frame = frame.assign(
+        node=frame["node"].astype(str), device=frame["device"].astype(str), hour=frame[TIME].dt.floor("h")
+    )
     own = frame["device"].isin(list(targets))
     reports_targets = own.groupby(frame["node"]).transform("any")
     # A node that exports none of the target devices: every device it reports, summed.
@@ -91,8 +92,9 @@ def _hourly_link_load(network: pd.DataFrame, targets: Sequence[str], now: pd.Tim
     return busier
 
 
-def forecast_target_load(network: pd.DataFrame, targets: Sequence[str], now: pd.Timestamp
-                         ) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+def forecast_target_load(
+    network: pd.DataFrame, targets: Sequence[str], now: pd.Timestamp
+) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
     """``{node: {target: bits/s}}`` for the hour after ``now``, and ``{node: why}`` for nodes left out."""
     from models.forecast import forecasters
 
@@ -155,21 +157,38 @@ def _no_fsync(fd: int) -> None:
 class XdpLoop:
     """The XDP part of a loop cycle: forecast, job mix, profile, publish (see the module docstring)."""
 
-    def __init__(self, settings: XdpLoopSettings, source: XdpSource, *, publisher: XdpPublisher | None = None,
-                 registry: CollectorRegistry | None = None, policy: XdpPolicy | None = None) -> None:
+    def __init__(
+        self,
+        settings: XdpLoopSettings,
+        source: XdpSource,
+        *,
+        publisher: XdpPublisher | None = None,
+        registry: CollectorRegistry | None = None,
+        policy: XdpPolicy | None = None,
+    ) -> None:
         self.settings, self.source, self.publisher = settings, source, publisher
         self.policy = policy or XdpPolicy()
         self.chosen: dict[str, Profile] = {}  # last cycle's profile per node (the dead band's reference)
         self.last: XdpReport | None = None  # the last cycle's report (the demo sums it up)
         r = registry or CollectorRegistry()
-        self.profile_gauge = Gauge("predictor_xdp_profile", "XDP profile the loop chose per node (value 1).",
-                                   ["node", "profile"], registry=r)
-        self.load_gauge = Gauge("predictor_xdp_forecast_bps", "Forecast load (upper 80 % band, next hour) "
-                                "per node and steering target, bits per second.", ["node", "target"], registry=r)
-        self.weight_gauge = Gauge("predictor_xdp_weight", "Weight of each steering target in the profile the "
-                                  "loop chose per node.", ["node", "target"], registry=r)
-        self.share_gauge = Gauge("predictor_xdp_distributed_share", "Share of a node's GPUs held by multi-node "
-                                 "jobs.", ["node"], registry=r)
+        self.profile_gauge = Gauge(
+            "predictor_xdp_profile", "XDP profile the loop chose per node (value 1).", ["node", "profile"], registry=r
+        )
+        self.load_gauge = Gauge(
+            "predictor_xdp_forecast_bps",
+            "Forecast load (upper 80 % band, next hour) per node and steering target, bits per second.",
+            ["node", "target"],
+            registry=r,
+        )
+        self.weight_gauge = Gauge(
+            "predictor_xdp_weight",
+            "Weight of each steering target in the profile the loop chose per node.",
+            ["node", "target"],
+            registry=r,
+        )
+        self.share_gauge = Gauge(
+            "predictor_xdp_distributed_share", "Share of a node's GPUs held by multi-node jobs.", ["node"], registry=r
+        )
 
     def plan(self, now: pd.Timestamp) -> XdpReport:
         """Inputs and a profile per node (reads only)."""
@@ -183,13 +202,23 @@ class XdpLoop:
                 continue
             share, queues = mix.get(node, (0.0, {}))
             inputs = ForecastInputs(
-                generated_at=now.to_pydatetime(), node=node, distributed_share=share, queues=queues,
+                generated_at=now.to_pydatetime(),
+                node=node,
+                distributed_share=share,
+                queues=queues,
                 forecaster=report.forecaster,
-                targets=[TargetInput(iface=t, capacity_bps=s.capacity_bps, forecast_bps=loads[node][t])
-                         for t in s.targets])
-            profile = choose_profile(node, [TargetLoad(t, s.capacity_bps, loads[node][t]) for t in s.targets],
-                                     JobMix(distributed_share=share), forecast_age_s=0.0, policy=self.policy,
-                                     current=self.chosen.get(node))
+                targets=[
+                    TargetInput(iface=t, capacity_bps=s.capacity_bps, forecast_bps=loads[node][t]) for t in s.targets
+                ],
+            )
+            profile = choose_profile(
+                node,
+                [TargetLoad(t, s.capacity_bps, loads[node][t]) for t in s.targets],
+                JobMix(distributed_share=share),
+                forecast_age_s=0.0,
+                policy=self.policy,
+                current=self.chosen.get(node),
+            )
             report.nodes.append(NodeXdp(node, inputs, profile))
         return report
 

@@ -24,8 +24,15 @@ if TYPE_CHECKING:
 
     from predictor.sources import MetricSource
 
-__all__ = ["NETWORK_COLUMNS", "POD_COLUMNS", "ConfigMapPublisher", "FrameXdpSource", "PrometheusXdpSource",
-           "XdpPublisher", "XdpSource"]
+__all__ = [
+    "NETWORK_COLUMNS",
+    "POD_COLUMNS",
+    "ConfigMapPublisher",
+    "FrameXdpSource",
+    "PrometheusXdpSource",
+    "XdpPublisher",
+    "XdpSource",
+]
 
 NETWORK_COLUMNS = ["node", "device", "direction", TIME, VALUE]  # VALUE: bits per second over the hour
 POD_COLUMNS = ["node", "namespace", "pod", "job", "queue", "gpus"]
@@ -72,8 +79,17 @@ class PrometheusXdpSource:
             frame = self.source.query_range(query, start, end, pd.Timedelta(hours=1))
             if frame.empty or s.node_label not in frame.columns:
                 continue
-            frames.append(pd.DataFrame({"node": frame[s.node_label].astype(str), "device": frame["device"].astype(str),
-                                        "direction": direction, TIME: frame[TIME], VALUE: frame[VALUE]}))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "node": frame[s.node_label].astype(str),
+                        "device": frame["device"].astype(str),
+                        "direction": direction,
+                        TIME: frame[TIME],
+                        VALUE: frame[VALUE],
+                    }
+                )
+            )
         if not frames:
             return pd.DataFrame(columns=NETWORK_COLUMNS)
         return pd.concat(frames, ignore_index=True)
@@ -82,12 +98,20 @@ class PrometheusXdpSource:
         frame = _instant(self.source, RUNNING_GPU_PODS, now)
         if frame.empty:
             return pd.DataFrame(columns=POD_COLUMNS)
+
         def get(name: str) -> pd.Series:
             return frame[name].astype(str) if name in frame.columns else pd.Series("", index=frame.index)
 
-        return pd.DataFrame({"node": get("node"), "namespace": get("namespace"), "pod": get("pod"),
-                             "job": get("label_volcano_sh_job_name"), "queue": get("label_volcano_sh_queue_name"),
-                             "gpus": frame[VALUE].astype(float)})
+        return pd.DataFrame(
+            {
+                "node": get("node"),
+                "namespace": get("namespace"),
+                "pod": get("pod"),
+                "job": get("label_volcano_sh_job_name"),
+                "queue": get("label_volcano_sh_queue_name"),
+                "gpus": frame[VALUE].astype(float),
+            }
+        )
 
     def node_gpus(self, now: pd.Timestamp) -> dict[str, float]:
         frame = _instant(self.source, NODE_GPU_ALLOCATABLE, now)
@@ -141,8 +165,15 @@ class ConfigMapPublisher:
         # Merge patch: null deletes a key, so a node this cycle has no inputs for (gone, or its network
         # series missing) loses them, and its agent, if any, holds (inputs unreadable).
         body = {"data": {**dict.fromkeys(gone), **documents}}
-        self._call("patch", self.api.patch_namespaced_config_map, self.name, self.namespace, body,
-                   dry_run="All" if dry_run else None, field_manager="gpu-capacity-predictor",
-                   _content_type="application/merge-patch+json")
+        self._call(
+            "patch",
+            self.api.patch_namespaced_config_map,
+            self.name,
+            self.namespace,
+            body,
+            dry_run="All" if dry_run else None,
+            field_manager="gpu-capacity-predictor",
+            _content_type="application/merge-patch+json",
+        )
         verb = "validated (dryRun=All)" if dry_run else "patched"
         return f"{verb} {self.namespace}/{self.name}: {len(documents)} nodes, {len(gone)} removed"

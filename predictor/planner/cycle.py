@@ -49,8 +49,9 @@ def stale_forecast(forecast: pd.DataFrame, settings: PlannerSettings, *, now: pd
     if last < now:
         return "stale_data", f"forecast ends {last.isoformat()}, before {now.isoformat()}"
     if (now - first).total_seconds() > settings.stale_after_s:
-        return "stale_data", (f"forecast starts {first.isoformat()}, older than {settings.stale_after_s:g} s "
-                              f"at {now.isoformat()}")
+        return "stale_data", (
+            f"forecast starts {first.isoformat()}, older than {settings.stale_after_s:g} s at {now.isoformat()}"
+        )
     return None
 
 
@@ -67,13 +68,13 @@ def stale_series(history: pd.DataFrame, settings: PlannerSettings, *, now: pd.Ti
     for queue, last in newest.items():
         age = (now - last).total_seconds()
         if age > settings.stale_after_s:
-            out[str(queue)] = (f"newest sample of this queue is {age / 3600:.1f} h old "
-                               f"(> {settings.stale_after_s:g} s)")
+            out[str(queue)] = f"newest sample of this queue is {age / 3600:.1f} h old (> {settings.stale_after_s:g} s)"
     return out
 
 
-def capacity_drop(previous: Mapping[str, float] | None, current: Mapping[str, float],
-                  settings: PlannerSettings) -> HoldAll | None:
+def capacity_drop(
+    previous: Mapping[str, float] | None, current: Mapping[str, float], settings: PlannerSettings
+) -> HoldAll | None:
     """Why every queue holds because live allocatable collapsed (``None`` if it did not).
 
     The rule (``planner.capacity_drop_hold``): a resource with zero allocatable (an empty node list, every
@@ -86,8 +87,10 @@ def capacity_drop(previous: Mapping[str, float] | None, current: Mapping[str, fl
         if now_value <= 0:
             return "capacity_drop", f"live allocatable {resource} is 0 (no Ready, schedulable node reports it)"
         if before is not None and before > 0 and now_value < (1 - settings.capacity_drop_hold) * before:
-            return "capacity_drop", (f"live allocatable {resource} fell from {before:g} to {now_value:g} "
-                                     f"(more than {settings.capacity_drop_hold:.0%})")
+            return "capacity_drop", (
+                f"live allocatable {resource} fell from {before:g} to {now_value:g} "
+                f"(more than {settings.capacity_drop_hold:.0%})"
+            )
     return None
 
 
@@ -123,10 +126,26 @@ def plan_cycle(
         hold = stale_forecast(forecast, settings, now=now)
     if hold is None and allocatable is not None:
         hold = capacity_drop(previous_allocatable, allocatable, settings)
-    targets = shape_targets(forecast_targets(forecast, settings, now=now, demand=demand, demand_unknown=demand_unknown),
-                            workload, settings) if (hold is None and forecast is not None) else None
-    plan = plan_queues(queues, targets, settings, now=now, allocatable=allocatable, memory=memory,
-                       last_changed=last_changed, hold_all=hold, held_queues=held_queues)
+    targets = (
+        shape_targets(
+            forecast_targets(forecast, settings, now=now, demand=demand, demand_unknown=demand_unknown),
+            workload,
+            settings,
+        )
+        if (hold is None and forecast is not None)
+        else None
+    )
+    plan = plan_queues(
+        queues,
+        targets,
+        settings,
+        now=now,
+        allocatable=allocatable,
+        memory=memory,
+        last_changed=last_changed,
+        hold_all=hold,
+        held_queues=held_queues,
+    )
     shrinkable = {q.name for q in queues if reclaim_intended(reclaimable=q.reclaimable, settings=settings)}
     problems = check_invariants(queues, dict(plan.desired), allocatable, reclaim_above_deserved=shrinkable)
     if problems:  # belt and braces: the policy should make this impossible

@@ -85,8 +85,11 @@ def demand_peaks(demand: pd.DataFrame | None, settings: PlannerSettings) -> dict
         raise InputError(f"demand frame: column {value_col!r} has a value that is not a number")
     if not peaks.between(0, MAX_GPUS).all():
         raise InputError(f"demand frame: column {value_col!r} has a value outside 0 … {MAX_GPUS:g} GPUs")
-    resources = demand["resource"].astype(str) if "resource" in demand.columns else pd.Series(
-        settings.resource, index=demand.index)
+    resources = (
+        demand["resource"].astype(str)
+        if "resource" in demand.columns
+        else pd.Series(settings.resource, index=demand.index)
+    )
     out: dict[Key, Demand] = {}
     for i, (queue, resource, peak) in enumerate(zip(demand[queue_col].astype(str), resources, peaks, strict=True)):
         key = (queue, str(resource))
@@ -95,8 +98,9 @@ def demand_peaks(demand: pd.DataFrame | None, settings: PlannerSettings) -> dict
     return out
 
 
-def combine(deserved_q: float, capability_q: float, demand: Demand | None, *, quantile_name: str,
-            unknown: str | None = None) -> Combined:
+def combine(
+    deserved_q: float, capability_q: float, demand: Demand | None, *, quantile_name: str, unknown: str | None = None
+) -> Combined:
     """Apply the rule to one queue: ``demand`` None means unknown (``unknown`` says why, if known)."""
     d_q, c_q = max(float(deserved_q), 0.0), max(float(capability_q), 0.0)
     forecast_words = f"forecast {quantile_name} {d_q:.1f}"

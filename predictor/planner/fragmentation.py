@@ -115,8 +115,14 @@ def defrag_advice(workload: Workload, *, nodes_wanted: int | None = None) -> Def
         for job in sorted(pods_on.get(node.name, []), key=lambda j: (-j.gpus_per_pod, j.name)):
             if job.gpus_per_pod >= workload.gpus_per_node:
                 break
-            fits = [by_name[t] for t, f in trial.items() if t != node.name and t not in drained
-                    and job.gpus_per_pod <= f < by_name[t].gpus and job.can_run_on(by_name[t])]
+            fits = [
+                by_name[t]
+                for t, f in trial.items()
+                if t != node.name
+                and t not in drained
+                and job.gpus_per_pod <= f < by_name[t].gpus
+                and job.can_run_on(by_name[t])
+            ]
             if not fits:
                 break
             target = min(fits, key=lambda n: (trial[n.name], n.name))
@@ -132,7 +138,17 @@ def defrag_advice(workload: Workload, *, nodes_wanted: int | None = None) -> Def
             pods_on[node.name] = []
     after_nodes = [NodeSummary(n.name, n.gpus, n.gpus - free[n.name], n.labels, n.taints) for n in workload.nodes]
     restarted = sorted({m.job for m in moves})
-    reason = (f"{len(drained)} of {wanted} whole nodes freed" + (f" for pending gang {gang}" if gang else "")
-              if wanted else "no pending whole-node gang waits on fragmentation")
-    return DefragAdvice(tuple(drained), tuple(moves), tuple(restarted), sum(jobs[j].gpus for j in restarted),
-                        before, fgd(after_nodes, mix), reason)
+    reason = (
+        f"{len(drained)} of {wanted} whole nodes freed" + (f" for pending gang {gang}" if gang else "")
+        if wanted
+        else "no pending whole-node gang waits on fragmentation"
+    )
+    return DefragAdvice(
+        tuple(drained),
+        tuple(moves),
+        tuple(restarted),
+        sum(jobs[j].gpus for j in restarted),
+        before,
+        fgd(after_nodes, mix),
+        reason,
+    )

@@ -52,8 +52,9 @@ def _whole_node(jobs: list[JobSummary], node: int) -> bool:
     return bool(jobs) and all(j.gpus_per_pod == node for j in jobs)
 
 
-def shape_targets(targets: Mapping[Key, Target], workload: Workload | None,
-                  settings: PlannerSettings) -> dict[Key, Target]:
+def shape_targets(
+    targets: Mapping[Key, Target], workload: Workload | None, settings: PlannerSettings
+) -> dict[Key, Target]:
     """``targets`` with the four rules applied to the GPU resource; unchanged without a workload."""
     if workload is None:
         return dict(targets)
@@ -86,13 +87,13 @@ def _pool_guarantees(out: dict[Key, Target], workload: Workload) -> None:
         for key in inside:
             step = workload.gpus_per_node if _whole_node(workload.queue_jobs(key[0]), workload.gpus_per_node) else 1
             value = floor_to(out[key].guarantee * limit / total, step)
-            why = (f"lowered so Σ guarantee of the queues confined to these {len(pool)} nodes ≤ their "
-                   f"{limit:g} GPUs")
+            why = f"lowered so Σ guarantee of the queues confined to these {len(pool)} nodes ≤ their {limit:g} GPUs"
             out[key] = replace(out[key], guarantee=value, notes=(*out[key].notes, ("guarantee", "pool", why)))
 
 
-def _shape(target: Target, jobs: list[JobSummary], workload: Workload, settings: PlannerSettings,
-           any_recurring: bool) -> Target:
+def _shape(
+    target: Target, jobs: list[JobSummary], workload: Workload, settings: PlannerSettings, any_recurring: bool
+) -> Target:
     values = {"deserved": target.deserved, "capability": target.capability, "guarantee": target.guarantee}
     notes: dict[str, tuple[str, str]] = {}
 
@@ -109,14 +110,19 @@ def _shape(target: Target, jobs: list[JobSummary], workload: Workload, settings:
         move("guarantee", floor_to(values["guarantee"], node), "whole_nodes", why)
     if any_recurring:
         # An unknown priority counts as high: missing data must not strip a guarantee.
-        steady = float(sum(j.gpus for j in jobs if j.recurring and (j.priority is None or
-                                                                   j.priority >= settings.high_priority)))
+        steady = float(
+            sum(j.gpus for j in jobs if j.recurring and (j.priority is None or j.priority >= settings.high_priority))
+        )
         if _whole_node(jobs, node):
             steady = floor_to(steady, node)
         if steady < values["guarantee"]:
-            move("guarantee", steady, "steady_priority",
-                 f"limited to the steady high-priority demand {steady:g} (recurring jobs, priority ≥ "
-                 f"{settings.high_priority})")
+            move(
+                "guarantee",
+                steady,
+                "steady_priority",
+                f"limited to the steady high-priority demand {steady:g} (recurring jobs, priority ≥ "
+                f"{settings.high_priority})",
+            )
     gangs = [j.gpus for j in jobs if j.phase == "pending" or j.recurring]
     floor = float(max(gangs, default=0))
     pool = pool_gpus(jobs, workload)
@@ -125,22 +131,41 @@ def _shape(target: Target, jobs: list[JobSummary], workload: Workload, settings:
     if pool is not None:
         for field in ("capability", "deserved", "guarantee"):
             if values[field] > pool:
-                move(field, pool, "pool", f"lowered to the {pool:g} GPUs of the nodes this queue's jobs can use "
-                     "(taints, node selectors)")
+                move(
+                    field,
+                    pool,
+                    "pool",
+                    f"lowered to the {pool:g} GPUs of the nodes this queue's jobs can use (taints, node selectors)",
+                )
         if floor > pool:
-            notes["capability"] = ("pool", f"largest gang {floor:g} GPUs exceeds the {pool:g} GPUs of the nodes "
-                                   "its queue can use: it cannot run until the pool grows")
+            notes["capability"] = (
+                "pool",
+                f"largest gang {floor:g} GPUs exceeds the {pool:g} GPUs of the nodes "
+                "its queue can use: it cannot run until the pool grows",
+            )
             floor = pool
     values["deserved"] = min(values["deserved"], values["capability"])
     values["guarantee"] = min(values["guarantee"], values["deserved"])
     extra = tuple((f, code, why) for f, (code, why) in sorted(notes.items()))
-    return replace(target, deserved=values["deserved"], capability=values["capability"],
-                   guarantee=values["guarantee"], notes=target.notes + extra, capability_floor=floor,
-                   ceiling=pool)
+    return replace(
+        target,
+        deserved=values["deserved"],
+        capability=values["capability"],
+        guarantee=values["guarantee"],
+        notes=target.notes + extra,
+        capability_floor=floor,
+        ceiling=pool,
+    )
 
 
-def hard_bounds(values: dict[str, dict[str, float]], resource: str, target: Target,
-                allocated: float, *, deserved_floor: float | None = None) -> list[tuple[str, str, str]]:
+def hard_bounds(
+    values: dict[str, dict[str, float]],
+    resource: str,
+    target: Target,
+    allocated: float,
+    *,
+    deserved_floor: float | None = None,
+) -> list[tuple[str, str, str]]:
     """Apply the gang floor and the pool ceiling after the safety policy; ``(field, code, reason)`` per move.
 
     Both are hard: a capability under the largest gang never admits it, and GPUs beyond the pool cannot be
@@ -151,8 +176,9 @@ def hard_bounds(values: dict[str, dict[str, float]], resource: str, target: Targ
     capability = values["capability"].get(resource)
     if target.capability_floor > 0 and capability is not None and capability < target.capability_floor:
         values["capability"][resource] = target.capability_floor
-        moved.append(("capability", "gang_floor",
-                      f"raised to the largest pending or recurring gang {target.capability_floor:g}"))
+        moved.append(
+            ("capability", "gang_floor", f"raised to the largest pending or recurring gang {target.capability_floor:g}")
+        )
     if target.ceiling is not None:
         for field in ("capability", "deserved", "guarantee"):
             value = values[field].get(resource)
@@ -163,6 +189,12 @@ def hard_bounds(values: dict[str, dict[str, float]], resource: str, target: Targ
                 values[field][resource] = max(target.ceiling, lowest)
                 # Say the value written: where allocated is above the pool the field stops there, not at it.
                 kept = "" if target.ceiling >= lowest else f"; kept at the {lowest:g} GPUs allocated"
-                moved.append((field, "pool", f"lowered to the {target.ceiling:g} GPUs of the nodes this queue's "
-                              f"jobs can use (taints, node selectors){kept}"))
+                moved.append(
+                    (
+                        field,
+                        "pool",
+                        f"lowered to the {target.ceiling:g} GPUs of the nodes this queue's "
+                        f"jobs can use (taints, node selectors){kept}",
+                    )
+                )
     return moved

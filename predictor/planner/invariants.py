@@ -72,7 +72,11 @@ def check_invariants(
         old = live.get(name)
         if name in PROTECTED_QUEUES or (old is not None and not old.managed):
             if old is not None and (queue.deserved, queue.capability, queue.guarantee, queue.weight) != (
-                    old.deserved, old.capability, old.guarantee, old.weight):
+                old.deserved,
+                old.capability,
+                old.guarantee,
+                old.weight,
+            ):
                 problems.append(f"{name}: protected or opted-out queue would be changed")
             continue
         problems += _ordering(queue)

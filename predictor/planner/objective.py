@@ -38,8 +38,12 @@ class Objective(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    reclaim_gpu_h: float = Field(4.0, gt=0, description="Expected GPU-hours lost per GPU-hour run above "
-                                 "deserved (reclaim probability × work since the last checkpoint).")
+    reclaim_gpu_h: float = Field(
+        4.0,
+        gt=0,
+        description="Expected GPU-hours lost per GPU-hour run above "
+        "deserved (reclaim probability × work since the last checkpoint).",
+    )
     wait_gpu_h: float = Field(1.0, gt=0, description="Cost of one GPU-hour of demand waiting above guarantee.")
     idle_gpu_h: float = Field(1.0, gt=0, description="Cost of one GPU-hour of quota left idle.")
 
@@ -77,8 +81,10 @@ def mixture_quantile(steps: pd.DataFrame, level: float) -> float:
     lows, highs = values[:, 0], values[:, -1]
 
     def cdf(x: float) -> float:
-        per_row = [0.0 if x < lo else 1.0 if x >= hi else float(np.interp(x, row, levels))
-                   for row, lo, hi in zip(values, lows, highs, strict=True)]
+        per_row = [
+            0.0 if x < lo else 1.0 if x >= hi else float(np.interp(x, row, levels))
+            for row, lo, hi in zip(values, lows, highs, strict=True)
+        ]
         return float(np.mean(per_row))
 
     lo, hi = float(lows.min()), float(highs.max())

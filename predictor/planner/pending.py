@@ -40,8 +40,9 @@ def raise_to(queue: QueueState, resource: str, settings: PlannerSettings) -> flo
     return asked(queue, resource)
 
 
-def evidence_targets(per_queue: dict[str, dict[str, Target]], queues: Mapping[str, QueueState],
-                     settings: PlannerSettings) -> None:
+def evidence_targets(
+    per_queue: dict[str, dict[str, Target]], queues: Mapping[str, QueueState], settings: PlannerSettings
+) -> None:
     """``lift``: a waiting queue the forecast does not cover yet (new since the model was trained) gets a
     target of its own quota, which ``lift_to_pending`` then lifts; else it would be held (``no_forecast``)
     while its gangs wait, however long. Guarantee and capability targets stay what the queue has."""
@@ -49,17 +50,28 @@ def evidence_targets(per_queue: dict[str, dict[str, Target]], queues: Mapping[st
         return
     r = settings.resource
     for name, queue in queues.items():
-        if name in per_queue or name in PROTECTED_QUEUES or not queue.managed or r not in queue.deserved \
-                or raise_to(queue, r, settings) is None:
+        if (
+            name in per_queue
+            or name in PROTECTED_QUEUES
+            or not queue.managed
+            or r not in queue.deserved
+            or raise_to(queue, r, settings) is None
+        ):
             continue
         deserved = queue.deserved[r]
-        per_queue[name] = {r: Target(deserved=deserved, capability=queue.capability.get(r, deserved),
-                                     guarantee=min(queue.guarantee.get(r, 0.0), deserved),
-                                     basis="no forecast for this queue yet: its own quota")}
+        per_queue[name] = {
+            r: Target(
+                deserved=deserved,
+                capability=queue.capability.get(r, deserved),
+                guarantee=min(queue.guarantee.get(r, 0.0), deserved),
+                basis="no forecast for this queue yet: its own quota",
+            )
+        }
 
 
-def lift_to_pending(per_queue: dict[str, dict[str, Target]], queues: Mapping[str, QueueState],
-                    settings: PlannerSettings) -> None:
+def lift_to_pending(
+    per_queue: dict[str, dict[str, Target]], queues: Mapping[str, QueueState], settings: PlannerSettings
+) -> None:
     """Lift each waiting queue's deserved target to ``asked`` (capped by its capability target and pool).
 
     Runs before the fit, so Σ deserved is still fitted to the cluster with the lifted share in it.
@@ -80,8 +92,11 @@ def lift_to_pending(per_queue: dict[str, dict[str, Target]], queues: Mapping[str
             if lifted <= target.deserved:
                 continue
             wanted[resource] = replace(
-                target, deserved=lifted, capability=max(target.capability, lifted),
-                basis=f"{target.basis}, lifted to allocated + pending {evidence:g} (planner.pending_raise)")
+                target,
+                deserved=lifted,
+                capability=max(target.capability, lifted),
+                basis=f"{target.basis}, lifted to allocated + pending {evidence:g} (planner.pending_raise)",
+            )
 
 
 def wants_pending_raise(queue: QueueState, mine: Mapping[str, Target] | None, settings: PlannerSettings) -> bool:
@@ -89,15 +104,23 @@ def wants_pending_raise(queue: QueueState, mine: Mapping[str, Target] | None, se
     for resource, target in (mine or {}).items():
         evidence = raise_to(queue, resource, settings)
         current = queue.deserved.get(resource)
-        if evidence is not None and current is not None and \
-                beyond_dead_band(current, min(target.deserved, evidence), settings):
+        if (
+            evidence is not None
+            and current is not None
+            and beyond_dead_band(current, min(target.deserved, evidence), settings)
+        ):
             return True  # the same test as safety.decide_field's pending raise
     return False
 
 
-def fit_pending_raises(queues: Mapping[str, QueueState], raised: Mapping[tuple[str, str], float],
-                       after: dict[str, Values], allocatable: Mapping[str, float], notes: Notes,
-                       settings: PlannerSettings) -> None:
+def fit_pending_raises(
+    queues: Mapping[str, QueueState],
+    raised: Mapping[tuple[str, str], float],
+    after: dict[str, Values],
+    allocatable: Mapping[str, float],
+    notes: Notes,
+    settings: PlannerSettings,
+) -> None:
     """Fit this cycle's pending raises into the room Σ deserved leaves in the cluster.
 
     ``raised`` maps (queue, resource) to the value each raise falls back to (what every limit allowed). The
@@ -125,7 +148,9 @@ def fit_pending_raises(queues: Mapping[str, QueueState], raised: Mapping[tuple[s
             guarantee = after[name]["guarantee"].get(resource)
             if guarantee is not None and guarantee > value:
                 after[name]["guarantee"][resource] = value
-            why = (f"raise toward allocated + pending {asked(queues[name], resource):g} cut to {value:g}: Σ deserved "
-                   f"may not pass live allocatable {limit:g} ({wanted:g} GPUs asked above the step-limited values "
-                   "by waiting queues, the most starved first)")
+            why = (
+                f"raise toward allocated + pending {asked(queues[name], resource):g} cut to {value:g}: Σ deserved "
+                f"may not pass live allocatable {limit:g} ({wanted:g} GPUs asked above the step-limited values "
+                "by waiting queues, the most starved first)"
+            )
             notes[(name, "deserved", resource)] = ("pending_raise", why)

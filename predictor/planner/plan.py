@@ -77,15 +77,27 @@ def _plan_queue(
             recs[key] = remember(recs.get(key, ()), now_s, raw, keep)
             floor = allocated_floor(name, allocated, reclaimable=queue.reclaimable, settings=settings)
             evidence = pending_rule.raise_to(queue, resource, settings) if name == "deserved" else None
-            decided = decide_field(name, queue.get(name).get(resource), raw, floor, recs[key], now_s, settings,
-                                   raise_to=evidence, raise_only=bool(raise_only))
+            decided = decide_field(
+                name,
+                queue.get(name).get(resource),
+                raw,
+                floor,
+                recs[key],
+                now_s,
+                settings,
+                raise_to=evidence,
+                raise_only=bool(raise_only),
+            )
             if raise_only and decided.code != "pending_raise":
                 notes[(queue.name, name, resource)] = ("cooldown", raise_only)
                 continue
             if decided.code == "pending_raise":
                 held = queue.get(name).get(resource)
-                raised[(queue.name, resource)] = held if raise_only and held is not None else \
-                    float(decided.limited if decided.limited is not None else raw)
+                raised[(queue.name, resource)] = (
+                    held
+                    if raise_only and held is not None
+                    else float(decided.limited if decided.limited is not None else raw)
+                )
             if decided.value is not None:
                 values[name][resource] = decided.value
             code, note = shaped.get(name, (target.code(name), f"{name} target {raw:g} from {target.basis_for(name)}"))
@@ -95,12 +107,19 @@ def _plan_queue(
             notes[(queue.name, name, resource)] = (decided.code or code, why)
         guaranteed = values["guarantee"].get(resource)
         asked = allocated + queue.pending.get(resource, 0.0)
-        if settings.guarantee_within_demand and "guarantee" in fields and guaranteed is not None \
-                and guaranteed > asked and not raise_only:
+        if (
+            settings.guarantee_within_demand
+            and "guarantee" in fields
+            and guaranteed is not None
+            and guaranteed > asked
+            and not raise_only
+        ):
             values["guarantee"][resource] = asked
             notes[(queue.name, "guarantee", resource)] = (
-                "guarantee_held", f"lowered to {asked:g} GPUs allocated or pending: a guarantee nobody asks for "
-                "idles GPUs other queues wait for")
+                "guarantee_held",
+                f"lowered to {asked:g} GPUs allocated or pending: a guarantee nobody asks for "
+                "idles GPUs other queues wait for",
+            )
         floor = allocated_floor("deserved", allocated, reclaimable=queue.reclaimable, settings=settings)
         for name, code, note in hard_bounds(values, resource, target, allocated, deserved_floor=floor):
             notes[(queue.name, name, resource)] = (code, note)
@@ -110,8 +129,14 @@ def _plan_queue(
 
 
 def _revert_increases(
-    names: Sequence[str], field_name: str, resource: str, before: Mapping[str, Values], after: dict[str, Values],
-    notes: Notes, code: str, note: str,
+    names: Sequence[str],
+    field_name: str,
+    resource: str,
+    before: Mapping[str, Values],
+    after: dict[str, Values],
+    notes: Notes,
+    code: str,
+    note: str,
 ) -> None:
     for name in names:
         old = before[name][field_name].get(resource)
@@ -127,7 +152,10 @@ def _revert_increases(
 
 
 def _hierarchy(
-    queues: Mapping[str, QueueState], managed: set[str], before: Mapping[str, Values], after: dict[str, Values],
+    queues: Mapping[str, QueueState],
+    managed: set[str],
+    before: Mapping[str, Values],
+    after: dict[str, Values],
     notes: Notes,
 ) -> None:
     """Σ children ≤ parent for deserved and guarantee; a child's capability ≤ its parent's."""
@@ -161,13 +189,26 @@ def _hierarchy(
                 values = [after[k][field_name].get(resource, 0.0) for k in kids[parent]]
                 over = max(values, default=0.0) > limit if field_name == "capability" else sum(values) > limit + 1e-9
                 if over:
-                    _revert_increases(changing, field_name, resource, before, after, notes, "parent_sum",
-                                      f"held: parent {parent} {field_name} {limit:g} cannot hold the children")
+                    _revert_increases(
+                        changing,
+                        field_name,
+                        resource,
+                        before,
+                        after,
+                        notes,
+                        "parent_sum",
+                        f"held: parent {parent} {field_name} {limit:g} cannot hold the children",
+                    )
 
 
 def _guarantee_sum(
-    queues: Mapping[str, QueueState], managed: set[str], before: Mapping[str, Values], after: dict[str, Values],
-    allocatable: Mapping[str, float], settings: PlannerSettings, notes: Notes,
+    queues: Mapping[str, QueueState],
+    managed: set[str],
+    before: Mapping[str, Values],
+    after: dict[str, Values],
+    allocatable: Mapping[str, float],
+    settings: PlannerSettings,
+    notes: Notes,
 ) -> None:
     """Σ guarantee over leaf queues ≤ live allocatable GPUs (a failed GPU lowers the limit)."""
     parents = {q.parent for q in queues.values() if q.parent}
@@ -176,15 +217,25 @@ def _guarantee_sum(
         if sum(after[n]["guarantee"].get(resource, 0.0) for n in leaves) <= limit + 1e-9:
             continue
         movable = [n for n in leaves if n in managed]
-        _revert_increases(movable, "guarantee", resource, before, after, notes, "guarantee_sum",
-                          f"held: Σ guarantee would exceed live allocatable {limit:g}")
+        _revert_increases(
+            movable,
+            "guarantee",
+            resource,
+            before,
+            after,
+            notes,
+            "guarantee_sum",
+            f"held: Σ guarantee would exceed live allocatable {limit:g}",
+        )
         fixed = sum(after[n]["guarantee"].get(resource, 0.0) for n in leaves if n not in managed)
         scaled = {n: after[n]["guarantee"][resource] for n in movable if resource in after[n]["guarantee"]}
         if scale_guarantees(scaled, fixed, limit, settings.round_to):
             for name, value in scaled.items():
                 after[name]["guarantee"][resource] = value
-                notes[(name, "guarantee", resource)] = ("guarantee_sum",
-                                                        f"lowered so Σ guarantee ≤ live allocatable {limit:g}")
+                notes[(name, "guarantee", resource)] = (
+                    "guarantee_sum",
+                    f"lowered so Σ guarantee ≤ live allocatable {limit:g}",
+                )
 
 
 def _weight(values: Values, resources: Sequence[str], current: int) -> int:
@@ -194,7 +245,9 @@ def _weight(values: Values, resources: Sequence[str], current: int) -> int:
 
 
 def _fit_deserved(
-    per_queue: dict[str, dict[str, Target]], queues: Sequence[QueueState], allocatable: Mapping[str, float],
+    per_queue: dict[str, dict[str, Target]],
+    queues: Sequence[QueueState],
+    allocatable: Mapping[str, float],
     settings: PlannerSettings,
 ) -> None:
     """Σ deserved targets of leaf queues ≤ live allocatable, by one common factor per resource.
@@ -204,8 +257,11 @@ def _fit_deserved(
     """
     parents = {q.parent for q in queues if q.parent}
     for resource, limit in allocatable.items():
-        leaves = [(name, wanted[resource]) for name, wanted in per_queue.items()
-                  if resource in wanted and name not in parents and name not in PROTECTED_QUEUES]
+        leaves = [
+            (name, wanted[resource])
+            for name, wanted in per_queue.items()
+            if resource in wanted and name not in parents and name not in PROTECTED_QUEUES
+        ]
         total = sum(t.deserved for _, t in leaves)
         if limit <= 0 or total <= limit:
             continue
@@ -214,7 +270,9 @@ def _fit_deserved(
         for name, target in leaves:
             deserved = max(math.floor(target.deserved * factor / step) * step, settings.limits(name).min_deserved)
             per_queue[name][resource] = replace(
-                target, deserved=deserved, guarantee=min(target.guarantee, deserved),
+                target,
+                deserved=deserved,
+                guarantee=min(target.guarantee, deserved),
                 basis=f"{target.basis}, ×{factor:.2f} so Σ deserved ≤ live allocatable {limit:g}",
             )
 
@@ -254,16 +312,27 @@ def plan_queues(
         own = hold_all or (held_queues or {}).get(queue.name)
         hold = _why_not_planned(queue, per_queue.get(queue.name), settings, now_s, last_changed or {}, own, recs)
         # A cooldown guards against evicting twice in a row; a raise for waiting gangs evicts nothing itself.
-        raise_only = hold is not None and hold.code == "cooldown" and \
-            pending_rule.wants_pending_raise(queue, per_queue.get(queue.name), settings)
+        raise_only = (
+            hold is not None
+            and hold.code == "cooldown"
+            and pending_rule.wants_pending_raise(queue, per_queue.get(queue.name), settings)
+        )
         if hold is not None and not raise_only:
             held.append(hold)
             continue
         managed.add(queue.name)
         if raise_only:
             cooling.add(queue.name)
-        after[queue.name] = _plan_queue(queue, per_queue[queue.name], settings, now_s, recs, notes, raised=raised,
-                                        raise_only=hold.reason if hold is not None else "")
+        after[queue.name] = _plan_queue(
+            queue,
+            per_queue[queue.name],
+            settings,
+            now_s,
+            recs,
+            notes,
+            raised=raised,
+            raise_only=hold.reason if hold is not None else "",
+        )
     pending_rule.fit_pending_raises(by_name, raised, after, allocatable or {}, notes, settings)
     _hierarchy(by_name, managed, before, after, notes)
     _guarantee_sum(by_name, managed - cooling, before, after, allocatable or {}, settings, notes)
@@ -277,8 +346,12 @@ def plan_queues(
     return QueuePlan(desired=desired, changes=tuple(changes), held=tuple(held), memory=Memory(recs))
 
 
-def _borrow(per_queue: dict[str, dict[str, Target]], queues: Mapping[str, QueueState],
-            allocatable: Mapping[str, float], settings: PlannerSettings) -> None:
+def _borrow(
+    per_queue: dict[str, dict[str, Target]],
+    queues: Mapping[str, QueueState],
+    allocatable: Mapping[str, float],
+    settings: PlannerSettings,
+) -> None:
     """How much each queue may borrow: its capability target.
 
     ``planner.borrow: idle``: capability = the live allocatable GPUs of the resource. Why: a capability at
@@ -299,23 +372,28 @@ def _borrow(per_queue: dict[str, dict[str, Target]], queues: Mapping[str, QueueS
         for resource, target in list(wanted.items()):
             if queue is not None and not queue.reclaimable:
                 if target.capability > target.deserved:
-                    why = (f"capability target {target.deserved:g} = deserved: the queue is not reclaimable "
-                           "(spec.reclaimable: false), so it borrows nothing")
+                    why = (
+                        f"capability target {target.deserved:g} = deserved: the queue is not reclaimable "
+                        "(spec.reclaimable: false), so it borrows nothing"
+                    )
                     notes = (*(n for n in target.notes if n[0] != "capability"), ("capability", "borrow", why))
-                    wanted[resource] = replace(target, capability=target.deserved, notes=notes,
-                                               codes={**target.codes, "capability": "borrow"})
+                    wanted[resource] = replace(
+                        target, capability=target.deserved, notes=notes, codes={**target.codes, "capability": "borrow"}
+                    )
                 continue
             limit = allocatable.get(resource)
             if settings.borrow != "idle" or limit is None or limit <= 0 or target.capability >= limit:
                 continue
             # A shaping note on capability (gang floor) no longer explains it: the cap is above any floor.
             notes = tuple(n for n in target.notes if n[0] != "capability")
-            wanted[resource] = replace(target, capability=float(limit), notes=notes,
-                                       codes={**target.codes, "capability": "borrow"})
+            wanted[resource] = replace(
+                target, capability=float(limit), notes=notes, codes={**target.codes, "capability": "borrow"}
+            )
 
 
 def _targets_by_queue(
-    targets: Mapping[tuple[str, str], Target], allocatable: Mapping[str, float],
+    targets: Mapping[tuple[str, str], Target],
+    allocatable: Mapping[str, float],
 ) -> dict[str, dict[str, Target]]:
     """Targets as queue → resource → target, each capped at the live allocatable GPUs of its resource."""
     per_queue: dict[str, dict[str, Target]] = {}
@@ -326,10 +404,13 @@ def _targets_by_queue(
             limit = allocatable.get(resource)
             if limit is not None and limit > 0 and max(target.deserved, target.capability) > limit:
                 # A quota larger than the live cluster means nothing, and unbounded backlog would grow it forever.
-                wanted[resource] = replace(target, deserved=min(target.deserved, limit),
-                                         capability=min(target.capability, limit),
-                                         guarantee=min(target.guarantee, limit),
-                                         basis=f"{target.basis}, capped at live allocatable {limit:g}")
+                wanted[resource] = replace(
+                    target,
+                    deserved=min(target.deserved, limit),
+                    capability=min(target.capability, limit),
+                    guarantee=min(target.guarantee, limit),
+                    basis=f"{target.basis}, capped at live allocatable {limit:g}",
+                )
     return per_queue
 
 
@@ -360,29 +441,55 @@ def _why_not_planned(
         for resource, target in mine.items():
             for name in FIELDS:
                 key = Memory.key(queue.name, name, resource)
-                recs[key] = remember(recs.get(key, ()), now_s, float(getattr(target, name)),
-                                     2 * max(settings.shrink_window_s, settings.grow_window_s))
+                recs[key] = remember(
+                    recs.get(key, ()),
+                    now_s,
+                    float(getattr(target, name)),
+                    2 * max(settings.shrink_window_s, settings.grow_window_s),
+                )
         return Hold(queue.name, f"cooldown: last change {since:.0f} s ago (< {settings.cooldown_s:g} s)", "cooldown")
     return None
 
 
 def _desired_queue(
-    queue: QueueState, values: Values, per_queue: Mapping[str, Mapping[str, Target]], managed: set[str],
-    settings: PlannerSettings, changes: list[FieldChange],
+    queue: QueueState,
+    values: Values,
+    per_queue: Mapping[str, Mapping[str, Target]],
+    managed: set[str],
+    settings: PlannerSettings,
+    changes: list[FieldChange],
 ) -> QueueState:
     """The queue with its planned values; under the proportion plugin its weight follows, as a change."""
     weight = queue.weight
     if queue.name in managed and settings.plugin == "proportion":
         weight = _weight(values, list(per_queue.get(queue.name, {})), queue.weight)
         if weight != queue.weight:
-            changes.append(FieldChange(queue.name, "weight", None, float(queue.weight), float(weight),
-                                       "weight follows planned deserved (proportion plugin)"))
-    return replace(queue, weight=weight, guarantee=values["guarantee"], deserved=values["deserved"],
-                   capability=values["capability"])
+            changes.append(
+                FieldChange(
+                    queue.name,
+                    "weight",
+                    None,
+                    float(queue.weight),
+                    float(weight),
+                    "weight follows planned deserved (proportion plugin)",
+                )
+            )
+    return replace(
+        queue,
+        weight=weight,
+        guarantee=values["guarantee"],
+        deserved=values["deserved"],
+        capability=values["capability"],
+    )
 
 
 def _field_changes(
-    name: str, before: Values, after: Values, notes: Notes, managed: bool, changes: list[FieldChange],
+    name: str,
+    before: Values,
+    after: Values,
+    notes: Notes,
+    managed: bool,
+    changes: list[FieldChange],
     held: list[Hold],
 ) -> None:
     """Every field that moved becomes a change; a policy that kept a managed queue's field becomes a hold."""

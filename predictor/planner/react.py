@@ -32,9 +32,13 @@ class PendingWatch:
         r = self.settings.resource
         pending = queue.pending.get(r, 0.0)
         deserved = queue.deserved.get(r)
-        return (queue.managed and queue.name not in PROTECTED_QUEUES and pending > 0
-                and pending >= self.settings.react_pending_gpus
-                and (deserved is None or queue.allocated.get(r, 0.0) + pending > deserved))
+        return (
+            queue.managed
+            and queue.name not in PROTECTED_QUEUES
+            and pending > 0
+            and pending >= self.settings.react_pending_gpus
+            and (deserved is None or queue.allocated.get(r, 0.0) + pending > deserved)
+        )
 
     def observe(self, queues: Sequence[QueueState], now_s: float) -> list[str]:
         """The queues that have been waiting for ``react_after_s`` at ``now_s`` (their clocks restart)."""

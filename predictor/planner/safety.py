@@ -115,12 +115,16 @@ def decide_field(
     if raise_to is None or current is None:
         return limited
     wanted = min(target, raise_to)
-    if beyond_dead_band(current, wanted, settings) and \
-            (raise_only or limited.value is None or wanted > limited.value + 1e-9):
-        return Decided(wanted, "pending_raise",
-                       f"raised {current:g} → {wanted:g} at once (no step limit or grow window): "
-                       f"allocated + pending GPUs {raise_to:g}, target {target:g}",
-                       limited=current if limited.value is None else limited.value)
+    if beyond_dead_band(current, wanted, settings) and (
+        raise_only or limited.value is None or wanted > limited.value + 1e-9
+    ):
+        return Decided(
+            wanted,
+            "pending_raise",
+            f"raised {current:g} → {wanted:g} at once (no step limit or grow window): "
+            f"allocated + pending GPUs {raise_to:g}, target {target:g}",
+            limited=current if limited.value is None else limited.value,
+        )
     return limited
 
 
@@ -146,20 +150,26 @@ def _decide_limited(
         # HPA scale-down semantics: the highest recommendation in the (longer) shrink window wins.
         highest = _shrink_to(series, now_s, settings.shrink_window_s)
         if highest is None:
-            return Decided(current, "stabilising",
-                           f"shrink to {target:g} waits: fewer than {settings.shrink_window_s / 3600:g} h of "
-                           "recommendations")
+            return Decided(
+                current,
+                "stabilising",
+                f"shrink to {target:g} waits: fewer than {settings.shrink_window_s / 3600:g} h of recommendations",
+            )
         want = highest
         if want >= current:
-            return Decided(current, "stabilising",
-                           f"shrink to {target:g} waits: higher recommendation within "
-                           f"{settings.shrink_window_s / 3600:g} h")
+            return Decided(
+                current,
+                "stabilising",
+                f"shrink to {target:g} waits: higher recommendation within {settings.shrink_window_s / 3600:g} h",
+            )
     elif target > current:
         want = min(_window(series, now_s, settings.grow_window_s) or [target])
         if want <= current:
-            return Decided(current, "stabilising",
-                           f"growth to {target:g} waits: lower recommendation within "
-                           f"{settings.grow_window_s / 3600:g} h")
+            return Decided(
+                current,
+                "stabilising",
+                f"growth to {target:g} waits: lower recommendation within {settings.grow_window_s / 3600:g} h",
+            )
     band = max(settings.dead_band_abs, settings.dead_band_rel * current)
     if abs(want - current) <= band or math.isclose(want, current):
         if math.isclose(want, current):

@@ -135,7 +135,9 @@ class PlannerSettings(BaseModel):
         "new reference after capacity_drop_accept_s of holding, unless it is zero.",
     )
     capacity_drop_accept_s: float = Field(
-        6 * 3600.0, ge=0, description="Seconds a capacity drop holds before the loop takes the lower capacity as "
+        6 * 3600.0,
+        ge=0,
+        description="Seconds a capacity drop holds before the loop takes the lower capacity as "
         "the new reference (a zero capacity always holds).",
     )
     allocated_milli_units: bool = Field(
@@ -143,11 +145,13 @@ class PlannerSettings(BaseModel):
     )
     queues: dict[str, QueueLimits] = Field(default_factory=dict, description="Per-queue clamps by name.")
     objective: Objective | None = Field(
-        None, description="Size deserved and guarantee as the newsvendor optimum of these costs (docs/design.md, "
+        None,
+        description="Size deserved and guarantee as the newsvendor optimum of these costs (docs/design.md, "
         "predictor.planner.objective) instead of the fixed quantile columns.",
     )
     high_priority: int = Field(
-        1000, description="Pods with spec.priority at or above this are high priority: their steady (recurring) "
+        1000,
+        description="Pods with spec.priority at or above this are high priority: their steady (recurring) "
         "GPUs bound the guarantee when job data is known (predictor.planner.gangs).",
     )
 

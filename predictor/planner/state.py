@@ -47,10 +47,11 @@ def check_queue_name(name: object, *, source: str) -> str:
     they enter (queue lists, forecast series ids) keeps a name like ``../../x`` out of every path.
     """
     if not is_queue_name(name):
-        raise InputError(f"{source}: {name!r} is not a valid queue name (a DNS-1123 subdomain: lower-case "
-                         "letters, digits, '-' and '.', at most 253 characters)")
+        raise InputError(
+            f"{source}: {name!r} is not a valid queue name (a DNS-1123 subdomain: lower-case "
+            "letters, digits, '-' and '.', at most 253 characters)"
+        )
     return str(name)
-
 
 
 def _frozen(values: Mapping[str, float]) -> Mapping[str, float]:
@@ -157,8 +158,9 @@ def allocatable_from_nodes(doc: Any, resources: Sequence[str], *, source: str = 
         raise InputError(f"{source}: expected a List with items (kubectl get nodes -o json)")
     total = dict.fromkeys(resources, 0.0)
     for item in items:
-        if not isinstance(item, Mapping) or not all(isinstance(item.get(k) or {}, Mapping)
-                                                    for k in ("metadata", "spec", "status")):
+        if not isinstance(item, Mapping) or not all(
+            isinstance(item.get(k) or {}, Mapping) for k in ("metadata", "spec", "status")
+        ):
             raise InputError(f"{source}: every item must be a Node object (metadata, spec, status objects)")
         name = (item.get("metadata") or {}).get("name", "?")
         if (item.get("spec") or {}).get("unschedulable"):

@@ -66,8 +66,9 @@ def floor_to(value: float, step: int) -> float:
     return float(math.floor(value / step + 1e-9) * step)
 
 
-def check_forecast_columns(forecast: pd.DataFrame, settings: PlannerSettings, *,
-                           source: str = "forecast frame") -> None:
+def check_forecast_columns(
+    forecast: pd.DataFrame, settings: PlannerSettings, *, source: str = "forecast frame"
+) -> None:
     """The columns the planner reads (series id, time, the three configured quantiles) are all there."""
     columns = {settings.deserved_quantile, settings.capability_quantile, settings.guarantee_quantile}
     missing = [c for c in (ID, TIME, *sorted(columns)) if c not in forecast.columns]
@@ -104,12 +105,16 @@ def forecast_targets(
     times = pd.to_datetime(forecast[TIME], utc=True)
     window = forecast.loc[(times >= now) & (times < end)]
     resources = window["resource"].astype(str) if "resource" in window.columns else settings.resource
-    frame = pd.DataFrame({
-        "queue": window[ID].astype(str), "resource": resources, "t": times.loc[window.index],
-        "d": pd.to_numeric(window[settings.deserved_quantile], errors="coerce"),
-        "c": pd.to_numeric(window[settings.capability_quantile], errors="coerce"),
-        "g": pd.to_numeric(window[settings.guarantee_quantile], errors="coerce"),
-    })
+    frame = pd.DataFrame(
+        {
+            "queue": window[ID].astype(str),
+            "resource": resources,
+            "t": times.loc[window.index],
+            "d": pd.to_numeric(window[settings.deserved_quantile], errors="coerce"),
+            "c": pd.to_numeric(window[settings.capability_quantile], errors="coerce"),
+            "g": pd.to_numeric(window[settings.guarantee_quantile], errors="coerce"),
+        }
+    )
     if not np.isfinite(frame[["d", "c", "g"]].to_numpy()).all():
         raise InputError("forecast frame has a missing or infinite value inside the planning horizon")
     if (frame[["d", "c", "g"]].to_numpy() > MAX_GPUS).any():
@@ -120,8 +125,7 @@ def forecast_targets(
         raise InputError(f"forecast frame has two rows for queue {first['queue']!r} at {first['t'].isoformat()}")
     grouped = frame.groupby(["queue", "resource"], sort=False).agg(d=("d", "max"), c=("c", "max"), g=("g", "min"))
     if settings.objective is not None:  # the newsvendor optimum replaces the fixed quantiles (objective.py)
-        grouped = _objective_levels(grouped, window.assign(queue=frame["queue"], resource=frame["resource"]),
-                                    settings)
+        grouped = _objective_levels(grouped, window.assign(queue=frame["queue"], resource=frame["resource"]), settings)
     peaks = demand_peaks(demand, settings)
     explain_unknown = demand is not None or demand_unknown is not None
     grow = 1.0 + settings.headroom
@@ -141,9 +145,14 @@ def forecast_targets(
         if limits.max_capability is not None:
             capability = min(capability, max(limits.max_capability, deserved))
         guarantee = min(max(floor_to(max(float(g_q), 0.0), step), limits.min_guarantee), deserved)
-        out[key] = Target(deserved=deserved, capability=capability, guarantee=guarantee,
-                          basis=f"{basis} +{settings.headroom:.0%} headroom", codes=both.codes,
-                          guarantee_from=f"forecast {settings.guarantee_quantile} {g_q:.1f}" if both.codes else "")
+        out[key] = Target(
+            deserved=deserved,
+            capability=capability,
+            guarantee=guarantee,
+            basis=f"{basis} +{settings.headroom:.0%} headroom",
+            codes=both.codes,
+            guarantee_from=f"forecast {settings.guarantee_quantile} {g_q:.1f}" if both.codes else "",
+        )
     return out
 
 

@@ -91,8 +91,11 @@ class JobSummary:
         labels = dict(node.labels)
         if any(labels.get(k) != v for k, v in self.node_selector):
             return False
-        return all(any(t.tolerates(taint) for t in self.tolerations)
-                   for taint in node.taints if taint.effect in BLOCKING_EFFECTS)
+        return all(
+            any(t.tolerates(taint) for t in self.tolerations)
+            for taint in node.taints
+            if taint.effect in BLOCKING_EFFECTS
+        )
 
 
 @dataclass(frozen=True)
@@ -217,13 +220,16 @@ def _toleration(t: Mapping[str, Any], where: str) -> Toleration:
     """A pod toleration, checked as the API server checks it (operator Equal|Exists, a known effect)."""
     operator, effect = str(t.get("operator") or "Equal"), str(t.get("effect") or "")
     if operator not in OPERATORS or (effect and effect not in TAINT_EFFECTS):
-        raise InputError(f"{where}: toleration {dict(t)!r} needs operator Equal or Exists and an effect of "
-                         f"{', '.join(TAINT_EFFECTS)} (or none)")
+        raise InputError(
+            f"{where}: toleration {dict(t)!r} needs operator Equal or Exists and an effect of "
+            f"{', '.join(TAINT_EFFECTS)} (or none)"
+        )
     return Toleration(str(t.get("key") or ""), operator, str(t.get("value") or ""), effect)
 
 
-def workload_from_objects(pods: Any, nodes: Any, *, gpus_per_node: int | None = None, source: str = "live",
-                          node_source: str | None = None) -> Workload:
+def workload_from_objects(
+    pods: Any, nodes: Any, *, gpus_per_node: int | None = None, source: str = "live", node_source: str | None = None
+) -> Workload:
     """Gangs from a Pod list (grouped by PodGroup annotation, else Volcano job name) and GPU nodes from a
     Node list. Pods without a queue label or without GPUs are left out; finished pods too. Errors name
     ``source`` (``node_source`` for the Node list, when it came from another file). ``gpus_per_node``:
@@ -243,12 +249,21 @@ def workload_from_objects(pods: Any, nodes: Any, *, gpus_per_node: int | None = 
             used[str(spec["nodeName"])] = used.get(str(spec["nodeName"]), 0) + gpus
         if queue is None:
             continue
-        group = _obj(meta, "annotations", f"{where} metadata").get(GROUP_ANNOTATION) or \
-            labels.get("volcano.sh/job-name") or meta.get("name", "?")
+        group = (
+            _obj(meta, "annotations", f"{where} metadata").get(GROUP_ANNOTATION)
+            or labels.get("volcano.sh/job-name")
+            or meta.get("name", "?")
+        )
         groups.setdefault((str(meta.get("namespace", "")), str(group)), []).append(pod)
     jobs = [_job(f"{ns}/{group}", members, f"{source} pods") for (ns, group), members in sorted(groups.items())]
-    node_list = [n for n in (_node(item, used, node_source or f"{source} nodes", i)
-                             for i, item in enumerate(_items(nodes, node_source or f"{source} nodes"))) if n]
+    node_list = [
+        n
+        for n in (
+            _node(item, used, node_source or f"{source} nodes", i)
+            for i, item in enumerate(_items(nodes, node_source or f"{source} nodes"))
+        )
+        if n
+    ]
     return Workload(tuple(jobs), tuple(node_list), gpus_per_node or node_size(node_list))
 
 
@@ -267,7 +282,14 @@ def _job(name: str, pods: list[Mapping[str, Any]], source: str) -> JobSummary:
     if len(pods) * gpus_per_pod > MAX_GPUS:
         raise InputError(f"{source}: gang {name!r} asks for {len(pods) * gpus_per_pod} GPUs, above {MAX_GPUS:g}")
     return JobSummary(
-        queue=str(meta["labels"][QUEUE_LABEL]), name=name, pods=len(pods), gpus_per_pod=gpus_per_pod,
-        phase="running" if running else "pending", recurring=recurring, priority=priority,
-        tolerations=tolerations, node_selector=selector,
-        nodes=tuple(str((p.get("spec") or {}).get("nodeName")) for p in running))
+        queue=str(meta["labels"][QUEUE_LABEL]),
+        name=name,
+        pods=len(pods),
+        gpus_per_pod=gpus_per_pod,
+        phase="running" if running else "pending",
+        recurring=recurring,
+        priority=priority,
+        tolerations=tolerations,
+        node_selector=selector,
+        nodes=tuple(str((p.get("spec") or {}).get("nodeName")) for p in running),
+    )

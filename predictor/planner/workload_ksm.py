@@ -52,8 +52,10 @@ def _gpus(value: object, what: str) -> int:
 
 def _by_pod(frame: pd.DataFrame, prefix: str) -> dict[Pod, dict[str, str]]:
     columns = [c for c in frame.columns if c.startswith(prefix)]
-    return {(str(r["namespace"]), str(r["pod"])): {c[len(prefix):]: str(r[c]) for c in columns if r[c] != ""}
-            for r in frame.to_dict("records")}
+    return {
+        (str(r["namespace"]), str(r["pod"])): {c[len(prefix) :]: str(r[c]) for c in columns if r[c] != ""}
+        for r in frame.to_dict("records")
+    }
 
 
 def workload_from_ksm(frames: Mapping[str, pd.DataFrame], *, gpus_per_node: int | None = None) -> Workload | None:
@@ -66,16 +68,23 @@ def workload_from_ksm(frames: Mapping[str, pd.DataFrame], *, gpus_per_node: int 
     if frames.get("pod_gpus") is None or frames["pod_gpus"].empty:
         return None
     gpus = _latest(frames, "pod_gpus", "namespace", "pod")
-    phase = {(str(r["namespace"]), str(r["pod"])): str(r["phase"])
-             for r in _latest(frames, "pod_phase", "namespace", "pod", "phase").to_dict("records")}
+    phase = {
+        (str(r["namespace"]), str(r["pod"])): str(r["phase"])
+        for r in _latest(frames, "pod_phase", "namespace", "pod", "phase").to_dict("records")
+    }
     labels = _by_pod(_latest(frames, "pod_labels", "namespace", "pod"), "label_")
     notes = _by_pod(_latest(frames, "pod_annotations", "namespace", "pod"), "annotation_")
     selectors = _by_pod(_latest(frames, "pod_nodeselectors", "namespace", "pod"), "nodeselector_")
     tolerations: dict[Pod, list[Toleration]] = {}
     for r in _latest(frames, "pod_tolerations", "namespace", "pod").to_dict("records"):
-        tolerations.setdefault((str(r["namespace"]), str(r["pod"])), []).append(Toleration(
-            str(r.get("key", "")), str(r.get("operator", "")) or "Equal", str(r.get("toleration_value", "")),
-            str(r.get("effect", ""))))
+        tolerations.setdefault((str(r["namespace"]), str(r["pod"])), []).append(
+            Toleration(
+                str(r.get("key", "")),
+                str(r.get("operator", "")) or "Equal",
+                str(r.get("toleration_value", "")),
+                str(r.get("effect", "")),
+            )
+        )
     used: dict[str, int] = {}
     groups: dict[tuple[str, str], list[tuple[Pod, int, str]]] = {}
     for r in gpus.to_dict("records"):
@@ -90,38 +99,57 @@ def workload_from_ksm(frames: Mapping[str, pd.DataFrame], *, gpus_per_node: int 
         queue = labels.get(pod, {}).get("volcano_sh_queue_name")
         if not queue:
             continue
-        group = notes.get(pod, {}).get("scheduling_k8s_io_group_name") or \
-            labels.get(pod, {}).get("volcano_sh_job_name") or pod[1]
+        group = (
+            notes.get(pod, {}).get("scheduling_k8s_io_group_name")
+            or labels.get(pod, {}).get("volcano_sh_job_name")
+            or pod[1]
+        )
         groups.setdefault((queue, f"{pod[0]}/{group}"), []).append((pod, count, node))
     jobs = []
     for (queue, name), members in sorted(groups.items()):
         first = members[0][0]
         running = [node for pod, _, node in members if phase[pod] == "Running" and node]
-        jobs.append(JobSummary(
-            queue=queue, name=name, pods=len(members), gpus_per_pod=max(c for _, c, _ in members),
-            phase="running" if running else "pending",
-            recurring=notes.get(first, {}).get("gpu_capacity_predictor_recurring", "").lower() == "true",
-            priority=None, tolerations=tuple(tolerations.get(first, [])),
-            node_selector=tuple(sorted(selectors.get(first, {}).items())), nodes=tuple(running)))
+        jobs.append(
+            JobSummary(
+                queue=queue,
+                name=name,
+                pods=len(members),
+                gpus_per_pod=max(c for _, c, _ in members),
+                phase="running" if running else "pending",
+                recurring=notes.get(first, {}).get("gpu_capacity_predictor_recurring", "").lower() == "true",
+                priority=None,
+                tolerations=tuple(tolerations.get(first, [])),
+                node_selector=tuple(sorted(selectors.get(first, {}).items())),
+                nodes=tuple(running),
+            )
+        )
     nodes = _nodes(frames, used)
     return Workload(tuple(jobs), nodes, gpus_per_node or node_size(nodes))
 
 
 def _nodes(frames: Mapping[str, pd.DataFrame], used: Mapping[str, int]) -> tuple[NodeSummary, ...]:
-    off = {str(n) for name in ("node_unschedulable", "node_not_ready")
-           for n in _latest(frames, name, "node")["node"]}
+    off = {str(n) for name in ("node_unschedulable", "node_not_ready") for n in _latest(frames, name, "node")["node"]}
     taints: dict[str, list[Taint]] = {}
     for r in _latest(frames, "node_taints", "node").to_dict("records"):
-        taints.setdefault(str(r["node"]), []).append(Taint(str(r.get("key", "")), str(r.get("taint_value", "")),
-                                                           str(r.get("effect", ""))))
+        taints.setdefault(str(r["node"]), []).append(
+            Taint(str(r.get("key", "")), str(r.get("taint_value", "")), str(r.get("effect", "")))
+        )
     label_frame = _latest(frames, "node_labels", "node")
-    node_labels = {str(r["node"]): tuple(sorted((c[len("label_"):], str(r[c])) for c in label_frame.columns
-                                                if c.startswith("label_") and r[c] != ""))
-                   for r in label_frame.to_dict("records")}
+    node_labels = {
+        str(r["node"]): tuple(
+            sorted(
+                (c[len("label_") :], str(r[c])) for c in label_frame.columns if c.startswith("label_") and r[c] != ""
+            )
+        )
+        for r in label_frame.to_dict("records")
+    }
     out = []
     for r in _latest(frames, "node_gpus", "node").sort_values("node").to_dict("records"):
         name = str(r["node"])
         gpus = 0 if name in off else _gpus(r[VALUE], f"node {name}")
-        out.append(NodeSummary(name, gpus, min(used.get(name, 0), gpus), node_labels.get(name, ()),
-                               tuple(taints.get(name, []))))
+        out.append(
+            NodeSummary(
+                name, gpus, min(used.get(name, 0), gpus), node_labels.get(name, ()), tuple(taints.get(name, []))
+            )
+        )
     return tuple(out)

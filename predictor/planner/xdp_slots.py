@@ -151,4 +151,3 @@ def flow_hash(src: str, dst: str, proto: int, sport: int = 0, dport: int = 0, *,
     h = _mix(h, ((sport & 0xFFFF) << 16) | (dport & 0xFFFF))
     h = _mix(h, (family << 8) | proto)
     return _fmix(h)
-

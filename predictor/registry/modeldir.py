@@ -81,8 +81,9 @@ def write_state_dir(estimator: Any, kind: str, directory: Path) -> str:
         raise RegistryError(f"cannot register {type(estimator).__name__} as data: {exc}") from exc
     document = {"format": MODEL_FORMAT, "kind": kind, "versions": _versions(), "state": meta}
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / STATE_FILES[0]).write_text(json.dumps(document, allow_nan=False, separators=(",", ":")),
-                                            encoding="utf-8")
+    (directory / STATE_FILES[0]).write_text(
+        json.dumps(document, allow_nan=False, separators=(",", ":")), encoding="utf-8"
+    )
     save_file(arrays, str(directory / STATE_FILES[1]))
     return state_digest(directory)
 
@@ -100,16 +101,20 @@ def _check_layout(root: Path, what: str) -> Path:
     pyfunc = (spec.get("flavors") or {}).get("python_function") if isinstance(spec, dict) else None
     if not isinstance(pyfunc, dict) or pyfunc.get("loader_module") != LOADER_MODULE or pyfunc.get("data") != STATE_PATH:
         found = "a pickled python_model" if isinstance(pyfunc, dict) and "python_model" in pyfunc else "another format"
-        raise ModelRefusedError(f"{what} is not a model of this project ({found}, not state files read by "
-                            f"{LOADER_MODULE}); refusing to load it, nothing was unpickled")
+        raise ModelRefusedError(
+            f"{what} is not a model of this project ({found}, not state files read by "
+            f"{LOADER_MODULE}); refusing to load it, nothing was unpickled"
+        )
     state = root / STATE_PATH
     if not state.is_dir() or state.is_symlink() or (root / "data").is_symlink():
         raise ModelRefusedError(f"{what} has no {STATE_PATH}/ directory; refusing to load it")
     found_files = sorted(p.name for p in state.iterdir())
     plain = all((state / n).is_file() and not (state / n).is_symlink() for n in STATE_FILES if n in found_files)
     if found_files != sorted(STATE_FILES) or not plain:
-        raise ModelRefusedError(f"{what}: {STATE_PATH}/ holds {', '.join(found_files) or 'nothing'}, expected exactly "
-                            f"the plain files {', '.join(STATE_FILES)}; refusing to load it")
+        raise ModelRefusedError(
+            f"{what}: {STATE_PATH}/ holds {', '.join(found_files) or 'nothing'}, expected exactly "
+            f"the plain files {', '.join(STATE_FILES)}; refusing to load it"
+        )
     return state
 
 
@@ -143,6 +148,8 @@ def read_model_dir(root: Path, digest: str | None, what: str) -> tuple[Any, str]
         raise ModelRefusedError(f"{what} has no {DIGEST_TAG} tag (not registered by this project); refusing to load it")
     actual = state_digest(state)
     if not hmac.compare_digest(actual, digest):
-        raise ModelRefusedError(f"{what}: state files do not match the digest recorded at registration "
-                            f"({DIGEST_TAG} {digest[:12]}…, files {actual[:12]}…); refusing to load them")
+        raise ModelRefusedError(
+            f"{what}: state files do not match the digest recorded at registration "
+            f"({DIGEST_TAG} {digest[:12]}…, files {actual[:12]}…); refusing to load them"
+        )
     return read_state_dir(state, what)

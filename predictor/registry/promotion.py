@@ -92,11 +92,16 @@ def judge(
     try:
         champion_score = float(rescore(registry.load_estimator(family)))
     except ModelRefusedError as exc:
-        return Verdict(True, f"champion v{champion.version} cannot be served ({exc}); replacing it",
-                       champion.version, float("nan"))
+        return Verdict(
+            True, f"champion v{champion.version} cannot be served ({exc}); replacing it", champion.version, float("nan")
+        )
     except UNSCORABLE as exc:
-        return Verdict(False, f"champion v{champion.version} could not be re-evaluated ({exc}); keeping it",
-                       champion.version, float("nan"))
+        return Verdict(
+            False,
+            f"champion v{champion.version} could not be re-evaluated ({exc}); keeping it",
+            champion.version,
+            float("nan"),
+        )
     promote = math.isfinite(champion_score) and beats(score, champion_score, margin)
     reason = f"{metric} {score:{fmt}} vs champion v{champion.version} {champion_score:{fmt}} on {data}"
     return Verdict(promote=promote, reason=reason, champion_version=champion.version, champion_score=champion_score)

@@ -182,9 +182,7 @@ class ModelRegistry:
                     version = str(registered.version)
                     self._client(mlflow).set_registered_model_alias(family, CHALLENGER, version)
                 except (MlflowException, OSError) as exc:
-                    raise RegistryError(
-                        f"cannot log {family} to {self.settings.tracking_uri}: {_reason(exc)}"
-                    ) from exc
+                    raise RegistryError(f"cannot log {family} to {self.settings.tracking_uri}: {_reason(exc)}") from exc
         return ModelVersionInfo(
             family=family,
             version=version,
@@ -253,8 +251,7 @@ class ModelRegistry:
             try:
                 mv = self._client(mlflow).get_model_version_by_alias(family, alias)
                 # by version, not alias: the files checked are those of the version whose digest was read
-                local = mlflow.artifacts.download_artifacts(artifact_uri=f"models:/{family}/{mv.version}",
-                                                            dst_path=tmp)
+                local = mlflow.artifacts.download_artifacts(artifact_uri=f"models:/{family}/{mv.version}", dst_path=tmp)
             except Exception as exc:  # foreign boundary: MlflowException, OSError, HTTP errors
                 raise RegistryError(f"{where}: {_reason(exc)}") from exc
             what = f"{where}: v{mv.version}"

@@ -55,8 +55,7 @@ class History:
         self.frame = seed
 
     def observe(self, t: pd.Timestamp, allocated: dict[str, int], pending: dict[str, int]) -> None:
-        row = pd.DataFrame({ID: list(allocated), TIME: t,
-                            VALUE: [float(allocated[q] + pending[q]) for q in allocated]})
+        row = pd.DataFrame({ID: list(allocated), TIME: t, VALUE: [float(allocated[q] + pending[q]) for q in allocated]})
         self.frame = pd.concat([self.frame, row], ignore_index=True)
 
     def until(self, now: pd.Timestamp) -> pd.DataFrame:

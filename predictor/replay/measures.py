@@ -47,8 +47,16 @@ def _clip(start_s: np.ndarray, end_s: np.ndarray, lo: int, hi: int) -> np.ndarra
     return out
 
 
-def summarise(result: SchedulerResult, *, start: pd.Timestamp, end: pd.Timestamp, capacity: int,
-              used_gpus: np.ndarray, submit_s: np.ndarray, sampler: FragmentationSampler) -> dict[str, float]:
+def summarise(
+    result: SchedulerResult,
+    *,
+    start: pd.Timestamp,
+    end: pd.Timestamp,
+    capacity: int,
+    used_gpus: np.ndarray,
+    submit_s: np.ndarray,
+    sampler: FragmentationSampler,
+) -> dict[str, float]:
     """The replay summary (keys of ``summary.json``); ``used_gpus`` and ``submit_s`` (epoch seconds) are
     indexed like the scheduler's jobs."""
     lo, hi = int(start.timestamp()), int(end.timestamp())

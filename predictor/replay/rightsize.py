@@ -41,21 +41,33 @@ def workload_runs(jobs: pd.DataFrame, gpus_per_node: int, seed: int) -> pd.DataF
     start = jobs["submit"]
     runtime_s = jobs["duration_s"].to_numpy()
     mem = profiles.mem_frac * _CARD.memory_mib
-    return pd.DataFrame({
-        "namespace": "default", "workload": jobs["workload"].astype(str).to_numpy(), "run": np.arange(len(jobs)),
-        "job": jobs["job_id"].to_numpy(), "queue": jobs["queue"].to_numpy(), "gpu_type": _CARD.name,
-        "pods": 1, "start": start.to_numpy(), "end": (start + pd.to_timedelta(runtime_s, unit="s")).to_numpy(),
-        "runtime_h": runtime_s / 3600, "gpu_request": jobs["num_gpus"].to_numpy().astype(float),
-        "gpus_used_p95": used, "gpus_used_max": used, "gpu_equiv_p95": used * profiles.util_mean / 100,
-        "util_mean": profiles.util_mean,
-        "util_p95": np.minimum(profiles.util_mean + 2 * profiles.util_sd, 100), "mem_peak_mib": mem,
-        "mem_p99_mib": mem, "gpu_mem_total_mib": float(_CARD.memory_mib),
-        "samples": np.maximum(1, np.ceil(runtime_s / 300)).astype(np.int64) * jobs["num_gpus"].to_numpy(),
-    })
+    return pd.DataFrame(
+        {
+            "namespace": "default",
+            "workload": jobs["workload"].astype(str).to_numpy(),
+            "run": np.arange(len(jobs)),
+            "job": jobs["job_id"].to_numpy(),
+            "queue": jobs["queue"].to_numpy(),
+            "gpu_type": _CARD.name,
+            "pods": 1,
+            "start": start.to_numpy(),
+            "end": (start + pd.to_timedelta(runtime_s, unit="s")).to_numpy(),
+            "runtime_h": runtime_s / 3600,
+            "gpu_request": jobs["num_gpus"].to_numpy().astype(float),
+            "gpus_used_p95": used,
+            "gpus_used_max": used,
+            "gpu_equiv_p95": used * profiles.util_mean / 100,
+            "util_mean": profiles.util_mean,
+            "util_p95": np.minimum(profiles.util_mean + 2 * profiles.util_sd, 100),
+            "mem_peak_mib": mem,
+            "mem_p99_mib": mem,
+            "gpu_mem_total_mib": float(_CARD.memory_mib),
+            "samples": np.maximum(1, np.ceil(runtime_s / 300)).astype(np.int64) * jobs["num_gpus"].to_numpy(),
+        }
+    )
 
 
-def rightsized_jobs(jobs: pd.DataFrame, start: pd.Timestamp, gpus_per_node: int,
-                    seed: int) -> tuple[pd.DataFrame, int]:
+def rightsized_jobs(jobs: pd.DataFrame, start: pd.Timestamp, gpus_per_node: int, seed: int) -> tuple[pd.DataFrame, int]:
     """``jobs`` with the requests of recurring workloads submitted from ``start`` on set to the recommendation.
 
     Returns the table and how many jobs were changed. Without a ``workload`` column every job is its own
@@ -69,8 +81,11 @@ def rightsized_jobs(jobs: pd.DataFrame, start: pd.Timestamp, gpus_per_node: int,
     if past.empty:
         return jobs, 0
     table = recommend(workload_runs(past.reset_index(drop=True), gpus_per_node, seed), RightsizeSettings())
-    target = {str(w): float(g) for w, g in zip(table["workload"], table["recommended_gpus"], strict=True)
-              if math.isfinite(float(g)) and g > 0}
+    target = {
+        str(w): float(g)
+        for w, g in zip(table["workload"], table["recommended_gpus"], strict=True)
+        if math.isfinite(float(g)) and g > 0
+    }
     out = jobs.copy()
     later = (out["submit"] >= start) & out["workload"].astype(str).isin(target)
     new = out.loc[later, "workload"].astype(str).map(target).map(lambda g: max(1, math.ceil(g)))

@@ -110,13 +110,18 @@ def replay(jobs: pd.DataFrame, settings: ReplaySettings) -> ReplayResult:
     end = start + pd.Timedelta(weeks=settings.weeks)
     window = jobs[(jobs["submit"] >= start - WEEK) & (jobs["submit"] < end)].reset_index(drop=True)
     if not (window["submit"] >= start).any():
-        raise InputError(f"no job is submitted between {start.isoformat()} and {end.isoformat()} (the table spans "
-                         f"{jobs['submit'].min().isoformat()} to {jobs['submit'].max().isoformat()})")
+        raise InputError(
+            f"no job is submitted between {start.isoformat()} and {end.isoformat()} (the table spans "
+            f"{jobs['submit'].min().isoformat()} to {jobs['submit'].max().isoformat()})"
+        )
     cluster = ClusterSpec.uniform(settings.nodes, gpus_per_node=settings.gpus_per_node)
     total = cluster.n_gpus
     used_by_job = pd.Series(used_gpus(window, cluster.gpus_per_node, settings.seed), index=window["job_id"].to_numpy())
-    table, changed = (rightsized_jobs(window, start, cluster.gpus_per_node, settings.seed)
-                      if settings.policy == "rightsize+loop" else (window, 0))
+    table, changed = (
+        rightsized_jobs(window, start, cluster.gpus_per_node, settings.seed)
+        if settings.policy == "rightsize+loop"
+        else (window, 0)
+    )
     specs = static_queues(window, start, total, hard=settings.policy != "static-elastic")
     out = ReplayResult(summary={}, queues=specs, rightsized_jobs=changed)
 
@@ -131,8 +136,9 @@ def replay(jobs: pd.DataFrame, settings: ReplaySettings) -> ReplayResult:
     return out
 
 
-def replay_quotas(jobs: pd.DataFrame, specs: list[QueueSpec], settings: ReplaySettings,
-                  end: pd.Timestamp) -> dict[str, float]:
+def replay_quotas(
+    jobs: pd.DataFrame, specs: list[QueueSpec], settings: ReplaySettings, end: pd.Timestamp
+) -> dict[str, float]:
     """The summary of ``jobs`` replayed on fixed quotas ``specs`` over ``[settings.start, end)`` (what-if runs:
     the same jobs under today's quotas and under recommended ones). ``settings.policy`` is not used."""
     start = pd.Timestamp(settings.start)
@@ -155,14 +161,22 @@ class _Hooks(NamedTuple):
     tick: _Hook | None
 
 
-def _run(table: pd.DataFrame, specs: list[QueueSpec], cluster: ClusterSpec, settings: ReplaySettings,
-         start: pd.Timestamp, end: pd.Timestamp, used_by_job: pd.Series,
-         hook: Callable[[Scheduler], _Hooks | None]) -> tuple[dict[str, float], SchedulerResult]:
+def _run(
+    table: pd.DataFrame,
+    specs: list[QueueSpec],
+    cluster: ClusterSpec,
+    settings: ReplaySettings,
+    start: pd.Timestamp,
+    end: pd.Timestamp,
+    used_by_job: pd.Series,
+    hook: Callable[[Scheduler], _Hooks | None],
+) -> tuple[dict[str, float], SchedulerResult]:
     """Schedule ``table`` from a week before ``start`` to ``end``, sampling fragmentation and calling the
     policy hooks every hour of the window (and every ``TICK`` between, if it has one); the summary over
     ``[start, end)``."""
-    volcano = VolcanoSettings(reclaim=True, preempt=True, checkpoint_s=settings.checkpoint_s,
-                              restart_s=settings.restart_s)
+    volcano = VolcanoSettings(
+        reclaim=True, preempt=True, checkpoint_s=settings.checkpoint_s, restart_s=settings.restart_s
+    )
     sched = Scheduler(table, cluster, specs, start=start - WEEK, volcano=volcano)
     sampler = FragmentationSampler(table["num_gpus"].to_numpy(), cluster.gpus_per_node)
     hooks = hook(sched)
@@ -178,26 +192,43 @@ def _run(table: pd.DataFrame, specs: list[QueueSpec], cluster: ClusterSpec, sett
                 hooks.tick(u)
     sched.run_until(end)
     result = sched.result()
-    used = np.minimum(used_by_job.reindex(sched.jobs["job_id"].to_numpy()).fillna(1).to_numpy(),
-                      sched.jobs["num_gpus"].to_numpy())
-    summary = summarise(result, start=start, end=end, capacity=cluster.n_gpus, used_gpus=used.astype(float),
-                        submit_s=epoch_s(sched.jobs["submit"]), sampler=sampler)
+    used = np.minimum(
+        used_by_job.reindex(sched.jobs["job_id"].to_numpy()).fillna(1).to_numpy(), sched.jobs["num_gpus"].to_numpy()
+    )
+    summary = summarise(
+        result,
+        start=start,
+        end=end,
+        capacity=cluster.n_gpus,
+        used_gpus=used.astype(float),
+        submit_s=epoch_s(sched.jobs["submit"]),
+        sampler=sampler,
+    )
     return summary, result
 
 
 class _Planner:
     """The loop's planning call against the simulated queues, once per simulated hour."""
 
-    def __init__(self, sched: Scheduler, specs: list[QueueSpec], settings: ReplaySettings, jobs: pd.DataFrame,
-                 start: pd.Timestamp, end: pd.Timestamp, total: int) -> None:
+    def __init__(
+        self,
+        sched: Scheduler,
+        specs: list[QueueSpec],
+        settings: ReplaySettings,
+        jobs: pd.DataFrame,
+        start: pd.Timestamp,
+        end: pd.Timestamp,
+        total: int,
+    ) -> None:
         self.sched, self.settings, self.start, self.total = sched, settings.planner, start, total
         self.resource = settings.planner.resource
         self.quota = {s.name: (s.guarantee, s.deserved, s.capability) for s in specs}
         self.reclaimable = {s.name: s.reclaimable for s in specs}
         self.horizon = math.ceil(settings.planner.horizon_h) + 1
         self.history = History(zero_wait_demand(jobs, start - WEEK, start))
-        self.forecaster: _Forecaster = OracleForecaster(jobs, start, end, self.horizon) \
-            if settings.policy == "oracle" else WeeklyAuto()
+        self.forecaster: _Forecaster = (
+            OracleForecaster(jobs, start, end, self.horizon) if settings.policy == "oracle" else WeeklyAuto()
+        )
         self.memory = Memory()
         self.last_changed: dict[str, float] = {}
         self.watch = PendingWatch(settings.planner)
@@ -205,10 +236,18 @@ class _Planner:
     def states(self) -> list[QueueState]:
         allocated, pending = self.sched.allocated, self.sched.pending
         r = self.resource
-        return [QueueState(name=name, guarantee={r: g}, deserved={r: d},
-                           capability={r: c} if math.isfinite(c) else {}, allocated={r: float(allocated[name])},
-                           pending={r: float(pending[name])}, reclaimable=self.reclaimable[name])
-                for name, (g, d, c) in self.quota.items()]
+        return [
+            QueueState(
+                name=name,
+                guarantee={r: g},
+                deserved={r: d},
+                capability={r: c} if math.isfinite(c) else {},
+                allocated={r: float(allocated[name])},
+                pending={r: float(pending[name])},
+                reclaimable=self.reclaimable[name],
+            )
+            for name, (g, d, c) in self.quota.items()
+        ]
 
     def cycle(self, t: pd.Timestamp, out: ReplayResult) -> None:
         self.history.observe(t, self.sched.allocated, self.sched.pending)
@@ -226,8 +265,15 @@ class _Planner:
 
     def _plan(self, t: pd.Timestamp, out: ReplayResult) -> None:
         forecast = self.forecaster.forecast(self.history.until(t), now=t, horizon=self.horizon)
-        plan, hold = plan_cycle(self.states(), forecast, self.settings, now=t, allocatable={self.resource: self.total},
-                                memory=self.memory, last_changed=self.last_changed)
+        plan, hold = plan_cycle(
+            self.states(),
+            forecast,
+            self.settings,
+            now=t,
+            allocatable={self.resource: self.total},
+            memory=self.memory,
+            last_changed=self.last_changed,
+        )
         self.memory = plan.memory
         out.held_cycles += hold is not None
         r = self.resource

@@ -55,18 +55,33 @@ def make_report(
         recommendations = recommendations_from_plan(plan, inputs.quotas)
     say("building the report model")
     report = build_report(
-        quotas=inputs.quotas, allocated=inputs.allocated, used=inputs.used, demand=inputs.demand, forecast=forecast,
-        recommendations=recommendations, total_gpus=inputs.total_gpus, rightsize=rightsize,
-        fragmentation=inputs.fragmentation, window_days=window_days, title=title,
-        sources={**inputs.sources, **(sources or {})}, notes=tuple(inputs.notes),
+        quotas=inputs.quotas,
+        allocated=inputs.allocated,
+        used=inputs.used,
+        demand=inputs.demand,
+        forecast=forecast,
+        recommendations=recommendations,
+        total_gpus=inputs.total_gpus,
+        rightsize=rightsize,
+        fragmentation=inputs.fragmentation,
+        window_days=window_days,
+        title=title,
+        sources={**inputs.sources, **(sources or {})},
+        notes=tuple(inputs.notes),
         fragmentation_advice=inputs.fragmentation_advice,
     )
     if inputs.jobs is not None:
         say("replaying the window under today's and the recommended quotas")
         from predictor.reports.whatif import jobs_from_attempts, whatif_rows
 
-        report.whatif = whatif_rows(jobs_from_attempts(inputs.jobs), inputs.quotas, recommendations,
-                                    total_gpus=inputs.total_gpus, as_of=inputs.as_of, window_days=window_days)
+        report.whatif = whatif_rows(
+            jobs_from_attempts(inputs.jobs),
+            inputs.quotas,
+            recommendations,
+            total_gpus=inputs.total_gpus,
+            as_of=inputs.as_of,
+            window_days=window_days,
+        )
     say("writing tables")
     tables = out / "inputs"
     write_frame(inputs.demand, tables / "demand.csv")

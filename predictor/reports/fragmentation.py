@@ -24,13 +24,17 @@ def advice_lines(workload: Workload) -> tuple[float, tuple[str, ...]]:
     """The FGD rate of ``workload`` and the section's lines (measure, then the advice and its cost)."""
     frag = fgd(workload.nodes, task_mix(workload))
     advice: DefragAdvice = defrag_advice(workload)
-    lines = [f"FGD: {frag.gpus:.1f} of {frag.free} free GPUs ({frag.rate:.1%}) cannot be used by the typical task "
-             f"mix; {frag.free_nodes} whole free {workload.gpus_per_node}-GPU nodes"]
+    lines = [
+        f"FGD: {frag.gpus:.1f} of {frag.free} free GPUs ({frag.rate:.1%}) cannot be used by the typical task "
+        f"mix; {frag.free_nodes} whole free {workload.gpus_per_node}-GPU nodes"
+    ]
     if advice.drain:
-        lines.append(f"drain {', '.join(advice.drain)} ({advice.reason}): FGD {advice.before.gpus:.1f} → "
-                     f"{advice.after.gpus:.1f} GPUs, whole free nodes {advice.before.free_nodes} → "
-                     f"{advice.after.free_nodes}; restarts {len(advice.restarted_jobs)} job(s), "
-                     f"{advice.restarted_gpus} GPUs")
+        lines.append(
+            f"drain {', '.join(advice.drain)} ({advice.reason}): FGD {advice.before.gpus:.1f} → "
+            f"{advice.after.gpus:.1f} GPUs, whole free nodes {advice.before.free_nodes} → "
+            f"{advice.after.free_nodes}; restarts {len(advice.restarted_jobs)} job(s), "
+            f"{advice.restarted_gpus} GPUs"
+        )
         lines += [f"move {m.job} ({m.gpus} GPUs) {m.source} → {m.target}" for m in advice.moves]
     else:
         lines.append(f"no drain advised: {advice.reason}")

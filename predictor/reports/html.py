@@ -43,5 +43,12 @@ def render_html(report: Report, *, plots: bool = True) -> str:
             if uri is not None:
                 fans.append((f"{row.queue} ({row.resource})", uri))
     template = _environment().get_template("report.html.j2")
-    return template.render(report=report, s=report.summary, columns=QUEUE_COLUMNS, charts=charts, fans=fans,
-                           csp=CSP, has_energy=has_energy(report.energy))
+    return template.render(
+        report=report,
+        s=report.summary,
+        columns=QUEUE_COLUMNS,
+        charts=charts,
+        fans=fans,
+        csp=CSP,
+        has_energy=has_energy(report.energy),
+    )

@@ -61,8 +61,9 @@ class ReportInputs:
 def _hourly(frame: pd.DataFrame, key: str, scale: float = 1.0, how: str = "mean") -> pd.DataFrame:
     """Mean per (key, hour) of a long frame, as a history frame with ``series_id`` = the key's value."""
     if frame.empty:
-        return pd.DataFrame({ID: pd.Series(dtype=str), TIME: pd.Series(dtype="datetime64[ns, UTC]"),
-                             VALUE: pd.Series(dtype=float)})
+        return pd.DataFrame(
+            {ID: pd.Series(dtype=str), TIME: pd.Series(dtype="datetime64[ns, UTC]"), VALUE: pd.Series(dtype=float)}
+        )
     hours = pd.to_datetime(frame[TIME], utc=True).dt.floor("h")
     if how == "sum":  # per-GPU series: Σ over GPUs and samples / samples per hour (absent sample = idle)
         stamps = pd.Series(frame[TIME].unique()).sort_values()
@@ -125,11 +126,15 @@ def inputs_from_directory(directory: Path) -> ReportInputs:
     deserved = _latest(volcano["deserved"], "queue_name") / 1000
     capability = _latest(volcano["capacity"], "queue_name") / 1000
     names = sorted(deserved.index)
-    quotas = pd.DataFrame({
-        "queue": names, "resource": DEFAULT_RESOURCE, "guarantee": 0.0,
-        "deserved": [float(deserved[n]) for n in names],
-        "capability": [float(capability.get(n, np.inf)) for n in names],
-    })
+    quotas = pd.DataFrame(
+        {
+            "queue": names,
+            "resource": DEFAULT_RESOURCE,
+            "guarantee": 0.0,
+            "deserved": [float(deserved[n]) for n in names],
+            "capability": [float(capability.get(n, np.inf)) for n in names],
+        }
+    )
     fragmentation = None
     summary = directory / "summary.parquet"
     if summary.is_file():
@@ -149,8 +154,11 @@ def inputs_from_directory(directory: Path) -> ReportInputs:
         demand=_hourly(volcano["request"], "queue_name", 1 / 1000),
         total_gpus=total,
         fragmentation=fragmentation,
-        sources={"history": str(directory), "used GPUs": "Σ DCGM_FI_DEV_GPU_UTIL / 100 per namespace (= queue)",
-                 "quotas": "volcano_queue_{deserved,capacity}_scalar_resources, newest sample"},
+        sources={
+            "history": str(directory),
+            "used GPUs": "Σ DCGM_FI_DEV_GPU_UTIL / 100 per namespace (= queue)",
+            "quotas": "volcano_queue_{deserved,capacity}_scalar_resources, newest sample",
+        },
         notes=["guarantee is not exported by Volcano's metrics: shown as 0"],
     )
 
@@ -166,9 +174,15 @@ PROMQL = {
 }
 
 
-def inputs_from_prometheus(settings: PrometheusSettings, *, end: pd.Timestamp, days: int = 35,
-                           step: str = "5m", source: MetricSource | None = None,
-                           cluster: str | None = None) -> ReportInputs:
+def inputs_from_prometheus(
+    settings: PrometheusSettings,
+    *,
+    end: pd.Timestamp,
+    days: int = 35,
+    step: str = "5m",
+    source: MetricSource | None = None,
+    cluster: str | None = None,
+) -> ReportInputs:
     """Inputs from a Prometheus-compatible server: one range query per table, aggregated server-side.
 
     Queried at the scrape step and averaged per hour here, exactly as the file path averages the
@@ -193,19 +207,35 @@ def inputs_from_prometheus(settings: PrometheusSettings, *, end: pd.Timestamp, d
         frames[name] = _hourly(frame, ID, how="sum" if name == "used" else "mean")
     deserved, capability = _latest(frames["deserved"], ID), _latest(frames["capability"], ID)
     names = sorted(deserved.index)
-    quotas = pd.DataFrame({"queue": names, "resource": DEFAULT_RESOURCE, "guarantee": 0.0,
-                           "deserved": [float(deserved[n]) for n in names],
-                           "capability": [float(capability.get(n, np.inf)) for n in names]})
+    quotas = pd.DataFrame(
+        {
+            "queue": names,
+            "resource": DEFAULT_RESOURCE,
+            "guarantee": 0.0,
+            "deserved": [float(deserved[n]) for n in names],
+            "capability": [float(capability.get(n, np.inf)) for n in names],
+        }
+    )
     total = float(frames["total"].sort_values(TIME)[VALUE].iloc[-1])
     live = live_fragmentation(source, end)
     return ReportInputs(
-        quotas=quotas, allocated=frames["allocated"], used=_on_grid(frames["used"], frames["allocated"]),
-        demand=frames["demand"], total_gpus=total,
-        sources={"history": f"Prometheus {redact_url(settings.url)}"
-                 f"{'' if cluster is None else f', cluster {cluster}'}, {days} days to {end.isoformat()}"},
-        notes=["guarantee is not exported by Volcano's metrics: shown as 0",
-               *(["fragmentation needs kube-state-metrics pod GPU requests with their node: none found"]
-                 if live is None else [])],
+        quotas=quotas,
+        allocated=frames["allocated"],
+        used=_on_grid(frames["used"], frames["allocated"]),
+        demand=frames["demand"],
+        total_gpus=total,
+        sources={
+            "history": f"Prometheus {redact_url(settings.url)}"
+            f"{'' if cluster is None else f', cluster {cluster}'}, {days} days to {end.isoformat()}"
+        },
+        notes=[
+            "guarantee is not exported by Volcano's metrics: shown as 0",
+            *(
+                ["fragmentation needs kube-state-metrics pod GPU requests with their node: none found"]
+                if live is None
+                else []
+            ),
+        ],
         fragmentation=None if live is None else live[0],
         fragmentation_advice=() if live is None else live[1],
     )
@@ -224,17 +254,20 @@ def rightsize_savings(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     merged = merged[pd.to_numeric(merged["recommended_gpus"], errors="coerce").notna()]
     request = merged["gpu_request"].astype(float)
     recommended = merged["recommended_gpus"].astype(float)
-    return pd.DataFrame({
-        "workload": merged["namespace"].astype(str) + "/" + merged["workload"].astype(str),
-        "queue": merged["queue"].astype(str),
-        "requested_gpus": request,
-        "recommended_gpus": recommended,
-        "savings_gpu_h": ((request - recommended).clip(lower=0) * merged["hours"].fillna(0.0)).astype(float),
-        # the report's energy section (predictor.reports.energy) sums these per queue
-        "energy_kwh": merged["energy_kwh"].astype(float) if "energy_kwh" in merged.columns else float("nan"),
-        "energy_saving_kwh_week": pd.to_numeric(merged["energy_saving_kwh_week"], errors="coerce")
-        if "energy_saving_kwh_week" in merged.columns else float("nan"),
-    }).reset_index(drop=True)
+    return pd.DataFrame(
+        {
+            "workload": merged["namespace"].astype(str) + "/" + merged["workload"].astype(str),
+            "queue": merged["queue"].astype(str),
+            "requested_gpus": request,
+            "recommended_gpus": recommended,
+            "savings_gpu_h": ((request - recommended).clip(lower=0) * merged["hours"].fillna(0.0)).astype(float),
+            # the report's energy section (predictor.reports.energy) sums these per queue
+            "energy_kwh": merged["energy_kwh"].astype(float) if "energy_kwh" in merged.columns else float("nan"),
+            "energy_saving_kwh_week": pd.to_numeric(merged["energy_saving_kwh_week"], errors="coerce")
+            if "energy_saving_kwh_week" in merged.columns
+            else float("nan"),
+        }
+    ).reset_index(drop=True)
 
 
 def rightsize_from_directory(directory: Path, step_s: int = 300) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -246,9 +279,14 @@ def rightsize_from_directory(directory: Path, step_s: int = 300) -> tuple[pd.Dat
     return rightsize(from_history(metrics), RightsizeSettings(step_s=step_s))
 
 
-def rightsize_from_prometheus(settings: PrometheusSettings, *, end: pd.Timestamp, days: int = 7,
-                              step_s: int = 300, source: MetricSource | None = None,
-                              ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def rightsize_from_prometheus(
+    settings: PrometheusSettings,
+    *,
+    end: pd.Timestamp,
+    days: int = 7,
+    step_s: int = 300,
+    source: MetricSource | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(recommendations, runs)`` of ``predictor.rightsize`` over the last ``days`` of a Prometheus server
     (``source``: one cluster of a fleet)."""
     from predictor.rightsize import RightsizeSettings, from_source, rightsize

@@ -156,13 +156,19 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         daily = {}
         if self.charts is not None:
-            daily = {"days": list(self.charts.days),
-                     "queues": {q: list(v) for q, v in self.charts.daily_utilisation.items()}}
+            daily = {
+                "days": list(self.charts.days),
+                "queues": {q: list(v) for q, v in self.charts.daily_utilisation.items()},
+            }
         whatif = {"whatif": [asdict(w) for w in self.whatif]} if self.whatif else {}
         return {
             "title": self.title,
-            "summary": {**asdict(self.summary), "starved": list(self.summary.starved),
-                        "borrowing": list(self.summary.borrowing), "top_actions": list(self.summary.top_actions)},
+            "summary": {
+                **asdict(self.summary),
+                "starved": list(self.summary.starved),
+                "borrowing": list(self.summary.borrowing),
+                "top_actions": list(self.summary.top_actions),
+            },
             "queues": [asdict(q) for q in self.queues],
             "workloads": [asdict(w) for w in self.workloads],
             "energy": [asdict(e) for e in self.energy],
@@ -213,8 +219,10 @@ def _confidence(coverage: float, forecast: pd.DataFrame, p50: float | None) -> s
 
 def _action(row: QueueRow) -> str:
     verb = "grow" if row.change > 0 else "shrink"
-    return (f"{verb} {row.queue} deserved {row.deserved:g} → {row.recommended_deserved:g} GPUs "
-            f"({row.reason}; confidence {row.confidence})")
+    return (
+        f"{verb} {row.queue} deserved {row.deserved:g} → {row.recommended_deserved:g} GPUs "
+        f"({row.reason}; confidence {row.confidence})"
+    )
 
 
 # -- the builder -----------------------------------------------------------------------------------------
@@ -265,28 +273,50 @@ def build_report(
     as_of = newest_sample(tables.allocated, tables.used)
     window = pd.Timedelta(days=window_days)
     start = as_of - window
-    rows = [_queue_row(record, tables, as_of, window)
-            for record in tables.quotas.sort_values(["queue", "resource"]).to_dict("records")]
+    rows = [
+        _queue_row(record, tables, as_of, window)
+        for record in tables.quotas.sort_values(["queue", "resource"]).to_dict("records")
+    ]
     summary = _summary(rows, as_of, start, window_days, total_gpus, fragmentation)
     days, daily = _daily(tables.used, tables.quotas, start, as_of)
-    charts = ChartData(demand=tables.demand, used=tables.used, forecast=tables.forecast, days=days,
-                       daily_utilisation=daily)
-    return Report(title=title, summary=summary, queues=tuple(rows), workloads=_workloads(rightsize, top_workloads),
-                  sources=dict(sources or {}), notes=tuple(notes), charts=charts,
-                  fragmentation_advice=tuple(fragmentation_advice), energy=energy_rows(rightsize))
+    charts = ChartData(
+        demand=tables.demand, used=tables.used, forecast=tables.forecast, days=days, daily_utilisation=daily
+    )
+    return Report(
+        title=title,
+        summary=summary,
+        queues=tuple(rows),
+        workloads=_workloads(rightsize, top_workloads),
+        sources=dict(sources or {}),
+        notes=tuple(notes),
+        charts=charts,
+        fragmentation_advice=tuple(fragmentation_advice),
+        energy=energy_rows(rightsize),
+    )
 
 
-def _validated_tables(quotas: pd.DataFrame, allocated: pd.DataFrame, used: pd.DataFrame, demand: pd.DataFrame,
-                      forecast: pd.DataFrame, recommendations: pd.DataFrame) -> _InputTables:
+def _validated_tables(
+    quotas: pd.DataFrame,
+    allocated: pd.DataFrame,
+    used: pd.DataFrame,
+    demand: pd.DataFrame,
+    forecast: pd.DataFrame,
+    recommendations: pd.DataFrame,
+) -> _InputTables:
     """Check the columns every table needs and key them by queue and resource; one error per bad input."""
     _need(quotas, ("queue", "guarantee", "deserved", "capability"), "quota table")
     _need(recommendations, ("queue", "guarantee", "deserved", "capability", "reason"), "recommendations")
     _need(forecast, (ID, TIME, "mean"), "forecast frame")
     q = _keyed(quotas, "quota table", "queue")
-    rec = {(str(r["queue"]), str(r["resource"])): r
-           for r in _keyed(recommendations, "recommendations", "queue").to_dict("records")}
-    alloc, use, dem = _history(allocated, "allocated history"), _history(used, "used history"), \
-        _history(demand, "demand history")
+    rec = {
+        (str(r["queue"]), str(r["resource"])): r
+        for r in _keyed(recommendations, "recommendations", "queue").to_dict("records")
+    }
+    alloc, use, dem = (
+        _history(allocated, "allocated history"),
+        _history(used, "used history"),
+        _history(demand, "demand history"),
+    )
     if alloc.empty and use.empty:
         raise InputError("no allocation or usage history to report on")
     fc = _keyed(forecast, "forecast frame")
@@ -308,20 +338,41 @@ def _queue_row(record: Mapping[Any, Any], tables: _InputTables, as_of: pd.Timest
     r_g, r_d, r_c, reason = _recommended(tables.recommendations, key, guarantee, deserved, capability)
     status, pending = _status(a_mean, d_mean, deserved)
     return QueueRow(
-        queue=key[0], resource=key[1], guarantee=guarantee, deserved=deserved, capability=_r(capability),
-        allocated_mean=_r(a_mean), allocated_p95=_r(a_p95), used_mean=_r(u_mean), used_p95=_r(u_p95),
-        demand_mean=_r(d_mean), pending_mean=_r(pending), forecast_p50=_r(p50), forecast_p90=_r(p90),
-        recommended_guarantee=r_g, recommended_deserved=r_d, recommended_capability=_r(r_c),
-        change=_r(r_d - deserved) or 0.0, reason=reason, confidence=_confidence(coverage, f, p50),
+        queue=key[0],
+        resource=key[1],
+        guarantee=guarantee,
+        deserved=deserved,
+        capability=_r(capability),
+        allocated_mean=_r(a_mean),
+        allocated_p95=_r(a_p95),
+        used_mean=_r(u_mean),
+        used_p95=_r(u_p95),
+        demand_mean=_r(d_mean),
+        pending_mean=_r(pending),
+        forecast_p50=_r(p50),
+        forecast_p90=_r(p90),
+        recommended_guarantee=r_g,
+        recommended_deserved=r_d,
+        recommended_capability=_r(r_c),
+        change=_r(r_d - deserved) or 0.0,
+        reason=reason,
+        confidence=_confidence(coverage, f, p50),
         quota_utilisation=_r(d_mean / deserved) if d_mean is not None and deserved > 0 else None,
         expected_utilisation=_r(p50 / r_d) if p50 is not None and r_d > 0 else None,
-        idle_quota_gpu_h=_r(idle_quota), idle_allocated_gpu_h=_r(idle_alloc), status=status,
+        idle_quota_gpu_h=_r(idle_quota),
+        idle_allocated_gpu_h=_r(idle_alloc),
+        status=status,
         coverage=_r(coverage) or 0.0,
     )
 
 
-def _recommended(rec: Mapping[tuple[str, str], Mapping[Any, Any]], key: tuple[str, str], guarantee: float,
-                 deserved: float, capability: float) -> tuple[float, float, float, str]:
+def _recommended(
+    rec: Mapping[tuple[str, str], Mapping[Any, Any]],
+    key: tuple[str, str],
+    guarantee: float,
+    deserved: float,
+    capability: float,
+) -> tuple[float, float, float, str]:
     """Recommended guarantee, deserved, capability and reason; today's values when there is none."""
     if key not in rec:
         return guarantee, deserved, capability, "no recommendation: kept as is"
@@ -340,8 +391,14 @@ def _status(a_mean: float | None, d_mean: float | None, deserved: float) -> tupl
     return "ok", pending
 
 
-def _summary(rows: list[QueueRow], as_of: pd.Timestamp, start: pd.Timestamp, window_days: int, total_gpus: float,
-             fragmentation: float | None) -> Summary:
+def _summary(
+    rows: list[QueueRow],
+    as_of: pd.Timestamp,
+    start: pd.Timestamp,
+    window_days: int,
+    total_gpus: float,
+    fragmentation: float | None,
+) -> Summary:
     used = sum(r.used_mean or 0.0 for r in rows)
     demand = sum(r.demand_mean or 0.0 for r in rows)
     allocated = sum(r.allocated_mean or 0.0 for r in rows)
@@ -366,8 +423,9 @@ def _summary(rows: list[QueueRow], as_of: pd.Timestamp, start: pd.Timestamp, win
     )
 
 
-def _daily(used: pd.DataFrame, quotas: pd.DataFrame, start: pd.Timestamp,
-           as_of: pd.Timestamp) -> tuple[tuple[str, ...], dict[str, tuple[float | None, ...]]]:
+def _daily(
+    used: pd.DataFrame, quotas: pd.DataFrame, start: pd.Timestamp, as_of: pd.Timestamp
+) -> tuple[tuple[str, ...], dict[str, tuple[float | None, ...]]]:
     """Mean used / deserved per queue and UTC day of the window (the heatmap's numbers)."""
     window = used[(used[TIME] > start) & (used[TIME] <= as_of)]
     if window.empty:
@@ -379,8 +437,9 @@ def _daily(used: pd.DataFrame, quotas: pd.DataFrame, start: pd.Timestamp,
     out: dict[str, tuple[float | None, ...]] = {}
     for queue in sorted(deserved.index.astype(str)):
         d = float(deserved[queue])
-        out[queue] = tuple(_r(float(means[(queue, x)]) / d) if (queue, x) in means.index and d > 0 else None
-                           for x in days)
+        out[queue] = tuple(
+            _r(float(means[(queue, x)]) / d) if (queue, x) in means.index and d > 0 else None for x in days
+        )
     return days, out
 
 
@@ -391,7 +450,13 @@ def _workloads(rightsize: pd.DataFrame | None, top: int) -> tuple[WorkloadRow, .
     _need(rightsize, columns, "right-sizing table")
     best = rightsize.sort_values(["savings_gpu_h", "workload"], ascending=[False, True]).head(top)
     return tuple(
-        WorkloadRow(str(w["workload"]), str(w["queue"]), _r(float(w["requested_gpus"])) or 0.0,
-                    _r(float(w["recommended_gpus"])) or 0.0, _r(float(w["savings_gpu_h"])) or 0.0)
-        for w in best.to_dict("records") if float(w["savings_gpu_h"]) > 0
+        WorkloadRow(
+            str(w["workload"]),
+            str(w["queue"]),
+            _r(float(w["requested_gpus"])) or 0.0,
+            _r(float(w["recommended_gpus"])) or 0.0,
+            _r(float(w["savings_gpu_h"])) or 0.0,
+        )
+        for w in best.to_dict("records")
+        if float(w["savings_gpu_h"]) > 0
     )

@@ -46,8 +46,9 @@ def fan_chart(report: Report, queue: str, resource: str) -> str | None:
     fc = charts.forecast[(charts.forecast["queue"] == queue) & (charts.forecast["resource"] == resource)]
     if demand.empty and used.empty:
         return None
-    newest = max(demand[TIME].max() if len(demand) else used[TIME].max(), used[TIME].max() if len(used) else
-                 demand[TIME].max())
+    newest = max(
+        demand[TIME].max() if len(demand) else used[TIME].max(), used[TIME].max() if len(used) else demand[TIME].max()
+    )
     since = newest - np.timedelta64(_HISTORY_DAYS, "D")
     fig, ax = plt.subplots(figsize=(8, 2.6))
     if len(demand):
@@ -61,8 +62,15 @@ def fan_chart(report: Report, queue: str, resource: str) -> str | None:
         ax.plot(fc[TIME], fc["mean"], color="tab:blue", lw=1.0, label="forecast p50")
         for level, alpha in ((95, 0.15), (80, 0.3)):
             if f"lo-{level}" in fc.columns and f"hi-{level}" in fc.columns:
-                ax.fill_between(fc[TIME], fc[f"lo-{level}"], fc[f"hi-{level}"], color="tab:blue", alpha=alpha,
-                                lw=0, label=f"{level} % interval")
+                ax.fill_between(
+                    fc[TIME],
+                    fc[f"lo-{level}"],
+                    fc[f"hi-{level}"],
+                    color="tab:blue",
+                    alpha=alpha,
+                    lw=0,
+                    label=f"{level} % interval",
+                )
     row = next((r for r in report.queues if r.queue == queue and r.resource == resource), None)
     if row is not None:
         ax.axhline(row.deserved, color="tab:red", lw=0.8, ls="--", label="deserved now")
@@ -84,8 +92,13 @@ def heatmap_chart(report: Report) -> str | None:
     queues = sorted(charts.daily_utilisation)
     grid = np.array([[math.nan if v is None else v for v in charts.daily_utilisation[q]] for q in queues])
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(queues) + 1.4))
-    image = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, vmax=max(1.0, float(np.nanmax(grid))
-                                                                          if np.isfinite(grid).any() else 1.0))
+    image = ax.imshow(
+        grid,
+        aspect="auto",
+        cmap="viridis",
+        vmin=0,
+        vmax=max(1.0, float(np.nanmax(grid)) if np.isfinite(grid).any() else 1.0),
+    )
     ax.set_yticks(range(len(queues)), queues, fontsize=7)
     ax.set_xticks(range(len(charts.days)), [d[5:] for d in charts.days], fontsize=7)
     ax.set_title("quota utilisation (used / deserved) per day", fontsize=9)

@@ -41,10 +41,15 @@ def queue_objects(inputs: ReportInputs) -> list[dict[str, Any]]:
         if float(row["guarantee"]) > 0:
             spec["guarantee"] = {"resource": {resource: _quantity(row["guarantee"])}}
         used = float(allocated.get(name, 0.0))
-        objects.append({
-            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
-            "spec": spec, "status": {"state": "Open", "allocated": {resource: _quantity(round(used, 3))}},
-        })
+        objects.append(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": name},
+                "spec": spec,
+                "status": {"state": "Open", "allocated": {resource: _quantity(round(used, 3))}},
+            }
+        )
     return objects
 
 
@@ -81,8 +86,9 @@ def recommendations_from_plan(plan: QueuePlan, quotas: pd.DataFrame) -> pd.DataF
     return pd.DataFrame(rows, columns=["queue", "resource", "guarantee", "deserved", "capability", "reason", "code"])
 
 
-def plan_recommendations(inputs: ReportInputs, forecast: pd.DataFrame, settings: PlannerSettings,
-                         *, now: pd.Timestamp | None = None) -> tuple[pd.DataFrame, QueuePlan]:
+def plan_recommendations(
+    inputs: ReportInputs, forecast: pd.DataFrame, settings: PlannerSettings, *, now: pd.Timestamp | None = None
+) -> tuple[pd.DataFrame, QueuePlan]:
     """One planning cycle at ``now`` (default: the end of the history) and its recommendation table."""
     now = inputs.as_of if now is None else now
     queues = queues_from_list(queue_objects(inputs), source="report quotas")

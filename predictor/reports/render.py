@@ -26,10 +26,16 @@ def _cell(text: str) -> str:
 def render_markdown(report: Report) -> str:
     """The Markdown report (what the golden file pins)."""
     s = report.summary
-    out = [f"# {report.title}", "",
-           f"Data up to {s.as_of}; window {s.window_days} days from {s.window_start}.", "",
-           "## Cluster summary", "",
-           "| measure | value |", "|---|---|"]
+    out = [
+        f"# {report.title}",
+        "",
+        f"Data up to {s.as_of}; window {s.window_days} days from {s.window_start}.",
+        "",
+        "## Cluster summary",
+        "",
+        "| measure | value |",
+        "|---|---|",
+    ]
     summary_rows = (
         ("GPUs", fmt(s.total_gpus)),
         ("GPU utilisation (used / GPUs)", fmt(s.gpu_utilisation, "pct")),
@@ -45,9 +51,13 @@ def render_markdown(report: Report) -> str:
     out += [f"| {_cell(k)} | {_cell(v)} |" for k, v in summary_rows]
     out += ["", "## Top actions", ""]
     out += [f"{i}. {_cell(a)}" for i, a in enumerate(s.top_actions, 1)] or ["No quota change recommended."]
-    out += ["", "## Queues", "",
-            "| " + " | ".join(h for _, h, _ in QUEUE_COLUMNS) + " |",
-            "|" + "|".join("---" if k == "text" else "---:" for _, _, k in QUEUE_COLUMNS) + "|"]
+    out += [
+        "",
+        "## Queues",
+        "",
+        "| " + " | ".join(h for _, h, _ in QUEUE_COLUMNS) + " |",
+        "|" + "|".join("---" if k == "text" else "---:" for _, _, k in QUEUE_COLUMNS) + "|",
+    ]
     for row in report.queues:
         out.append("| " + " | ".join(_cell(fmt(getattr(row, f), k)) for f, _, k in QUEUE_COLUMNS) + " |")
     out += ["", "### Reasons", ""]
@@ -55,8 +65,11 @@ def render_markdown(report: Report) -> str:
     out += ["", "## Right-sizing: largest savings", ""]
     if report.workloads:
         out += ["| workload | queue | requested GPUs | recommended GPUs | savings GPU-h |", "|---|---|---:|---:|---:|"]
-        out += [f"| {_cell(w.workload)} | {_cell(w.queue)} | {fmt(w.requested_gpus)} | {fmt(w.recommended_gpus)} "
-                f"| {fmt(w.savings_gpu_h)} |" for w in report.workloads]
+        out += [
+            f"| {_cell(w.workload)} | {_cell(w.queue)} | {fmt(w.requested_gpus)} | {fmt(w.recommended_gpus)} "
+            f"| {fmt(w.savings_gpu_h)} |"
+            for w in report.workloads
+        ]
     else:
         out.append("No right-sizing table was available for this report.")
     if report.fragmentation_advice:
@@ -65,17 +78,28 @@ def render_markdown(report: Report) -> str:
     if report.energy:  # only with a right-sizing table that carries energy columns
         out += ["", "## Energy per queue", ""]
         if has_energy(report.energy):
-            out += ["| queue | GPU energy kWh | saving at advised caps kWh/week | workloads capped |",
-                    "|---|---:|---:|---:|"]
-            out += [f"| {_cell(e.queue)} | {kwh(e.energy_kwh)} | {kwh(e.energy_saving_kwh_week)} "
-                    f"| {e.capped_workloads} |" for e in report.energy]
+            out += [
+                "| queue | GPU energy kWh | saving at advised caps kWh/week | workloads capped |",
+                "|---|---:|---:|---:|",
+            ]
+            out += [
+                f"| {_cell(e.queue)} | {kwh(e.energy_kwh)} | {kwh(e.energy_saving_kwh_week)} | {e.capped_workloads} |"
+                for e in report.energy
+            ]
         else:
             out.append("No GPU power series (DCGM_FI_DEV_POWER_USAGE) in the right-sizing data: no energy numbers.")
     if report.whatif:
-        out += ["", "## What-if: the window replayed under the recommended quotas", "",
-                "| measure | today's quotas | recommended | |", "|---|---:|---:|---|"]
-        out += [f"| {_cell(w.measure)} | {fmt(w.as_run, w.unit)} | {fmt(w.recommended, w.unit)} | {w.verdict} |"
-                for w in report.whatif]
+        out += [
+            "",
+            "## What-if: the window replayed under the recommended quotas",
+            "",
+            "| measure | today's quotas | recommended | |",
+            "|---|---:|---:|---|",
+        ]
+        out += [
+            f"| {_cell(w.measure)} | {fmt(w.as_run, w.unit)} | {fmt(w.recommended, w.unit)} | {w.verdict} |"
+            for w in report.whatif
+        ]
     out += ["", "## Data", ""]
     out += [f"- {_cell(k)}: {_cell(v)}" for k, v in sorted(report.sources.items())]
     out += [f"- note: {_cell(n)}" for n in report.notes]

@@ -50,9 +50,15 @@ def jobs_from_attempts(attempts: pd.DataFrame) -> pd.DataFrame:
     last = a.groupby("job_id", sort=False).tail(1).set_index("job_id")
     first = a.groupby("job_id", sort=False)["submit"].min()
     run_s = (pd.to_datetime(last["end"], utc=True) - pd.to_datetime(last["start"], utc=True)).dt.total_seconds()
-    frame = pd.DataFrame({"job_id": last.index.astype(str), "submit_time": pd.to_datetime(first[last.index], utc=True)
-                          .to_numpy(), "queue": last["queue"].astype(str).to_numpy(),
-                          "num_gpus": last["num_gpus"].to_numpy(), "duration_s": run_s.clip(lower=1).to_numpy()})
+    frame = pd.DataFrame(
+        {
+            "job_id": last.index.astype(str),
+            "submit_time": pd.to_datetime(first[last.index], utc=True).to_numpy(),
+            "queue": last["queue"].astype(str).to_numpy(),
+            "num_gpus": last["num_gpus"].to_numpy(),
+            "duration_s": run_s.clip(lower=1).to_numpy(),
+        }
+    )
     return normalise_jobs(frame, source="job attempts")
 
 
@@ -68,23 +74,33 @@ def _specs(table: pd.DataFrame, queues: list[str]) -> list[QueueSpec]:
     return specs
 
 
-def whatif_rows(jobs: pd.DataFrame, quotas: pd.DataFrame, recommendations: pd.DataFrame, *, total_gpus: float,
-                as_of: pd.Timestamp, window_days: int, gpus_per_node: int = 8,
-                seed: int = 0) -> tuple[WhatIfRow, ...]:
+def whatif_rows(
+    jobs: pd.DataFrame,
+    quotas: pd.DataFrame,
+    recommendations: pd.DataFrame,
+    *,
+    total_gpus: float,
+    as_of: pd.Timestamp,
+    window_days: int,
+    gpus_per_node: int = 8,
+    seed: int = 0,
+) -> tuple[WhatIfRow, ...]:
     """The window ``(as_of − window_days, as_of]`` replayed under ``quotas`` and under ``recommendations``."""
     nodes = max(1, int(total_gpus // gpus_per_node))
     start = (as_of - pd.Timedelta(days=window_days)).ceil("h")
     queues = sorted(jobs["queue"].astype(str).unique())
-    settings = ReplaySettings(nodes=nodes, start=start, weeks=window_days / 7, policy="static-hard",
-                              gpus_per_node=gpus_per_node, seed=seed)
+    settings = ReplaySettings(
+        nodes=nodes, start=start, weeks=window_days / 7, policy="static-hard", gpus_per_node=gpus_per_node, seed=seed
+    )
     before = replay_quotas(jobs, _specs(quotas, queues), settings, as_of)
     after = replay_quotas(jobs, _specs(recommendations, queues), settings, as_of)
     rows = []
     for key, label, unit, direction in MEASURES:
         a, b = float(before[key]), float(after[key])
         scale = 1e-3 if unit == "pct" else max(1e-6, 0.005 * max(abs(a), abs(b)))
-        verdict = "same" if abs(b - a) <= scale or direction == 0 else \
-            ("better" if (b - a) * direction > 0 else "worse")
+        verdict = (
+            "same" if abs(b - a) <= scale or direction == 0 else ("better" if (b - a) * direction > 0 else "worse")
+        )
         rows.append(WhatIfRow(label, unit, round(a, 3) + 0.0, round(b, 3) + 0.0, verdict))
     return tuple(rows)
 
@@ -101,7 +117,8 @@ def starvation_avoided(rows: tuple[WhatIfRow, ...]) -> str:
     if pending is None or wait is None:
         return "starvation avoided not measured (no what-if replay)"
     avoided = pending.as_run - pending.recommended
-    words = (f"{avoided:,.0f} pending GPU-h avoided" if avoided > 0 else
-             f"no pending GPU-h avoided ({-avoided:+,.0f})")
-    return (f"{words} in the replayed what-if ({pending.as_run:,.0f} → {pending.recommended:,.0f}), p95 wait "
-            f"{wait.as_run:,.0f} → {wait.recommended:,.0f} min")
+    words = f"{avoided:,.0f} pending GPU-h avoided" if avoided > 0 else f"no pending GPU-h avoided ({-avoided:+,.0f})"
+    return (
+        f"{words} in the replayed what-if ({pending.as_run:,.0f} → {pending.recommended:,.0f}), p95 wait "
+        f"{wait.as_run:,.0f} → {wait.recommended:,.0f} min"
+    )

@@ -46,8 +46,10 @@ def window_slice(frame: pd.DataFrame, key: tuple[str, str], start: pd.Timestamp,
 
 def newest_sample(alloc: pd.DataFrame, use: pd.DataFrame) -> pd.Timestamp:
     """``as_of``: the newest allocation or usage sample (the window ends there)."""
-    return max(alloc[TIME].max() if not alloc.empty else pd.Timestamp.min.tz_localize("UTC"),
-               use[TIME].max() if not use.empty else pd.Timestamp.min.tz_localize("UTC"))
+    return max(
+        alloc[TIME].max() if not alloc.empty else pd.Timestamp.min.tz_localize("UTC"),
+        use[TIME].max() if not use.empty else pd.Timestamp.min.tz_localize("UTC"),
+    )
 
 
 def sample_coverage(a: pd.DataFrame, u: pd.DataFrame, all_allocated: pd.DataFrame, window: pd.Timedelta) -> float:
@@ -71,11 +73,11 @@ def idle_gpu_hours(a: pd.DataFrame, u: pd.DataFrame, deserved: float) -> tuple[f
     return idle_quota, idle_alloc
 
 
-def forecast_window(fc: pd.DataFrame, key: tuple[str, str], as_of: pd.Timestamp, window: pd.Timedelta
-                    ) -> tuple[pd.DataFrame, float | None, float | None]:
+def forecast_window(
+    fc: pd.DataFrame, key: tuple[str, str], as_of: pd.Timestamp, window: pd.Timedelta
+) -> tuple[pd.DataFrame, float | None, float | None]:
     """The queue's forecast over the next window, its p50 (mean of ``mean``) and p90 (largest ``hi-80``)."""
-    f = fc[(fc["queue"] == key[0]) & (fc["resource"] == key[1]) & (fc[TIME] > as_of)
-           & (fc[TIME] <= as_of + window)]
+    f = fc[(fc["queue"] == key[0]) & (fc["resource"] == key[1]) & (fc[TIME] > as_of) & (fc[TIME] <= as_of + window)]
     p50 = float(f["mean"].mean()) if len(f) else None
     p90 = float(f["hi-80"].max()) if len(f) and "hi-80" in f.columns else None
     return f, p50, p90

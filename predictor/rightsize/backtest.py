@@ -22,8 +22,9 @@ __all__ = ["RULES", "backtest", "least_slack", "pareto", "rule_curve", "slack_at
 RULES = ("request", "vpa (p90+15%)", "krr (max+15%)")
 
 
-def _rule_table(history: pd.DataFrame, settings: RightsizeSettings, used_col: str,
-                headroom: float = HEADROOM) -> pd.DataFrame:
+def _rule_table(
+    history: pd.DataFrame, settings: RightsizeSettings, used_col: str, headroom: float = HEADROOM
+) -> pd.DataFrame:
     """VPA, KRR and the request per workload from its history, rounded like the model's output."""
     rows = []
     for (namespace, workload), g in history.groupby(["namespace", "workload"], sort=True):
@@ -58,8 +59,13 @@ def _scorer(later: pd.DataFrame, used_col: str) -> Callable[[np.ndarray, np.ndar
     def score(gpus: np.ndarray, mem: np.ndarray) -> dict[str, float]:
         g = provisioning_metrics(used, gpus, hours)
         m = provisioning_metrics(mem_used, mem, hours)
-        return {"gpu_slack": g["slack"], "gpu_under": g["under"], "mem_slack": m["slack"],
-                "mem_under": m["under"], "runs": g["rows"]}
+        return {
+            "gpu_slack": g["slack"],
+            "gpu_under": g["under"],
+            "mem_slack": m["slack"],
+            "mem_under": m["under"],
+            "runs": g["rows"],
+        }
 
     return score
 
@@ -79,13 +85,17 @@ def backtest(
     score = _scorer(scored, used_col)
     rows: dict[str, dict[str, float]] = {}
     for name, prefix in zip(RULES, ("request", "vpa", "krr"), strict=True):
-        rows[name] = {"risk": float("nan"), **score(scored[f"{prefix}_gpus"].to_numpy(np.float64),
-                                                    scored[f"{prefix}_mem"].to_numpy(np.float64))}
+        rows[name] = {
+            "risk": float("nan"),
+            **score(scored[f"{prefix}_gpus"].to_numpy(np.float64), scored[f"{prefix}_mem"].to_numpy(np.float64)),
+        }
     for risk in risks:
         table = recommend(history, settings.model_copy(update={"risk": float(risk)}))
         model = scored[["namespace", "workload", "request_gpus", "request_mem"]].merge(
             table[["namespace", "workload", "recommended_gpus", "recommended_gpu_mem_gib"]],
-            on=["namespace", "workload"], how="left")
+            on=["namespace", "workload"],
+            how="left",
+        )
         gpus = model["recommended_gpus"].fillna(model["request_gpus"]).to_numpy(np.float64)
         mem = model["recommended_gpu_mem_gib"].fillna(model["request_mem"]).to_numpy(np.float64)
         rows[f"model R={risk:g}"] = {"risk": float(risk), **score(gpus, mem)}
@@ -93,7 +103,9 @@ def backtest(
 
 
 def rule_curve(
-    runs: pd.DataFrame, split: pd.Timestamp, headrooms: Sequence[float] = (0.0, 0.05, 0.1, 0.15, 0.25, 0.4, 0.6, 1.0),
+    runs: pd.DataFrame,
+    split: pd.Timestamp,
+    headrooms: Sequence[float] = (0.0, 0.05, 0.1, 0.15, 0.25, 0.4, 0.6, 1.0),
     settings: RightsizeSettings | None = None,
 ) -> pd.DataFrame:
     """The VPA and KRR rules' own trade-off curves: the same backtest with their margin swept over
@@ -106,9 +118,15 @@ def rule_curve(
         scored = later.merge(_rule_table(history, settings, used_col, headroom), on=["namespace", "workload"])
         score = _scorer(scored, used_col)
         for prefix in ("vpa", "krr"):
-            rows.append({"rule": prefix, "headroom": headroom,
-                         **score(scored[f"{prefix}_gpus"].to_numpy(np.float64),
-                                 scored[f"{prefix}_mem"].to_numpy(np.float64))})
+            rows.append(
+                {
+                    "rule": prefix,
+                    "headroom": headroom,
+                    **score(
+                        scored[f"{prefix}_gpus"].to_numpy(np.float64), scored[f"{prefix}_mem"].to_numpy(np.float64)
+                    ),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -144,15 +162,17 @@ def pareto(table: pd.DataFrame, resource: str = "mem", curve: pd.DataFrame | Non
     model = table[table["risk"].notna()]
     under = model[f"{resource}_under"].to_numpy()
     slack = model[f"{resource}_slack"].to_numpy()
-    out = pd.DataFrame({
-        "risk": model["risk"].to_numpy(),
-        "slack": slack,
-        "under": under,
-        "vpa_slack": float(vpa[f"{resource}_slack"]),
-        "vpa_under": float(vpa[f"{resource}_under"]),
-        "holds_risk": under <= model["risk"].to_numpy() + 1e-12,
-        "slack_le_vpa": slack <= float(vpa[f"{resource}_slack"]) + 1e-12,
-    })
+    out = pd.DataFrame(
+        {
+            "risk": model["risk"].to_numpy(),
+            "slack": slack,
+            "under": under,
+            "vpa_slack": float(vpa[f"{resource}_slack"]),
+            "vpa_under": float(vpa[f"{resource}_under"]),
+            "holds_risk": under <= model["risk"].to_numpy() + 1e-12,
+            "slack_le_vpa": slack <= float(vpa[f"{resource}_slack"]) + 1e-12,
+        }
+    )
     if curve is not None:
         rules = np.array([slack_at(curve, u, resource) for u in under])
         out["rules_slack_same_under"] = rules

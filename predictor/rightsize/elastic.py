@@ -47,8 +47,10 @@ class ElasticSettings(BaseModel):
     min_runs: int = Field(3, ge=1, description="Runs needed before utilisation alone justifies fewer workers.")
     target_util_pct: float = Field(80.0, gt=0, le=100, description="Utilisation the remaining workers aim at.")
     lag_share: float = Field(
-        0.25, gt=0, le=10, description="The latest run lags when it took this much longer than the workload's "
-        "median earlier run."
+        0.25,
+        gt=0,
+        le=10,
+        description="The latest run lags when it took this much longer than the workload's median earlier run.",
     )
     busy_util_pct: float = Field(
         60.0, gt=0, le=100, description="Mean GPU utilisation at or above which a lagging run is compute-bound."
@@ -66,13 +68,20 @@ def idle_quota(deserved: pd.DataFrame, allocated: pd.DataFrame, window_h: float)
     time missing from either frame is not counted (no guess at idle quota).
     """
     # A NaN or infinite gauge (Prometheus returns them as such) is no number of idle GPUs: left out like a gap.
-    deserved, allocated = (f[np.isfinite(pd.to_numeric(f[VALUE], errors="coerce"))] if not f.empty else f
-                           for f in (deserved, allocated))
+    deserved, allocated = (
+        f[np.isfinite(pd.to_numeric(f[VALUE], errors="coerce"))] if not f.empty else f for f in (deserved, allocated)
+    )
     if deserved.empty or allocated.empty:
         return {}
     keys = ["queue_name", TIME]
-    both = deserved.groupby(keys)[VALUE].sum().rename("deserved").to_frame().join(
-        allocated.groupby(keys)[VALUE].sum().rename("allocated"), how="inner").reset_index()
+    both = (
+        deserved.groupby(keys)[VALUE]
+        .sum()
+        .rename("deserved")
+        .to_frame()
+        .join(allocated.groupby(keys)[VALUE].sum().rename("allocated"), how="inner")
+        .reset_index()
+    )
     if both.empty:
         return {}
     recent = both[both[TIME] >= both[TIME].max() - pd.Timedelta(hours=window_h)]
@@ -80,8 +89,9 @@ def idle_quota(deserved: pd.DataFrame, allocated: pd.DataFrame, window_h: float)
     return {str(q): float(v) for q, v in idle.items()}
 
 
-def _growth(g: pd.DataFrame, workers: int, per_worker: float, idle_gpus: float | None,
-            settings: ElasticSettings) -> tuple[int, str]:
+def _growth(
+    g: pd.DataFrame, workers: int, per_worker: float, idle_gpus: float | None, settings: ElasticSettings
+) -> tuple[int, str]:
     """(workers to add, advice) for a workload whose latest run lagged; (0, why not) or (0, "")."""
     if len(g) < settings.min_runs or per_worker <= 0:
         return 0, ""
@@ -108,8 +118,9 @@ def _growth(g: pd.DataFrame, workers: int, per_worker: float, idle_gpus: float |
     )
 
 
-def worker_advice(g: pd.DataFrame, recommended_gpus: float, settings: ElasticSettings,
-                  idle_gpus: float | None = None) -> tuple[float, str]:
+def worker_advice(
+    g: pd.DataFrame, recommended_gpus: float, settings: ElasticSettings, idle_gpus: float | None = None
+) -> tuple[float, str]:
     """(recommended workers, advice in words) for one workload's runs (start order); "" when unchanged.
 
     ``idle_gpus``: the idle quota of the workload's queue (``idle_quota``); None when it is not known.
@@ -128,9 +139,14 @@ def worker_advice(g: pd.DataFrame, recommended_gpus: float, settings: ElasticSet
         extra, growth = _growth(g, workers, per_worker, idle_gpus, settings)
         return float(workers + extra), growth
     worst = workers / advised - 1 if by_util < busy else 0.0
-    why = f"GPUs of {workers - busy} worker(s) idle" if busy <= by_util else (
-        f"utilisation below {settings.low_util_pct:g} % in {np.mean(util < settings.low_util_pct):.0%} of runs "
-        f"(median {np.median(util):.0f} %)")
+    why = (
+        f"GPUs of {workers - busy} worker(s) idle"
+        if busy <= by_util
+        else (
+            f"utilisation below {settings.low_util_pct:g} % in {np.mean(util < settings.low_util_pct):.0%} of runs "
+            f"(median {np.median(util):.0f} %)"
+        )
+    )
     return float(advised), (
         f"{advised} of {workers} workers ({why}; Volcano minAvailable/replicas or PyTorchJob elastic "
         f"minReplicas={advised}, maxReplicas={workers}): expected slowdown 0 %"

@@ -53,6 +53,11 @@ def power_advice(g: pd.DataFrame, card_peak_w: float, settings: EnergySettings) 
     per_week = saved / span_weeks
     if per_week < MIN_KWH_WEEK:
         return float("nan"), 0.0, ""
-    return round(cap), round(per_week, 2), (
-        f"power cap {cap:.0f} W (mean draw {np.average(power, weights=energy):.0f} W, utilisation "
-        f"{np.average(util, weights=energy):.0%}): {per_week:.1f} kWh/week saved, about {slowdown:.1%} slower")
+    return (
+        round(cap),
+        round(per_week, 2),
+        (
+            f"power cap {cap:.0f} W (mean draw {np.average(power, weights=energy):.0f} W, utilisation "
+            f"{np.average(util, weights=energy):.0%}): {per_week:.1f} kWh/week saved, about {slowdown:.1%} slower"
+        ),
+    )

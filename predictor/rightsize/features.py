@@ -44,11 +44,32 @@ JOB_LABEL = "label_volcano_sh_job_name"
 WORKLOAD_LABELS = ("label_workload", "label_app_kubernetes_io_name", "label_app")
 
 RUN_COLUMNS = (
-    "namespace", "workload", "run", "job", "queue", "gpu_type", "pods", "start", "end", "runtime_h",
-    "gpu_request", "gpus_used_p95", "gpus_used_max", "gpu_equiv_p95", "util_mean", "util_p95",
-    "mem_peak_mib", "mem_p99_mib",
-    "gpu_mem_total_mib", "early_gpus_used", "early_gpu_equiv", "early_mem_peak_mib", "early_util_mean", "samples",
-    "power_mean_w", "energy_kwh",
+    "namespace",
+    "workload",
+    "run",
+    "job",
+    "queue",
+    "gpu_type",
+    "pods",
+    "start",
+    "end",
+    "runtime_h",
+    "gpu_request",
+    "gpus_used_p95",
+    "gpus_used_max",
+    "gpu_equiv_p95",
+    "util_mean",
+    "util_p95",
+    "mem_peak_mib",
+    "mem_p99_mib",
+    "gpu_mem_total_mib",
+    "early_gpus_used",
+    "early_gpu_equiv",
+    "early_mem_peak_mib",
+    "early_util_mean",
+    "samples",
+    "power_mean_w",
+    "energy_kwh",
 )
 
 # Generated suffixes, most specific first: a Deployment's ReplicaSet hash + pod hash, a Job's or
@@ -138,8 +159,9 @@ def _dcgm_samples(util: pd.DataFrame, fb: pd.DataFrame, power: pd.DataFrame | No
     keep = ["namespace", "pod", *key_cols, TIME]
     model = "modelName" if "modelName" in held.columns else None
     samples = held[[*keep, VALUE, *([model] if model else [])]].rename(columns={VALUE: "util"})
-    samples["gpu_key"] = samples[key_cols].astype(str).agg("/".join, axis=1) if len(key_cols) > 1 else \
-        samples[key_cols[0]].astype(str)
+    samples["gpu_key"] = (
+        samples[key_cols].astype(str).agg("/".join, axis=1) if len(key_cols) > 1 else samples[key_cols[0]].astype(str)
+    )
     samples["model_name"] = samples[model].astype(str) if model else ""
     samples = samples.drop(columns=[c for c in [*key_cols, *([model] if model else [])] if c != "gpu_key"])
     for frame, name, column in ((fb, FB_USED, "fb_mib"), (power, POWER, "power_w")):
@@ -149,7 +171,8 @@ def _dcgm_samples(util: pd.DataFrame, fb: pd.DataFrame, power: pd.DataFrame | No
         frame = _labelled(frame, name, ("namespace", "pod"))
         keyed = frame[frame["pod"].fillna("").astype(str) != ""]
         keyed = keyed.assign(
-            gpu_key=keyed[key_cols].astype(str).agg("/".join, axis=1) if len(key_cols) > 1
+            gpu_key=keyed[key_cols].astype(str).agg("/".join, axis=1)
+            if len(key_cols) > 1
             else keyed[key_cols[0]].astype(str)
         )[["namespace", "pod", "gpu_key", TIME, VALUE]].rename(columns={VALUE: column})
         samples = samples.merge(keyed, on=["namespace", "pod", "gpu_key", TIME], how="left")
@@ -201,6 +224,7 @@ def _assign_runs(pods: pd.DataFrame, gap: pd.Timedelta) -> pd.Series:
 
 def _workload_identity(pods: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """(workload, run key) per pod from labels, the Volcano job name and the pod name, in that order."""
+
     def present(column: str) -> np.ndarray:
         if column not in pods.columns:
             return np.full(len(pods), None, dtype=object)
@@ -243,8 +267,11 @@ def runs_from_frames(
     queue = pods[QUEUE_LABEL] if QUEUE_LABEL in pods.columns else pd.Series(np.nan, index=pods.index)
     pods["queue"] = queue.where(queue.notna() & (queue.astype(str) != ""), pods["namespace"])
     pods["run"] = _assign_runs(pods, step)
-    samples = samples.merge(pods[["namespace", "pod", "workload", "queue", "run", "run_key", "gpu_request"]],
-                            on=["namespace", "pod"], how="left")
+    samples = samples.merge(
+        pods[["namespace", "pod", "workload", "queue", "run", "run_key", "gpu_request"]],
+        on=["namespace", "pod"],
+        how="left",
+    )
     keys = ["namespace", "workload", "run"]
     samples["busy"] = samples["util"] > settings.busy_threshold_pct
     samples["equiv"] = samples["util"] / 100.0  # GPU-equivalents: what a sharing setup could pack
@@ -256,11 +283,16 @@ def runs_from_frames(
     per_time = per_time.reset_index()
     g = samples.groupby(keys, sort=False)
     runs = g.agg(
-        queue=("queue", "first"), job=("run_key", "first"), start=(TIME, "min"), end=(TIME, "max"),
+        queue=("queue", "first"),
+        job=("run_key", "first"),
+        start=(TIME, "min"),
+        end=(TIME, "max"),
         samples=("util", "size"),
-        util_mean=("util", "mean"), mem_peak_mib=("fb_mib", "max"),
+        util_mean=("util", "mean"),
+        mem_peak_mib=("fb_mib", "max"),
         model_name=("model_name", lambda s: s.mode().iat[0] if len(s) else ""),
-        pods=("pod", "nunique"), gpus_seen=("gpu_key", "nunique"),
+        pods=("pod", "nunique"),
+        gpus_seen=("gpu_key", "nunique"),
     )
     runs["util_p95"] = g["util"].quantile(0.95)
     runs["power_mean_w"] = g["power_w"].mean()

@@ -88,9 +88,7 @@ def _check(inputs: RightsizeInput, where: str) -> RightsizeInput:
     return inputs
 
 
-def from_source(
-    source: MetricSource, start: pd.Timestamp, end: pd.Timestamp, step: pd.Timedelta
-) -> RightsizeInput:
+def from_source(source: MetricSource, start: pd.Timestamp, end: pd.Timestamp, step: pd.Timedelta) -> RightsizeInput:
     """Query the four inputs over ``[start, end]``; server-side filters keep idle GPUs out of the answer."""
     step_s = int(step.total_seconds())
 
@@ -132,9 +130,15 @@ def from_frame(frame: pd.DataFrame, where: str) -> RightsizeInput:
         rows = frame[names == name]
         return rows.dropna(axis=1, how="all") if not rows.empty else empty_history()
 
-    inputs = RightsizeInput(util=part(GPU_UTIL), fb=part(FB_USED), requests=part(REQUESTS), labels=part(POD_LABELS),
-                            power=part(POWER), deserved=_queue_gpus(part(DESERVED)),
-                            allocated=_queue_gpus(part(ALLOCATED)))
+    inputs = RightsizeInput(
+        util=part(GPU_UTIL),
+        fb=part(FB_USED),
+        requests=part(REQUESTS),
+        labels=part(POD_LABELS),
+        power=part(POWER),
+        deserved=_queue_gpus(part(DESERVED)),
+        allocated=_queue_gpus(part(ALLOCATED)),
+    )
     return _check(inputs, where)
 
 
@@ -163,10 +167,17 @@ def from_history(path: Path) -> RightsizeInput:
 def rightsize(inputs: RightsizeInput, settings: RightsizeSettings) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per-workload recommendations, per-run table) from the joined inputs."""
     runs = runs_from_frames(
-        inputs.util, inputs.fb, inputs.requests, inputs.labels, pd.Timedelta(seconds=settings.step_s),
+        inputs.util,
+        inputs.fb,
+        inputs.requests,
+        inputs.labels,
+        pd.Timedelta(seconds=settings.step_s),
         FeatureSettings(busy_threshold_pct=settings.busy_threshold_pct, early_minutes=settings.early_minutes),
         power=inputs.power,
     )
-    idle = idle_quota(inputs.deserved, inputs.allocated, settings.elastic.quota_window_h) \
-        if not (inputs.deserved.empty or inputs.allocated.empty) else None
+    idle = (
+        idle_quota(inputs.deserved, inputs.allocated, settings.elastic.quota_window_h)
+        if not (inputs.deserved.empty or inputs.allocated.empty)
+        else None
+    )
     return recommend(runs, settings, idle), runs

@@ -24,9 +24,22 @@ from predictor.rightsize.energy import EnergySettings, power_advice
 __all__ = ["OUTPUT_COLUMNS", "RightsizeSettings", "recommend"]
 
 OUTPUT_COLUMNS = (
-    "namespace", "workload", "queue", "gpu_type", "runs", "gpu_request", "gpus_used_p95", "gpu_mem_used_gib_p99",
-    "recommended_gpus", "recommended_gpu_mem_gib", "confidence", "reason",
-    "risk", "recommended_workers", "recommended_power_cap_w", "energy_saving_kwh_week",
+    "namespace",
+    "workload",
+    "queue",
+    "gpu_type",
+    "runs",
+    "gpu_request",
+    "gpus_used_p95",
+    "gpu_mem_used_gib_p99",
+    "recommended_gpus",
+    "recommended_gpu_mem_gib",
+    "confidence",
+    "reason",
+    "risk",
+    "recommended_workers",
+    "recommended_power_cap_w",
+    "energy_saving_kwh_week",
 )
 CONFIDENCE = {"own": "high", "similar": "medium", "cluster": "low"}
 NOT_ENOUGH = "not enough data"
@@ -46,12 +59,12 @@ class RightsizeSettings(BaseModel):
     sharing_sizes: tuple[float, ...] = Field(
         (), description="GPU fractions a sharing setup offers (e.g. 0.25, 0.5); empty: whole GPUs only."
     )
-    risk: float = Field(
-        0.02, gt=0, lt=0.5, description="Share of future runs allowed to need more than recommended."
-    )
+    risk: float = Field(0.02, gt=0, lt=0.5, description="Share of future runs allowed to need more than recommended.")
     horizon_days: float = Field(
-        7.0, gt=0, le=90, description="How long a recommendation stays in place (a growing workload's runs "
-        "up to then are covered)."
+        7.0,
+        gt=0,
+        le=90,
+        description="How long a recommendation stays in place (a growing workload's runs up to then are covered).",
     )
     elastic: ElasticSettings = Field(default_factory=ElasticSettings, description="Elastic-worker advice.")
     energy: EnergySettings = Field(default_factory=EnergySettings, description="Power-cap advice.")
@@ -87,8 +100,9 @@ def _ahead(g: pd.DataFrame, horizon_days: float) -> int:
     return int(np.clip(round((len(g) - 1) / span_days * horizon_days), 1, 200))
 
 
-def recommend(runs: pd.DataFrame, settings: RightsizeSettings,
-              idle_quota: Mapping[str, float] | None = None) -> pd.DataFrame:
+def recommend(
+    runs: pd.DataFrame, settings: RightsizeSettings, idle_quota: Mapping[str, float] | None = None
+) -> pd.DataFrame:
     """One row per (namespace, workload) with ``OUTPUT_COLUMNS`` from a run table (``runs_from_frames``).
 
     ``idle_quota``: idle GPUs of quota per queue (``elastic.idle_quota``), for growth advice; a queue
@@ -124,8 +138,16 @@ def recommend(runs: pd.DataFrame, settings: RightsizeSettings,
     return pd.DataFrame(rows, columns=list(OUTPUT_COLUMNS))
 
 
-def _row(namespace: str, workload: str, g: pd.DataFrame, settings: RightsizeSettings, used_col: str,
-         gpu_bound: RiskBound, mem_bound: RiskBound, idle_gpus: float | None = None) -> dict[str, object]:
+def _row(
+    namespace: str,
+    workload: str,
+    g: pd.DataFrame,
+    settings: RightsizeSettings,
+    used_col: str,
+    gpu_bound: RiskBound,
+    mem_bound: RiskBound,
+    idle_gpus: float | None = None,
+) -> dict[str, object]:
     request = float(g["gpu_request"].iloc[-1])  # the latest run's request is the one to change
     used = g[used_col].to_numpy(np.float64)
     mem_p99 = float(np.nanquantile(g["mem_p99_mib"], 0.99)) / 1024 if g["mem_p99_mib"].notna().any() else np.nan
@@ -133,38 +155,64 @@ def _row(namespace: str, workload: str, g: pd.DataFrame, settings: RightsizeSett
     span_h = float(((g["end"].max() - g["start"].min()).total_seconds() + settings.step_s) / 3600)
     samples = int(g["samples"].sum())
     row: dict[str, object] = {
-        "namespace": namespace, "workload": workload, "queue": str(g["queue"].mode().iat[0]),
-        "gpu_type": str(g["gpu_type"].mode().iat[0]), "runs": len(g), "gpu_request": request,
-        "gpus_used_p95": round(float(np.quantile(used, 0.95)), 3), "gpu_mem_used_gib_p99": round(mem_p99, 2),
-        "risk": settings.risk, "recommended_workers": np.nan, "recommended_power_cap_w": np.nan,
+        "namespace": namespace,
+        "workload": workload,
+        "queue": str(g["queue"].mode().iat[0]),
+        "gpu_type": str(g["gpu_type"].mode().iat[0]),
+        "runs": len(g),
+        "gpu_request": request,
+        "gpus_used_p95": round(float(np.quantile(used, 0.95)), 3),
+        "gpu_mem_used_gib_p99": round(mem_p99, 2),
+        "risk": settings.risk,
+        "recommended_workers": np.nan,
+        "recommended_power_cap_w": np.nan,
         "energy_saving_kwh_week": np.nan,
     }
     tiers = [b.tier for b in (gpu_bound, mem_bound) if np.isfinite(mem_p99) or b is gpu_bound]
     if span_h < settings.min_history_h or samples < settings.min_samples or "none" in tiers:
-        why = f"{span_h:.2f} h and {samples} GPU samples (need {settings.min_history_h:g} h and " \
-              f"{settings.min_samples})" if "none" not in tiers else \
-              f"{len(g)} run(s) and too few similar workloads for a {settings.risk:.0%} risk"
-        return {**row, "recommended_gpus": request, "recommended_gpu_mem_gib": np.nan, "confidence": NOT_ENOUGH,
-                "reason": f"{NOT_ENOUGH}: {why}; keeping the request"}
+        why = (
+            f"{span_h:.2f} h and {samples} GPU samples (need {settings.min_history_h:g} h and {settings.min_samples})"
+            if "none" not in tiers
+            else f"{len(g)} run(s) and too few similar workloads for a {settings.risk:.0%} risk"
+        )
+        return {
+            **row,
+            "recommended_gpus": request,
+            "recommended_gpu_mem_gib": np.nan,
+            "confidence": NOT_ENOUGH,
+            "reason": f"{NOT_ENOUGH}: {why}; keeping the request",
+        }
     smallest = min(settings.sharing_sizes, default=1.0)
     floor = min(request, smallest) if request > 0 else 0.0
     need = gpu_bound.value * request
     gpus = float(min(round_up_to_sizes(np.array([max(need, floor)]), settings.sharing_sizes)[0], request))
-    mem = float(min(np.ceil(mem_bound.value * total * 2) / 2, total)) if np.isfinite(mem_p99) \
-        and np.isfinite(total) else np.nan
+    mem = (
+        float(min(np.ceil(mem_bound.value * total * 2) / 2, total))
+        if np.isfinite(mem_p99) and np.isfinite(total)
+        else np.nan
+    )
     rank = ["own", "similar", "cluster"]
     tier = max(tiers, key=rank.index)
-    what = "GPU-equivalents of utilisation" if settings.sharing_sizes else \
-        f"GPUs above {settings.busy_threshold_pct:g} % busy"
+    what = (
+        "GPU-equivalents of utilisation"
+        if settings.sharing_sizes
+        else f"GPUs above {settings.busy_threshold_pct:g} % busy"
+    )
     verdict = "request matches use" if gpus >= request else f"{request - gpus:g} of {request:g} GPUs idle"
-    evidence = {"own": "its own runs", "similar": "its runs pooled with the same queue and request",
-                "cluster": "its runs pooled with the whole cluster"}[tier]
+    evidence = {
+        "own": "its own runs",
+        "similar": "its runs pooled with the same queue and request",
+        "cluster": "its runs pooled with the whole cluster",
+    }[tier]
     mem_text = f"{mem:.1f} GiB memory" if np.isfinite(mem) else "no GPU memory series"
     workers, advice = worker_advice(g, gpus, settings.elastic, idle_gpus)
     return {
-        **row, "recommended_gpus": gpus, "recommended_gpu_mem_gib": mem, "confidence": CONFIDENCE[tier],
+        **row,
+        "recommended_gpus": gpus,
+        "recommended_gpu_mem_gib": mem,
+        "confidence": CONFIDENCE[tier],
         "recommended_workers": workers,
         "reason": f"{verdict}: at most {settings.risk:.0%} of runs over {need:.2f} {what} and {mem_text} "
-                  f"(conformal on {evidence}, {gpu_bound.scores} residuals; {len(g)} run(s) in {span_h:.1f} h)"
-                  + (f"; workers: {advice}" if advice else ""),
+        f"(conformal on {evidence}, {gpu_bound.scores} residuals; {len(g)} run(s) in {span_h:.1f} h)"
+        + (f"; workers: {advice}" if advice else ""),
     }

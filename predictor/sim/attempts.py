@@ -46,8 +46,9 @@ class AttemptLog:
     lost: list[float] = field(default_factory=list)  # work since the last checkpoint, lost, s
     cause: list[str] = field(default_factory=list)  # done, running, node, reclaim, preempt
 
-    def frame(self, jobs: pd.DataFrame, gpus: np.ndarray, submit: np.ndarray, node_names: list[str],
-              per_node: int) -> pd.DataFrame:
+    def frame(
+        self, jobs: pd.DataFrame, gpus: np.ndarray, submit: np.ndarray, node_names: list[str], per_node: int
+    ) -> pd.DataFrame:
         """The attempts table (one row per attempt; ``job_index`` is the row of the scheduler's jobs)."""
         job = np.array(self.job, dtype=np.int64)
         attempt_no = np.zeros(len(job), dtype=np.int64)

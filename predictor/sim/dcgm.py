@@ -152,8 +152,9 @@ class DcgmGenerator:
         return np.floor(np.cumsum(rate, axis=1) + offset)
 
     # ------------------------------------------------------------------ families
-    def _family(self, name: str, help_: str, make: Callable[[], np.ndarray], kind: str = "gauge",
-                decimals: int = 0) -> Family:
+    def _family(
+        self, name: str, help_: str, make: Callable[[], np.ndarray], kind: str = "gauge", decimals: int = 0
+    ) -> Family:
         def series() -> Iterator[Series]:
             m = make()
             for gi, per_gpu in enumerate(self.layout):
@@ -169,24 +170,54 @@ class DcgmGenerator:
         return [
             f("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", lambda: np.rint(self.util)),
             f("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", lambda: np.rint(self._matrix("fb_used"))),
-            f("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).",
-              lambda: np.maximum(mem - _FB_RESERVED_MIB - np.rint(self._matrix("fb_used")), 0)),
+            f(
+                "DCGM_FI_DEV_FB_FREE",
+                "Framebuffer memory free (in MiB).",
+                lambda: np.maximum(mem - _FB_RESERVED_MIB - np.rint(self._matrix("fb_used")), 0),
+            ),
             f("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", lambda: self._matrix("power"), decimals=3),
             f("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", lambda: np.rint(self._matrix("temp"))),
             f("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", lambda: np.rint(self._matrix("clock"))),
             f("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", lambda: self._matrix("xid")),
-            f("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active.",
-              lambda: self.util / 100 * 0.97, decimals=4),
-            f("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Current clock throttle reasons (bitmask).",
-              lambda: self._matrix("throttle")),
-            f("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "Total number of NVLink bandwidth counters for all lanes.",
-              lambda: self._counter("nvlink_rate"), kind="counter"),
-            f("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "Total number of NVLink flow-control CRC errors.",
-              lambda: self._counter("crc_rate"), kind="counter"),
-            f("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.",
-              lambda: self._counter("ecc_dbe_rate"), kind="counter"),
-            f("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "Total number of NVLink retries.",
-              lambda: self._counter("nvlink_replay_rate"), kind="counter"),
-            f("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "Total number of NVLink recovery errors.",
-              lambda: self._counter("nvlink_recovery_rate"), kind="counter"),
+            f(
+                "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+                "Ratio of time the graphics engine is active.",
+                lambda: self.util / 100 * 0.97,
+                decimals=4,
+            ),
+            f(
+                "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+                "Current clock throttle reasons (bitmask).",
+                lambda: self._matrix("throttle"),
+            ),
+            f(
+                "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+                "Total number of NVLink bandwidth counters for all lanes.",
+                lambda: self._counter("nvlink_rate"),
+                kind="counter",
+            ),
+            f(
+                "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+                "Total number of NVLink flow-control CRC errors.",
+                lambda: self._counter("crc_rate"),
+                kind="counter",
+            ),
+            f(
+                "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+                "Total number of double-bit volatile ECC errors.",
+                lambda: self._counter("ecc_dbe_rate"),
+                kind="counter",
+            ),
+            f(
+                "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+                "Total number of NVLink retries.",
+                lambda: self._counter("nvlink_replay_rate"),
+                kind="counter",
+            ),
+            f(
+                "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+                "Total number of NVLink recovery errors.",
+                lambda: self._counter("nvlink_recovery_rate"),
+                kind="counter",
+            ),
         ]

@@ -190,8 +190,10 @@ def plan_job_faults(
         for _ in range(20):  # a few tries to land on a running job long enough
             t = grid.start_s + int(rng.uniform(0, max(span - dur, 1)))
             running = (start <= t) & (end >= t + dur) & ~np.isin(np.arange(len(start)), list(taken))
-            if cause in ("network_congestion", "roce_pfc_storm", "roce_congestion") and (
-                    running & (ngpu > gpus_per_node)).any():
+            if (
+                cause in ("network_congestion", "roce_pfc_storm", "roce_congestion")
+                and (running & (ngpu > gpus_per_node)).any()
+            ):
                 running &= ngpu > gpus_per_node
             if cause == "nvlink" and (running & (ngpu > 1)).any():
                 running &= ngpu > 1
@@ -248,8 +250,20 @@ def faults_frame(plans: list[FaultPlan], node_names: list[str], gpus_per_node: i
                 "detail": p.detail,
             }
         )
-    columns = ["fault_id", "cause", "start", "end", "node", "gpu", "job_id", "queue", "nodes", "xid",
-               "strength", "detail"]
+    columns = [
+        "fault_id",
+        "cause",
+        "start",
+        "end",
+        "node",
+        "gpu",
+        "job_id",
+        "queue",
+        "nodes",
+        "xid",
+        "strength",
+        "detail",
+    ]
     frame = pd.DataFrame(rows, columns=columns)
     if frame.empty:
         frame["start"] = pd.Series(dtype="datetime64[ns, UTC]")

@@ -127,9 +127,11 @@ def normalise_jobs(raw: pd.DataFrame, *, source: str = "job table", naive_tz: st
             bad = values.isna() | (values < 0) if column != "priority" else values.isna()
             if bad.any():
                 row = int(bad.to_numpy().argmax())
-                raise InputError(f"{source}: column {column!r} must be a number"
-                                 f"{' >= 0' if column != 'priority' else ''} (row {row + 2}: "
-                                 f"{frame[column].iloc[row]!r})")
+                raise InputError(
+                    f"{source}: column {column!r} must be a number"
+                    f"{' >= 0' if column != 'priority' else ''} (row {row + 2}: "
+                    f"{frame[column].iloc[row]!r})"
+                )
             frame[column] = values.astype("int64" if column == "priority" else "float64")
     keep = [*JOB_COLUMNS, *(c for c in ("workload", *OPTIONAL_NUMERIC) if c in frame.columns)]
     out = frame[keep].sort_values(["submit", "job_id"], kind="stable")
@@ -209,8 +211,9 @@ def _recurring(frame: pd.DataFrame, per_queue: int, skew: float, seed: int) -> p
     rng = np.random.default_rng([seed, 0x4EC])
     weights = 1.0 / np.arange(1, per_queue + 1) ** skew
     weights /= weights.sum()
-    size_idx = rng.choice(len(PHILLY_GPU_SIZES), size=(len(_PHILLY_QUEUES) + 64, per_queue),
-                          p=PHILLY_GPU_PROBS / PHILLY_GPU_PROBS.sum())
+    size_idx = rng.choice(
+        len(PHILLY_GPU_SIZES), size=(len(_PHILLY_QUEUES) + 64, per_queue), p=PHILLY_GPU_PROBS / PHILLY_GPU_PROBS.sum()
+    )
     n = len(frame)
     k = rng.choice(per_queue, size=n, p=weights)
     queue_codes = pd.factorize(frame["queue"])[0] % size_idx.shape[0]

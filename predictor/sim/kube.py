@@ -45,8 +45,11 @@ def volcano_families(sched: SchedulerResult, o: Occupancy) -> list[Family]:
     pend = _sample(times, sched.timeline_s, sched.pending_gpus)
     pend_jobs = _sample(times, sched.timeline_s, sched.pending_jobs)
     run_jobs = _sample(times, sched.timeline_s, sched.running_jobs)
-    ready = _sample(times, sched.timeline_s, sched.ready_gpus[:, None])[:, 0] if len(sched.ready_gpus) else \
-        np.full(len(times), o.cluster.n_gpus, dtype=float)
+    ready = (
+        _sample(times, sched.timeline_s, sched.ready_gpus[:, None])[:, 0]
+        if len(sched.ready_gpus)
+        else np.full(len(times), o.cluster.n_gpus, dtype=float)
+    )
     ready[ready == 0] = o.cluster.n_gpus
     deserved = _sample(times, sched.quota_s, sched.deserved)
     capability = np.minimum(_sample(times, sched.quota_s, sched.capability), o.cluster.n_gpus)
@@ -65,20 +68,48 @@ def volcano_families(sched: SchedulerResult, o: Occupancy) -> list[Family]:
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(deserved > 0, alloc / np.where(deserved > 0, deserved, 1), 0.0)
     return [
-        fam("volcano_queue_allocated_scalar_resources", "Allocated scalar resources in queue (milli).",
-            lambda: alloc * 1000, True),
-        fam("volcano_queue_request_scalar_resources", "Requested scalar resources in queue (milli).",
-            lambda: (alloc + pend) * 1000, True),
-        fam("volcano_queue_deserved_scalar_resources", "Deserved scalar resources in queue (milli).",
-            lambda: deserved * 1000, True),
-        fam("volcano_queue_capacity_scalar_resources", "Capability scalar resources in queue (milli).",
-            lambda: capability * 1000, True),
-        fam("volcano_queue_real_capacity_scalar_resources", "Real capability scalar resources in queue (milli).",
-            lambda: real_cap * 1000, True),
-        fam("volcano_queue_pod_group_pending_count", "The number of pending PodGroups in this queue.",
-            lambda: pend_jobs, False),
-        fam("volcano_queue_pod_group_running_count", "The number of running PodGroups in this queue.",
-            lambda: run_jobs, False),
+        fam(
+            "volcano_queue_allocated_scalar_resources",
+            "Allocated scalar resources in queue (milli).",
+            lambda: alloc * 1000,
+            True,
+        ),
+        fam(
+            "volcano_queue_request_scalar_resources",
+            "Requested scalar resources in queue (milli).",
+            lambda: (alloc + pend) * 1000,
+            True,
+        ),
+        fam(
+            "volcano_queue_deserved_scalar_resources",
+            "Deserved scalar resources in queue (milli).",
+            lambda: deserved * 1000,
+            True,
+        ),
+        fam(
+            "volcano_queue_capacity_scalar_resources",
+            "Capability scalar resources in queue (milli).",
+            lambda: capability * 1000,
+            True,
+        ),
+        fam(
+            "volcano_queue_real_capacity_scalar_resources",
+            "Real capability scalar resources in queue (milli).",
+            lambda: real_cap * 1000,
+            True,
+        ),
+        fam(
+            "volcano_queue_pod_group_pending_count",
+            "The number of pending PodGroups in this queue.",
+            lambda: pend_jobs,
+            False,
+        ),
+        fam(
+            "volcano_queue_pod_group_running_count",
+            "The number of running PodGroups in this queue.",
+            lambda: run_jobs,
+            False,
+        ),
         fam("volcano_queue_share", "Share for one queue.", lambda: share, False, decimals=4),
         fam("volcano_queue_overused", "If one queue is overused.", lambda: (alloc >= deserved) * 1.0, False),
     ]
@@ -89,8 +120,9 @@ def _pods(sched: SchedulerResult, o: Occupancy, unstarted: pd.DataFrame) -> pd.D
     g = o.cluster.gpus_per_node
     names = o.cluster.node_names()
     a = sched.attempts
-    rows: dict[str, list[object]] = {k: [] for k in ("job_id", "queue", "attempt", "rank", "node", "gpus",
-                                                    "pending_s", "start_s", "end_s")}
+    rows: dict[str, list[object]] = {
+        k: [] for k in ("job_id", "queue", "attempt", "rank", "node", "gpus", "pending_s", "start_s", "end_s")
+    }
     sub = epoch_s(a["submit"])
     start = epoch_s(a["start"])
     end = epoch_s(a["end"])
@@ -103,21 +135,38 @@ def _pods(sched: SchedulerResult, o: Occupancy, unstarted: pd.DataFrame) -> pd.D
         prev_end[job_id] = int(end[i])
         nodes, counts = np.unique(sched.attempt_gpus[i] // g, return_counts=True)
         for rank, (node, count) in enumerate(zip(nodes, counts, strict=True)):
-            for key, value in (("job_id", job_id), ("queue", queue), ("attempt", attempt), ("rank", rank),
-                               ("node", names[node]), ("gpus", int(count)), ("pending_s", int(pend_from[i])),
-                               ("start_s", int(start[i])), ("end_s", int(end[i]))):
+            for key, value in (
+                ("job_id", job_id),
+                ("queue", queue),
+                ("attempt", attempt),
+                ("rank", rank),
+                ("node", names[node]),
+                ("gpus", int(count)),
+                ("pending_s", int(pend_from[i])),
+                ("start_s", int(start[i])),
+                ("end_s", int(end[i])),
+            ):
                 rows[key].append(value)
     never = o.grid.end_s + 1
     tries = a["job_id"].value_counts().to_dict()
-    for job_id, queue, gpus, submit in zip(unstarted["job_id"], unstarted["queue"], unstarted["num_gpus"],
-                                           epoch_s(unstarted["submit"]), strict=True):
+    for job_id, queue, gpus, submit in zip(
+        unstarted["job_id"], unstarted["queue"], unstarted["num_gpus"], epoch_s(unstarted["submit"]), strict=True
+    ):
         # A job requeued after its node failed waits as a new set of pods (next attempt number).
         attempt = int(tries.get(job_id, 0))
         pending_from = prev_end.get(job_id, int(submit)) if attempt else int(submit)
         for rank in range(-(-int(gpus) // g)):
-            for key, value in (("job_id", job_id), ("queue", queue), ("attempt", attempt), ("rank", rank),
-                               ("node", ""), ("gpus", min(g, int(gpus) - rank * g)), ("pending_s", pending_from),
-                               ("start_s", never), ("end_s", never)):
+            for key, value in (
+                ("job_id", job_id),
+                ("queue", queue),
+                ("attempt", attempt),
+                ("rank", rank),
+                ("node", ""),
+                ("gpus", min(g, int(gpus) - rank * g)),
+                ("pending_s", pending_from),
+                ("start_s", never),
+                ("end_s", never),
+            ):
                 rows[key].append(value)
     return pd.DataFrame(rows)
 
@@ -139,22 +188,39 @@ def kube_families(sched: SchedulerResult, o: Occupancy, unstarted: pd.DataFrame)
         return _pod_family(name, help_, pods, grid, rows, kind)
 
     return [
-        node_fam("kube_node_status_capacity", "The capacity for different resources of a node.",
-                 [(_KSM_GPU, lambda n: np.full(grid.n_steps, g))]),
-        node_fam("kube_node_status_allocatable", "The allocatable for different resources of a node.",
-                 [(_KSM_GPU, lambda n: np.maximum(g - unhealthy[n], 0))]),
-        node_fam("kube_node_status_condition", "The condition of a cluster node.",
-                 [({"condition": "Ready", "status": "true"}, lambda n: ready[n]),
-                  ({"condition": "Ready", "status": "false"}, lambda n: np.zeros(grid.n_steps)),
-                  ({"condition": "Ready", "status": "unknown"}, lambda n: 1 - ready[n])]),
-        pod_fam("kube_pod_container_resource_requests", "The number of requested resource by a container.",
-                _requests),
+        node_fam(
+            "kube_node_status_capacity",
+            "The capacity for different resources of a node.",
+            [(_KSM_GPU, lambda n: np.full(grid.n_steps, g))],
+        ),
+        node_fam(
+            "kube_node_status_allocatable",
+            "The allocatable for different resources of a node.",
+            [(_KSM_GPU, lambda n: np.maximum(g - unhealthy[n], 0))],
+        ),
+        node_fam(
+            "kube_node_status_condition",
+            "The condition of a cluster node.",
+            [
+                ({"condition": "Ready", "status": "true"}, lambda n: ready[n]),
+                ({"condition": "Ready", "status": "false"}, lambda n: np.zeros(grid.n_steps)),
+                ({"condition": "Ready", "status": "unknown"}, lambda n: 1 - ready[n]),
+            ],
+        ),
+        pod_fam("kube_pod_container_resource_requests", "The number of requested resource by a container.", _requests),
         pod_fam("kube_pod_labels", "Kubernetes labels converted to Prometheus labels.", _pod_labels),
         pod_fam("kube_pod_status_phase", "The pods current phase.", _phase),
-        pod_fam("kube_pod_container_status_restarts_total", "The number of container restarts per container.",
-                oom.restarts, kind="counter"),
-        pod_fam("kube_pod_container_status_last_terminated_reason",
-                "Describes the last reason the container was in terminated state.", oom.last_reason),
+        pod_fam(
+            "kube_pod_container_status_restarts_total",
+            "The number of container restarts per container.",
+            oom.restarts,
+            kind="counter",
+        ),
+        pod_fam(
+            "kube_pod_container_status_last_terminated_reason",
+            "Describes the last reason the container was in terminated state.",
+            oom.last_reason,
+        ),
     ]
 
 
@@ -180,8 +246,9 @@ def _node_family(name: str, help_: str, names: list[str], n_steps: int, variants
     return Family(name, "gauge", help_, series)
 
 
-def _pod_family(name: str, help_: str, pods: pd.DataFrame, grid: StepGrid,
-                rows: Callable[[Any], Iterator[PodSpan]], kind: str) -> Family:
+def _pod_family(
+    name: str, help_: str, pods: pd.DataFrame, grid: StepGrid, rows: Callable[[Any], Iterator[PodSpan]], kind: str
+) -> Family:
     """``rows(pod)`` yields (extra labels, from_s, to_s, value): one series per pod and label set."""
 
     def series() -> Iterator[Series]:
@@ -206,8 +273,12 @@ def _requests(pod: Any) -> Iterator[PodSpan]:
 
 
 def _pod_labels(pod: Any) -> Iterator[PodSpan]:
-    yield ({"label_volcano_sh_queue_name": str(pod.queue), "label_volcano_sh_job_name": f"job-{pod.job_id}"},
-           pod.pending_s, pod.end_s, 1.0)
+    yield (
+        {"label_volcano_sh_queue_name": str(pod.queue), "label_volcano_sh_job_name": f"job-{pod.job_id}"},
+        pod.pending_s,
+        pod.end_s,
+        1.0,
+    )
 
 
 def _phase(pod: Any) -> Iterator[PodSpan]:

@@ -67,11 +67,17 @@ class _NodeMetrics:
         if name == "carrier_rate":
             return np.zeros(shape, dtype=np.float32)
         if name == "iowait":
-            return np.clip(0.004 + self._per_node_sum(self._job_param(o.profiles.iowait_frac)) / 8
-                           + r.normal(0, 0.002, shape), 0, 1).astype(np.float32)
+            return np.clip(
+                0.004 + self._per_node_sum(self._job_param(o.profiles.iowait_frac)) / 8 + r.normal(0, 0.002, shape),
+                0,
+                1,
+            ).astype(np.float32)
         if name == "user":
-            return np.clip(0.02 + self._per_node_sum(self._job_param(o.profiles.cpu_user_frac)) / 8
-                           + r.normal(0, 0.01, shape), 0, 1).astype(np.float32)
+            return np.clip(
+                0.02 + self._per_node_sum(self._job_param(o.profiles.cpu_user_frac)) / 8 + r.normal(0, 0.01, shape),
+                0,
+                1,
+            ).astype(np.float32)
         if name == "load":
             return (self.cpu_modes()["user"] * extra_cores() * 1.1 + r.normal(0, 1.5, shape)).astype(np.float32)
         raise KeyError(name)
@@ -110,8 +116,11 @@ class _NodeMetrics:
                 m = make()
                 for n in range(self.shape[0]):
                     steps = np.flatnonzero(o.node_ready[n])
-                    yield ({"instance": f"{names[n]}:9100", "job": "node-exporter", "node": names[n], **labels},
-                           steps, m[n, steps].astype(np.float64))
+                    yield (
+                        {"instance": f"{names[n]}:9100", "job": "node-exporter", "node": names[n], **labels},
+                        steps,
+                        m[n, steps].astype(np.float64),
+                    )
 
         return Family(name, kind, help_, series, decimals)  # type: ignore[arg-type]
 
@@ -131,23 +140,61 @@ def node_families(gen: DcgmGenerator) -> list[Family]:
         return {"cpu": "0", "mode": mode}, lambda: counter(lambda: nm.cpu_modes()[mode], offset)
 
     return [
-        fam("node_network_receive_bytes_total", "counter", "Network device statistic receive_bytes.",
-            [(eth, lambda: np.floor(counter(net, 1e12)))]),
-        fam("node_network_transmit_bytes_total", "counter", "Network device statistic transmit_bytes.",
-            [(eth, lambda: np.floor(counter(lambda: net() * 0.97, 1e12)))]),
-        fam("node_network_receive_drop_total", "counter", "Network device statistic receive_drop.",
-            [(eth, lambda: np.floor(counter(lambda: nm.rate("drop_rate"), 100)))]),
-        fam("node_network_receive_errs_total", "counter", "Network device statistic receive_errs.",
-            [(eth, lambda: np.zeros(nm.shape))]),
-        fam("node_netstat_Tcp_RetransSegs", "unknown", "Statistic TcpRetransSegs.",
-            [({}, lambda: np.floor(counter(lambda: nm.rate("retrans_rate"), 1e5)))]),
-        fam("node_network_carrier_changes_total", "counter", "Network device property: carrier_changes_total.",
-            [(eth, lambda: np.rint(counter(lambda: nm.rate("carrier_rate"), 0) + 2))]),
-        *[fam(f"node_ethtool_{d}_prio3_pause", "unknown", f"Network interface {d}_prio3_pause.",
-              [nic("pfc_pause_rate", 0.5, 1e7)]) for d in ("rx", "tx")],
-        *[fam(f"node_ethtool_{stat}", "unknown", f"Network interface {stat}.", [nic("ecn_rate", share, 1e6)])
-          for stat, share in (("np_ecn_marked_roce_packets", 1.0), ("np_cnp_sent", 0.6), ("rp_cnp_handled", 0.6))],
-        fam("node_cpu_seconds_total", "counter", "Seconds the CPUs spent in each mode.",
-            [cpu("iowait", 1e4), cpu("user", 1e5), cpu("idle", 1e5)], decimals=2),
+        fam(
+            "node_network_receive_bytes_total",
+            "counter",
+            "Network device statistic receive_bytes.",
+            [(eth, lambda: np.floor(counter(net, 1e12)))],
+        ),
+        fam(
+            "node_network_transmit_bytes_total",
+            "counter",
+            "Network device statistic transmit_bytes.",
+            [(eth, lambda: np.floor(counter(lambda: net() * 0.97, 1e12)))],
+        ),
+        fam(
+            "node_network_receive_drop_total",
+            "counter",
+            "Network device statistic receive_drop.",
+            [(eth, lambda: np.floor(counter(lambda: nm.rate("drop_rate"), 100)))],
+        ),
+        fam(
+            "node_network_receive_errs_total",
+            "counter",
+            "Network device statistic receive_errs.",
+            [(eth, lambda: np.zeros(nm.shape))],
+        ),
+        fam(
+            "node_netstat_Tcp_RetransSegs",
+            "unknown",
+            "Statistic TcpRetransSegs.",
+            [({}, lambda: np.floor(counter(lambda: nm.rate("retrans_rate"), 1e5)))],
+        ),
+        fam(
+            "node_network_carrier_changes_total",
+            "counter",
+            "Network device property: carrier_changes_total.",
+            [(eth, lambda: np.rint(counter(lambda: nm.rate("carrier_rate"), 0) + 2))],
+        ),
+        *[
+            fam(
+                f"node_ethtool_{d}_prio3_pause",
+                "unknown",
+                f"Network interface {d}_prio3_pause.",
+                [nic("pfc_pause_rate", 0.5, 1e7)],
+            )
+            for d in ("rx", "tx")
+        ],
+        *[
+            fam(f"node_ethtool_{stat}", "unknown", f"Network interface {stat}.", [nic("ecn_rate", share, 1e6)])
+            for stat, share in (("np_ecn_marked_roce_packets", 1.0), ("np_cnp_sent", 0.6), ("rp_cnp_handled", 0.6))
+        ],
+        fam(
+            "node_cpu_seconds_total",
+            "counter",
+            "Seconds the CPUs spent in each mode.",
+            [cpu("iowait", 1e4), cpu("user", 1e5), cpu("idle", 1e5)],
+            decimals=2,
+        ),
         fam("node_load1", "gauge", "1m load average.", [({}, lambda: nm.rate("load"))], decimals=2),
     ]

@@ -49,8 +49,9 @@ def write_parquet_family(path: Path, family: Family, grid: StepGrid) -> int:
         ),
         TIME: pa.array(np.concatenate(stamps), type=pa.timestamp("ns", tz="UTC")),
         VALUE: pa.array(np.concatenate(values)),
-        "__name__": pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(code), dtype=np.int32)),
-                                                   pa.array([family.name])),
+        "__name__": pa.DictionaryArray.from_arrays(
+            pa.array(np.zeros(len(code), dtype=np.int32)), pa.array([family.name])
+        ),
     }
     for key in keys:
         dictionary = sorted({lbl.get(key, "") for lbl in label_sets})
@@ -80,4 +81,3 @@ def _merged(name: str, parts: list[Family]) -> Family:
             yield from part.series()
 
     return Family(name, parts[0].kind, parts[0].help, series, parts[0].decimals)
-

@@ -37,8 +37,15 @@ __all__ = ["METRIC_SETS", "QuotaPolicy", "SimResult", "SimSettings", "simulate"]
 METRIC_SETS: dict[str, tuple[str, ...]] = {
     "all": ("*",),
     "core": (
-        "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE",
-        "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_XID_ERRORS", "volcano_*", "kube_*", "node_*",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_XID_ERRORS",
+        "volcano_*",
+        "kube_*",
+        "node_*",
     ),
 }
 
@@ -52,8 +59,9 @@ class SimSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    start: pd.Timestamp | None = Field(None, description="First sample time (UTC); default: the midnight after "
-                                       "the first job.")
+    start: pd.Timestamp | None = Field(
+        None, description="First sample time (UTC); default: the midnight after the first job."
+    )
     weeks: float = Field(1.0, gt=0, le=60, description="Length of the emitted history in weeks.")
     step_s: int = Field(60, ge=1, le=86400, description="Sample step of every series, seconds.")
     seed: int = Field(0, ge=0, description="Seed of every random draw.")
@@ -94,8 +102,9 @@ class SimResult:
         ]
         return select_families(every, metrics or self.settings.metrics)
 
-    def write(self, out: Path, *, openmetrics: bool = False, parquet: bool = True,
-              progress: Progress | None = None) -> dict[str, int]:
+    def write(
+        self, out: Path, *, openmetrics: bool = False, parquet: bool = True, progress: Progress | None = None
+    ) -> dict[str, int]:
         """Write the tables and the chosen metric outputs under ``out``; returns samples per output."""
         out.mkdir(parents=True, exist_ok=True)
         write_frame(self.jobs_out, out / "jobs_out.parquet")
@@ -109,8 +118,9 @@ class SimResult:
         if parquet:
             counts["parquet"] = write_parquet(out / "metrics", _tracked(families, "parquet", progress), self.grid)
         if openmetrics:
-            counts["openmetrics"] = write_openmetrics(out / "metrics.om", _tracked(families, "openmetrics", progress),
-                                                      self.grid)
+            counts["openmetrics"] = write_openmetrics(
+                out / "metrics.om", _tracked(families, "openmetrics", progress), self.grid
+            )
         return counts
 
     @property
@@ -123,6 +133,7 @@ def _tracked(families: list[Family], stage: str, progress: Progress | None) -> l
         return families
     out = []
     for i, family in enumerate(families):
+
         def series(family: Family = family, i: int = i):  # type: ignore[no-untyped-def]
             progress(f"{stage}: {family.name}", i / len(families))
             yield from family.series()
@@ -174,12 +185,20 @@ def simulate(
     result = sched.result()
     profiles = draw_profiles(sched.jobs, cluster.gpus_per_node, settings.seed)
     job_faults = plan_job_faults(
-        job_causes, result.attempts, result.attempt_gpus, profiles.gpus_used, grid, cluster.gpus_per_node,
-        settings.seed, first_id=len(sched_faults), earlier=sched_faults,
+        job_causes,
+        result.attempts,
+        result.attempt_gpus,
+        profiles.gpus_used,
+        grid,
+        cluster.gpus_per_node,
+        settings.seed,
+        first_id=len(sched_faults),
+        earlier=sched_faults,
     )
     plans: list[FaultPlan] = sched_faults + job_faults
-    occ = build_occupancy(grid, cluster, result.attempts, result.attempt_gpus, sched.jobs, profiles, plans,
-                          settings.seed)
+    occ = build_occupancy(
+        grid, cluster, result.attempts, result.attempt_gpus, sched.jobs, profiles, plans, settings.seed
+    )
     if progress:
         progress("summary", 1.0)
     return SimResult(
@@ -215,6 +234,7 @@ def _run_schedule(
             actions.append((f.start_s, 0, partial(sched.set_node_ready, f.node, False)))
             actions.append((f.end_s, 0, partial(sched.set_node_ready, f.node, True)))
         elif f.cause == "scheduling_starvation":
+
             def cut(f: FaultPlan = f) -> None:
                 qi = sched.queue_names.index(f.queue)
                 saved[f.fault_id] = (float(sched.deserved[qi]), float(sched.capability[qi]))
@@ -229,9 +249,11 @@ def _run_schedule(
             actions.append((f.end_s, 2, restore))
     if quota_policy is not None:
         for t in range(grid.start_s, grid.end_s, settings.policy_interval_s):
+
             def tick(t: int = t) -> None:
-                for queue, (deserved, capability) in (quota_policy(pd.Timestamp(t, unit="s", tz="UTC"), sched)
-                                                      or {}).items():
+                for queue, (deserved, capability) in (
+                    quota_policy(pd.Timestamp(t, unit="s", tz="UTC"), sched) or {}
+                ).items():
                     sched.set_quota(queue, deserved, capability)
 
             actions.append((t, 3, tick))

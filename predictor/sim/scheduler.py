@@ -124,8 +124,9 @@ class Scheduler:
         return np.full(len(self.jobs), default, dtype=float)
 
     # ----------------------------------------------------------------- external actions
-    def set_quota(self, queue: str, deserved: float | None = None, capability: float | None = None,
-                  guarantee: float | None = None) -> None:
+    def set_quota(
+        self, queue: str, deserved: float | None = None, capability: float | None = None, guarantee: float | None = None
+    ) -> None:
         """Change a queue's quota now (applies from the next pass, as Volcano's next session)."""
         if queue not in self._qidx:
             raise InputError(f"unknown queue {queue!r} (known: {', '.join(self.queue_names)})")
@@ -285,19 +286,25 @@ class Scheduler:
 
     def _victim(self, attempt: int) -> Victim:
         job = self._log.job[attempt]
-        return Victim(attempt, int(self._queue[job]), self._log.gpus[attempt], int(self._prio[job]),
-                      self._log.start[attempt])
+        return Victim(
+            attempt, int(self._queue[job]), self._log.gpus[attempt], int(self._prio[job]), self._log.start[attempt]
+        )
 
     def _reclaim_victims(self, q: int, free: np.ndarray, g: int) -> list[Victim]:
-        over = [v for v in range(len(self.queue_names))
-                if v != q and self._reclaimable[v] and self._alloc[v] > self.deserved[v] and self._running[v]]
+        over = [
+            v
+            for v in range(len(self.queue_names))
+            if v != q and self._reclaimable[v] and self._alloc[v] > self.deserved[v] and self._running[v]
+        ]
         if not over:
             return []
         share = {v: self._alloc[v] / self.deserved[v] if self.deserved[v] > 0 else math.inf for v in over}
         # Lower queue priority gives first, then the queue furthest over its share; inside a queue the lowest
         # priorityClass, then the youngest gang (least work since a checkpoint is lost).
-        cands = sorted((self._victim(a) for v in over for a in self._running[v]),
-                       key=lambda x: (self._q_priority[x.queue], -share[x.queue], x.priority, -x.start, x.attempt))
+        cands = sorted(
+            (self._victim(a) for v in over for a in self._running[v]),
+            key=lambda x: (self._q_priority[x.queue], -share[x.queue], x.priority, -x.start, x.attempt),
+        )
 
         def may_take(v: Victim, taken: int) -> bool:
             left = self._alloc[v.queue] - taken
@@ -307,14 +314,17 @@ class Scheduler:
 
     def _preempt_victims(self, q: int, job: int, free: np.ndarray, g: int, real_cap: float) -> list[Victim]:
         mine = int(self._prio[job])
-        cands = sorted((v for v in map(self._victim, self._running[q]) if v.priority < mine),
-                       key=lambda x: (x.priority, -x.start, x.attempt))
+        cands = sorted(
+            (v for v in map(self._victim, self._running[q]) if v.priority < mine),
+            key=lambda x: (x.priority, -x.start, x.attempt),
+        )
         if not cands:
             return []
         # The queue's capability still holds: evict until the preemptor fits on the nodes and in the quota.
         need = max(0.0, self._alloc[q] + g - real_cap)
-        chosen = choose_victims(cands, free, g, self._g, may_take=lambda v, taken: True,
-                                enough=lambda taken: taken.get(q, 0) >= need)
+        chosen = choose_victims(
+            cands, free, g, self._g, may_take=lambda v, taken: True, enough=lambda taken: taken.get(q, 0) >= need
+        )
         return chosen
 
     def _place(self, g: int) -> np.ndarray | None:

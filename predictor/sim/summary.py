@@ -81,23 +81,28 @@ def queue_summary(sched: SchedulerResult, o: Occupancy) -> pd.DataFrame:
     k = (epoch_s(a["start"]) - o.grid.start_s) // o.grid.step_s
     frames = []
     for qi, queue in enumerate(sched.queue_names):
+
         def at(values: np.ndarray, qi: int = qi) -> np.ndarray:
             return np.where(ok, values[np.maximum(idx, 0), qi], 0) if len(values) else np.zeros(len(times))
 
         mine = (a["queue"].to_numpy() == queue) & (k >= 0) & (k < o.grid.n_steps)
         started = np.bincount(k[mine], minlength=o.grid.n_steps)
         waits = np.bincount(k[mine], weights=a["wait_s"].to_numpy()[mine], minlength=o.grid.n_steps)
-        frames.append(pd.DataFrame({
-            "timestamp": pd.to_datetime(times, unit="s", utc=True),
-            "queue": queue,
-            "allocated_gpus": at(sched.allocated),
-            "pending_gpus": at(sched.pending_gpus),
-            "pending_jobs": at(sched.pending_jobs),
-            "deserved_gpus": sched.deserved[np.maximum(qidx, 0), qi],
-            "capability_gpus": sched.capability[np.maximum(qidx, 0), qi],
-            "jobs_started": started,
-            "mean_wait_s": np.where(started > 0, waits / np.maximum(started, 1), np.nan),
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "timestamp": pd.to_datetime(times, unit="s", utc=True),
+                    "queue": queue,
+                    "allocated_gpus": at(sched.allocated),
+                    "pending_gpus": at(sched.pending_gpus),
+                    "pending_jobs": at(sched.pending_jobs),
+                    "deserved_gpus": sched.deserved[np.maximum(qidx, 0), qi],
+                    "capability_gpus": sched.capability[np.maximum(qidx, 0), qi],
+                    "jobs_started": started,
+                    "mean_wait_s": np.where(started > 0, waits / np.maximum(started, 1), np.nan),
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 

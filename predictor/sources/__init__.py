@@ -34,6 +34,4 @@ __all__ = [
 class MetricSource(Protocol):
     """Anything that answers range queries with a long history frame."""
 
-    def query_range(
-        self, query: str, start: pd.Timestamp, end: pd.Timestamp, step: pd.Timedelta
-    ) -> pd.DataFrame: ...
+    def query_range(self, query: str, start: pd.Timestamp, end: pd.Timestamp, step: pd.Timedelta) -> pd.DataFrame: ...

@@ -25,7 +25,13 @@ if TYPE_CHECKING:
     from predictor.sources import MetricSource
 
 __all__ = [
-    "SEPARATOR", "ClusterSource", "NamedClusterSource", "check_names", "cluster_sources", "qualify", "split_qualified",
+    "SEPARATOR",
+    "ClusterSource",
+    "NamedClusterSource",
+    "check_names",
+    "cluster_sources",
+    "qualify",
+    "split_qualified",
 ]
 
 SEPARATOR = "/"

@@ -74,8 +74,10 @@ def _check_values(values: pd.Series, path: Path, name: str) -> None:
     for problem, mask in (("empty, NaN or infinite", ~np.isfinite(array)), ("negative", array < 0)):
         if mask.any():
             row = int(mask.argmax())
-            raise InputError(f"{path}: column {name!r} is {problem} at row {row + 2} ({array[row]!r}); "
-                             "history values must be finite and >= 0 (drop the row to leave a gap)")
+            raise InputError(
+                f"{path}: column {name!r} is {problem} at row {row + 2} ({array[row]!r}); "
+                "history values must be finite and >= 0 (drop the row to leave a gap)"
+            )
 
 
 def read_history(
@@ -107,18 +109,14 @@ def read_history(
     bad = values.isna() & frame[VALUE].notna()
     if bad.any():
         row = int(bad.to_numpy().argmax())
-        raise InputError(
-            f"{path}: column {value_col!r} is not numeric (row {row + 2}: {frame[VALUE].iloc[row]!r})"
-        )
+        raise InputError(f"{path}: column {value_col!r} is not numeric (row {row + 2}: {frame[VALUE].iloc[row]!r})")
     frame[VALUE] = values.astype("float64")
     _check_values(frame[VALUE], path, value_col)
     if not allow_duplicates:
         dup = frame.duplicated([ID, TIME])
         if dup.any():
             first = frame[dup].iloc[0]
-            raise InputError(
-                f"{path}: duplicate timestamp {first[TIME].isoformat()} in series {first[ID]!r}"
-            )
+            raise InputError(f"{path}: duplicate timestamp {first[TIME].isoformat()} in series {first[ID]!r}")
     labels = [c for c in frame.columns if c not in (ID, TIME, VALUE)]
     return frame[[ID, TIME, VALUE, *labels]].sort_values([ID, TIME], kind="stable").reset_index(drop=True)
 
@@ -134,9 +132,7 @@ def write_frame(frame: pd.DataFrame, path: Path) -> Path:
         if suffix == ".csv":
             for column in out.columns:
                 if isinstance(out[column].dtype, pd.DatetimeTZDtype):
-                    out[column] = out[column].dt.tz_convert("UTC").map(
-                        lambda t: t.isoformat().replace("+00:00", "Z")
-                    )
+                    out[column] = out[column].dt.tz_convert("UTC").map(lambda t: t.isoformat().replace("+00:00", "Z"))
             out.to_csv(tmp, index=False)
         else:
             out.to_parquet(tmp, index=False)

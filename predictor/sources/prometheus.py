@@ -119,9 +119,7 @@ class PrometheusSource:
         step_s = int(step.total_seconds())
         series: dict[tuple[tuple[str, str], ...], list[tuple[np.ndarray, np.ndarray]]] = {}
         for chunk_start, chunk_end in chunk_ranges(start, end, step, self.settings.max_points_per_request):
-            result = self._with_retries(
-                promql, self._fetch_chunk, promql, chunk_start, chunk_end, str(step_s)
-            )
+            result = self._with_retries(promql, self._fetch_chunk, promql, chunk_start, chunk_end, str(step_s))
             for item in result:
                 key = tuple(sorted(item["metric"].items()))
                 values = item.get("values") or []
@@ -132,9 +130,7 @@ class PrometheusSource:
                 series.setdefault(key, []).append((stamps, samples))
         return self._to_frame(series, drop_non_finite)
 
-    def _fetch_chunk(
-        self, promql: str, start: pd.Timestamp, end: pd.Timestamp, step: str
-    ) -> list[dict[str, Any]]:
+    def _fetch_chunk(self, promql: str, start: pd.Timestamp, end: pd.Timestamp, step: str) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = self._client.custom_query_range(
             promql, start.to_pydatetime(), end.to_pydatetime(), step
         )
@@ -220,5 +216,3 @@ def _connection_problem(exc: requests.ConnectionError) -> str:
     if "Name or service not known" in text or "resolve" in text.lower():
         return "host name does not resolve"
     return text.splitlines()[0][:200] if text else type(exc).__name__
-
-

@@ -76,9 +76,7 @@ _ACTIVE_PODS = Selector("kube_pod_status_phase").where("phase", "Running|Pending
 # `max by (namespace, pod)`: one right-hand series per pod even while an old phase series is still inside
 # Prometheus' lookback (backfilled or federated data carry no staleness markers), else the join is
 # many-to-many and Prometheus answers 422.
-_KSM_DEMAND = (
-    f"({KSM_GPU_REQUESTS} * on(namespace, pod) group_left() max by (namespace, pod) ({_ACTIVE_PODS} == 1))"
-)
+_KSM_DEMAND = f"({KSM_GPU_REQUESTS} * on(namespace, pod) group_left() max by (namespace, pod) ({_ACTIVE_PODS} == 1))"
 _POD_QUEUE = "label_volcano_sh_queue_name"  # kube_pod_labels' name for the pod label volcano.sh/queue-name
 # Only pods that name a queue: a GPU pod without the label would otherwise become a series with no queue.
 _QUEUED_PODS = Selector("kube_pod_labels").where(_POD_QUEUE, "", "!=")
@@ -97,9 +95,11 @@ QUEUE_ALLOCATED = volcano_queue_gpus("allocated")
 
 def _ksm_by_queue(pods: str) -> str:
     """A per-pod GPU expression summed per queue (pod label → ``queue_name``), as QUEUE_DEMAND's fallback."""
-    return (f"sum by ({QUEUE_LABEL}) (label_replace(sum by ({_POD_QUEUE}) ("
-            f"{pods} * on(namespace, pod) group_left({_POD_QUEUE}) {_QUEUED_PODS}),"
-            f' "{QUEUE_LABEL}", "$1", "{_POD_QUEUE}", "(.*)"))')
+    return (
+        f"sum by ({QUEUE_LABEL}) (label_replace(sum by ({_POD_QUEUE}) ("
+        f"{pods} * on(namespace, pod) group_left({_POD_QUEUE}) {_QUEUED_PODS}),"
+        f' "{QUEUE_LABEL}", "$1", "{_POD_QUEUE}", "(.*)"))'
+    )
 
 
 # GPUs of the jobs waiting in each queue (the demand model's job input): Volcano's request − allocated, else
@@ -144,8 +144,9 @@ RUNNING_GPU_PODS = (
 )
 
 
-def node_network_bps(direction: str, *, node_label: str = "node", exclude_devices: str = "lo",
-                     window_s: int = 3600) -> str:
+def node_network_bps(
+    direction: str, *, node_label: str = "node", exclude_devices: str = "lo", window_s: int = 3600
+) -> str:
     """Bits per second per node and device over ``window_s`` (node_exporter; direction receive|transmit).
 
     ``exclude_devices`` is a regex of devices that never carry steered traffic (loopback, pod veths, ...).
@@ -156,16 +157,18 @@ def node_network_bps(direction: str, *, node_label: str = "node", exclude_device
     return f"sum by ({node_label}, device) (rate({counter}[{int(window_s)}s])) * 8"
 
 
-CATALOGUE: Mapping[str, str] = MappingProxyType({
-    "cluster_demand": CLUSTER_DEMAND,
-    "queue_demand": QUEUE_DEMAND,
-    "queue_allocated": QUEUE_ALLOCATED,
-    "queue_deserved": QUEUE_DESERVED,
-    "queue_capability": QUEUE_CAPABILITY,
-    "queue_used": QUEUE_USED,
-    "queue_pending": QUEUE_PENDING,
-    "cluster_allocatable": CLUSTER_ALLOCATABLE,
-})
+CATALOGUE: Mapping[str, str] = MappingProxyType(
+    {
+        "cluster_demand": CLUSTER_DEMAND,
+        "queue_demand": QUEUE_DEMAND,
+        "queue_allocated": QUEUE_ALLOCATED,
+        "queue_deserved": QUEUE_DESERVED,
+        "queue_capability": QUEUE_CAPABILITY,
+        "queue_used": QUEUE_USED,
+        "queue_pending": QUEUE_PENDING,
+        "cluster_allocatable": CLUSTER_ALLOCATABLE,
+    }
+)
 
 
 # The workload the planner shapes targets with and measures fragmentation on (predictor.planner.workload_ksm):
@@ -184,26 +187,30 @@ def _renamed_value(expr: str, name: str) -> str:
     return f'label_replace(label_replace({expr}, "{name}", "$1", "value", "(.*)"), "value", "", "value", ".*")'
 
 
-WORKLOAD: Mapping[str, str] = MappingProxyType({
-    "pod_gpus": f"sum by (namespace, pod, node) ({KSM_GPU_REQUESTS})",
-    "pod_phase": _ACTIVE,
-    "pod_labels": f"kube_pod_labels * on(namespace, pod) group_left() {_ACTIVE_POD}",
-    "pod_annotations": f"kube_pod_annotations * on(namespace, pod) group_left() {_ACTIVE_POD}",
-    "pod_tolerations": _renamed_value(f"kube_pod_tolerations * on(namespace, pod) group_left() {_ACTIVE_POD}",
-                                      "toleration_value"),
-    "pod_nodeselectors": f"kube_pod_nodeselectors * on(namespace, pod) group_left() {_ACTIVE_POD}",
-    "node_gpus": str(Selector.of("kube_node_status_allocatable", resource=KSM_GPU_RESOURCE)),
-    "node_taints": _renamed_value("kube_node_spec_taint", "taint_value"),
-    "node_labels": "kube_node_labels",
-    "node_unschedulable": "kube_node_spec_unschedulable == 1",
-    "node_not_ready": str(Selector.of("kube_node_status_condition", condition="Ready", status="true")) + " == 0",
-})
+WORKLOAD: Mapping[str, str] = MappingProxyType(
+    {
+        "pod_gpus": f"sum by (namespace, pod, node) ({KSM_GPU_REQUESTS})",
+        "pod_phase": _ACTIVE,
+        "pod_labels": f"kube_pod_labels * on(namespace, pod) group_left() {_ACTIVE_POD}",
+        "pod_annotations": f"kube_pod_annotations * on(namespace, pod) group_left() {_ACTIVE_POD}",
+        "pod_tolerations": _renamed_value(
+            f"kube_pod_tolerations * on(namespace, pod) group_left() {_ACTIVE_POD}", "toleration_value"
+        ),
+        "pod_nodeselectors": f"kube_pod_nodeselectors * on(namespace, pod) group_left() {_ACTIVE_POD}",
+        "node_gpus": str(Selector.of("kube_node_status_allocatable", resource=KSM_GPU_RESOURCE)),
+        "node_taints": _renamed_value("kube_node_spec_taint", "taint_value"),
+        "node_labels": "kube_node_labels",
+        "node_unschedulable": "kube_node_spec_unschedulable == 1",
+        "node_not_ready": str(Selector.of("kube_node_status_condition", condition="Ready", status="true")) + " == 0",
+    }
+)
 
 
 def workload_frames(source: MetricSource, now: pd.Timestamp, step_s: float = 60.0) -> dict[str, pd.DataFrame]:
     """Every ``WORKLOAD`` family over one step before ``now`` (the parser keeps each series' newest sample)."""
     step = pd.Timedelta(seconds=step_s)
     return {name: source.query_range(query, now - step, now, step) for name, query in WORKLOAD.items()}
+
 
 # Right-sizing's queries depend on the step and the metric, so they are builders rather than constants.
 def fresh_pod_samples(metric: str, step_s: int) -> str:

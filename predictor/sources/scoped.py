@@ -65,7 +65,7 @@ def scope_query(query: str, matchers: Mapping[str, str]) -> str:
         elif kind == "ident" and text.lower() not in _KEYWORDS and not _opens_call(tokens, following):
             out.append(text)
             if following is not None and tokens[following][0] == "braces":
-                out.extend(t for _, t in tokens[index + 1:following])
+                out.extend(t for _, t in tokens[index + 1 : following])
                 out.append(_with_matchers(tokens[following][1], added))
                 index = following
             else:
@@ -75,7 +75,7 @@ def scope_query(query: str, matchers: Mapping[str, str]) -> str:
         else:
             out.append(text)
         if kind == "ident" and text.lower() == "offset" and following is not None:
-            out.extend(t for _, t in tokens[index + 1:following + 1])  # the duration is not a selector
+            out.extend(t for _, t in tokens[index + 1 : following + 1])  # the duration is not a selector
             index = following
         index += 1
     return "".join(out)
@@ -130,7 +130,9 @@ class ScopedSource:
             return frame.drop(columns=present)
         # One new name per series (the old name is unique per series), not one per sample.
         first = frame.drop_duplicates(ID)
-        renamed = {old: series_id({k: v for k, v in zip(labels, row, strict=True) if isinstance(v, str)})
-                   for old, row in zip(first[ID], first[labels].itertuples(index=False, name=None), strict=True)}
+        renamed = {
+            old: series_id({k: v for k, v in zip(labels, row, strict=True) if isinstance(v, str)})
+            for old, row in zip(first[ID], first[labels].itertuples(index=False, name=None), strict=True)
+        }
         frame = frame.drop(columns=present).assign(**{ID: frame[ID].map(renamed)})
         return frame.sort_values([ID, TIME], kind="stable").reset_index(drop=True)

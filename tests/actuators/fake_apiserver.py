@@ -103,16 +103,19 @@ class FakeApiServer:
 
     def _serve(self, method: str, path: str, query: dict[str, list[str]], ctype: str, body: Any) -> tuple[int, Any]:
         if path.startswith(LEASES):
-            return self._lease(method, path[len(LEASES):].strip("/").split("/"), body)
+            return self._lease(method, path[len(LEASES) :].strip("/").split("/"), body)
         if path.rstrip("/") == "/api/v1/nodes" and method == "GET":
             return 200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": copy.deepcopy(self.nodes)}
         if path.rstrip("/") == PREFIX and method == "GET":
-            return 200, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "QueueList",
-                         "metadata": {"resourceVersion": str(self._version)},
-                         "items": [copy.deepcopy(q) for q in self.queues.values()]}
+            return 200, {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "QueueList",
+                "metadata": {"resourceVersion": str(self._version)},
+                "items": [copy.deepcopy(q) for q in self.queues.values()],
+            }
         if not path.startswith(PREFIX + "/"):
             return 404, _status(404, f"no route {path}")
-        name = path[len(PREFIX) + 1:]
+        name = path[len(PREFIX) + 1 :]
         if name not in self.queues:
             return 404, _status(404, f'queues.scheduling.volcano.sh "{name}" not found')
         if method == "GET":
@@ -124,8 +127,11 @@ class FakeApiServer:
         live = self.queues[name]
         wanted = (body.get("metadata") or {}).get("resourceVersion")
         if wanted is not None and wanted != live["metadata"]["resourceVersion"]:
-            return 409, _status(409, f'Operation cannot be fulfilled on queues.scheduling.volcano.sh "{name}": '
-                                     "the object has been modified; please apply your changes to the latest version")
+            return 409, _status(
+                409,
+                f'Operation cannot be fulfilled on queues.scheduling.volcano.sh "{name}": '
+                "the object has been modified; please apply your changes to the latest version",
+            )
         patch = copy.deepcopy(body)
         patch.pop("status", None)  # status is a subresource: a patch of the main resource ignores it
         (patch.get("metadata") or {}).pop("resourceVersion", None)
@@ -140,7 +146,6 @@ class FakeApiServer:
         updated["metadata"]["resourceVersion"] = str(self._version)
         self.queues[name] = updated
         return 200, copy.deepcopy(updated)
-
 
     def _lease(self, method: str, parts: list[str], body: Any) -> tuple[int, Any]:
         """``namespaces/<ns>/leases[/<name>]``: GET, POST (create), PUT (update, resourceVersion checked)."""
@@ -162,8 +167,10 @@ class FakeApiServer:
         if method != "PUT":
             return 405, _status(405, "method not allowed")
         if (body.get("metadata") or {}).get("resourceVersion") != self.leases[key]["metadata"]["resourceVersion"]:
-            return 409, _status(409, f'Operation cannot be fulfilled on leases.coordination.k8s.io "{key[1]}": '
-                                     "the object has been modified")
+            return 409, _status(
+                409,
+                f'Operation cannot be fulfilled on leases.coordination.k8s.io "{key[1]}": the object has been modified',
+            )
         return 200, self._store_lease(key, body)
 
     def _store_lease(self, key: tuple[str, str], body: dict[str, Any]) -> dict[str, Any]:
@@ -191,8 +198,14 @@ def webhook_problem(queue: dict[str, Any]) -> str:
 
 def _status(code: int, message: str) -> dict[str, Any]:
     reasons = {404: "NotFound", 409: "Conflict", 422: "Invalid", 500: "InternalError", 503: "ServiceUnavailable"}
-    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
-            "reason": reasons.get(code, "Unknown"), "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": message,
+        "reason": reasons.get(code, "Unknown"),
+        "code": code,
+    }
 
 
 def _handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
@@ -202,8 +215,9 @@ def _handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             body = json.loads(raw) if raw else None
-            code, payload = server.handle(self.command, url.path, parse_qs(url.query),
-                                          self.headers.get("Content-Type", ""), body)
+            code, payload = server.handle(
+                self.command, url.path, parse_qs(url.query), self.headers.get("Content-Type", ""), body
+            )
             data = json.dumps(payload).encode()
             try:
                 self.send_response(code)
@@ -239,27 +253,50 @@ def serve(fake: FakeApiServer | None = None) -> Iterator[FakeApiServer]:
         thread.join(timeout=5)
 
 
-def queue_object(name: str, *, deserved: float, capability: float, guarantee: float = 0.0, allocated: float = 0.0,
-                 parent: str | None = None, managed: bool = True, weight: int = 1) -> dict[str, Any]:
+def queue_object(
+    name: str,
+    *,
+    deserved: float,
+    capability: float,
+    guarantee: float = 0.0,
+    allocated: float = 0.0,
+    parent: str | None = None,
+    managed: bool = True,
+    weight: int = 1,
+) -> dict[str, Any]:
     """A Queue as ``kubectl get queues -o json`` shows it (quantities as strings, status.allocated set)."""
     meta: dict[str, Any] = {"name": name}
     if not managed:
         meta["annotations"] = {"gpu-capacity-predictor/managed": "false"}
-    spec: dict[str, Any] = {"weight": weight, "reclaimable": True,
-                            "deserved": {"nvidia.com/gpu": f"{deserved:g}", "cpu": "256", "memory": "2Ti"},
-                            "capability": {"nvidia.com/gpu": f"{capability:g}"},
-                            "guarantee": {"resource": {"nvidia.com/gpu": f"{guarantee:g}"}}}
+    spec: dict[str, Any] = {
+        "weight": weight,
+        "reclaimable": True,
+        "deserved": {"nvidia.com/gpu": f"{deserved:g}", "cpu": "256", "memory": "2Ti"},
+        "capability": {"nvidia.com/gpu": f"{capability:g}"},
+        "guarantee": {"resource": {"nvidia.com/gpu": f"{guarantee:g}"}},
+    }
     if parent:
         spec["parent"] = parent
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": meta, "spec": spec,
-            "status": {"state": "Open", "allocated": {"nvidia.com/gpu": f"{allocated:g}"}, "running": 1}}
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": meta,
+        "spec": spec,
+        "status": {"state": "Open", "allocated": {"nvidia.com/gpu": f"{allocated:g}"}, "running": 1},
+    }
 
 
 def node_object(name: str, gpus: int = 8, *, ready: bool = True) -> dict[str, Any]:
     """A Node with allocatable GPUs and a Ready condition."""
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-            "status": {"allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "96"},
-                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "96"},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
 
 
 @contextmanager

@@ -49,7 +49,8 @@ def gpu(fake: FakeApiServer, name: str) -> tuple[str, str, str]:
 
 
 def test_apply_patches_all_three_fields_in_one_merge_patch_with_resource_version(
-        fake: FakeApiServer, actuator: VolcanoActuator) -> None:
+    fake: FakeApiServer, actuator: VolcanoActuator
+) -> None:
     changes = planned(actuator, {("team-a", GPU): (20, 30, 6)})
     assert [c.target for c in changes] == ["team-a"]
     applied = actuator.apply(changes, dry_run=False)
@@ -106,8 +107,9 @@ def test_allocation_growing_past_a_planned_shrink_stops_it(fake: FakeApiServer, 
     fake.add(queue_object("team-c", deserved=40, capability=40, allocated=10))
     queues = queues_from_list(actuator.list_queues())
     series = {"team-c|deserved|nvidia.com/gpu": ((1e9 - 8 * 3600, 30.0),)}
-    plan = plan_queues(queues, targets_from_mapping({("team-c", GPU): (30, 40, 0)}), POLICY, now=1e9,
-                       memory=Memory(series))
+    plan = plan_queues(
+        queues, targets_from_mapping({("team-c", GPU): (30, 40, 0)}), POLICY, now=1e9, memory=Memory(series)
+    )
     changes = actuator.plan(plan)
     assert changes and changes[0].after["spec"]["deserved"][GPU] == "30"
     fake.edit("team-c", lambda q: q["status"]["allocated"].update({GPU: "36"}))
@@ -146,12 +148,22 @@ def test_timeout_and_unavailable_give_up_after_the_retries(fake: FakeApiServer, 
 
 def test_an_invalid_object_is_never_sent(fake: FakeApiServer, actuator: VolcanoActuator) -> None:
     rv = fake.queues["team-a"]["metadata"]["resourceVersion"]
-    bad = Change("volcano", "team-a", "patch-queue", before={"resourceVersion": rv, "resources": [GPU]},
-                 after={"spec": {"deserved": {GPU: "40"}, "capability": {GPU: "32"}}})
+    bad = Change(
+        "volcano",
+        "team-a",
+        "patch-queue",
+        before={"resourceVersion": rv, "resources": [GPU]},
+        after={"spec": {"deserved": {GPU: "40"}, "capability": {GPU: "32"}}},
+    )
     (outcome,) = actuator.apply_all([bad], dry_run=False)
     assert outcome.outcome == "rejected" and "exceeds capability" in outcome.message
-    floaty = Change("volcano", "team-a", "patch-queue", before={"resourceVersion": rv, "resources": [GPU]},
-                    after={"spec": {"deserved": {GPU: 20.0}}})
+    floaty = Change(
+        "volcano",
+        "team-a",
+        "patch-queue",
+        before={"resourceVersion": rv, "resources": [GPU]},
+        after={"spec": {"deserved": {GPU: 20.0}}},
+    )
     (outcome,) = actuator.apply_all([floaty], dry_run=False)
     assert outcome.outcome == "rejected" and "CRD schema" in outcome.message
     assert fake.patches() == []

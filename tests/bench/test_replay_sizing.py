@@ -59,8 +59,11 @@ def test_drain_never_below_the_mean_rule_and_flat_demand_keeps_it(bench: ModuleT
     frame["submit_time"] = (START + pd.to_timedelta(frame.pop("submit_h"), unit="h")).astype(str)
     frame["duration_s"] = frame.pop("duration_h") * 3600
     jobs = sim.normalise_jobs(frame)
-    assert bench.sized_nodes(jobs, START, END, 0.95, 8, "drain") == bench.sized_nodes(jobs, START, END, 0.95, 8,
-                                                                                      "mean") == 4
+    assert (
+        bench.sized_nodes(jobs, START, END, 0.95, 8, "drain")
+        == bench.sized_nodes(jobs, START, END, 0.95, 8, "mean")
+        == 4
+    )
 
 
 def test_an_unknown_sizing_rule_is_named(bench: ModuleType) -> None:

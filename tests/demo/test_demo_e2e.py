@@ -32,8 +32,10 @@ def test_demo_runs_twice_and_leaves_a_report(tmp_path: Path, capsys: pytest.Capt
     # The loop stage's audit log names the model versions it served, forecast and demand.
     audit = [json.loads(line) for line in (out / "loop" / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
     done = [r for r in audit if r["outcome"] == "cycle-done"]
-    assert done and done[-1]["models"] == {"gpu-demand": "models:/gpu-demand/1",
-                                           "gpu-forecast": "models:/gpu-forecast/1"}
+    assert done and done[-1]["models"] == {
+        "gpu-demand": "models:/gpu-demand/1",
+        "gpu-forecast": "models:/gpu-forecast/1",
+    }
     assert all(r["models"] == done[-1]["models"] for r in audit if r["outcome"] == "planned")
     # The loop cycle planned XDP: one agent-inputs file per node, and the audit log names the forecaster.
     assert sorted(p.name for p in (out / "plans" / "xdp").glob("node-*.json")) == ["node-000.json", "node-001.json"]

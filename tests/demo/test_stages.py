@@ -32,16 +32,28 @@ def test_missing_input_skips_and_errors_fail_only_their_stage(tmp_path: Path) ->
     def broken(ctx: DemoContext) -> StageResult:
         raise InputError("bad input")
 
-    stages = [Stage("needs other", produce, requires=("other",)), Stage("produce", produce),
-              Stage("broken", broken), Stage("after", produce, requires=("thing",))]
+    stages = [
+        Stage("needs other", produce, requires=("other",)),
+        Stage("produce", produce),
+        Stage("broken", broken),
+        Stage("after", produce, requires=("thing",)),
+    ]
     results = [(s.name, r.status, r.summary) for s, r in run_stages(stages, _ctx(tmp_path))]
-    assert results == [("needs other", "skipped", "needs other from an earlier stage"), ("produce", "done", ""),
-                       ("broken", "failed", "bad input"), ("after", "done", "")]
+    assert results == [
+        ("needs other", "skipped", "needs other from an earlier stage"),
+        ("produce", "done", ""),
+        ("broken", "failed", "bad input"),
+        ("after", "done", ""),
+    ]
 
 
 def test_stage_list_covers_the_main_job() -> None:
     names = [s.name for s in STAGES]
     assert names[0] == "history" and names[-1] == "write report"
-    assert {"train forecasts", "train demand regressors", "train root-cause tree",
-            "plan queues (hourly loop cycles, plan mode)", "plan XDP profiles"} <= set(names)
-
+    assert {
+        "train forecasts",
+        "train demand regressors",
+        "train root-cause tree",
+        "plan queues (hourly loop cycles, plan mode)",
+        "plan XDP profiles",
+    } <= set(names)

@@ -16,12 +16,19 @@ T = pd.date_range("2026-03-02", periods=30, freq="1min", tz="UTC")  # preceding 
 def _series(name: str, node: str, values: np.ndarray, **labels: str) -> pd.DataFrame:
     keep = np.isfinite(values)
     extra = "".join(f',{k}="{v}"' for k, v in labels.items())
-    return pd.DataFrame({ID: f'{name}{{Hostname="{node}"{extra}}}', TIME: T[keep], VALUE: values[keep],
-                         "__name__": name, "Hostname": node, **labels})
+    return pd.DataFrame(
+        {
+            ID: f'{name}{{Hostname="{node}"{extra}}}',
+            TIME: T[keep],
+            VALUE: values[keep],
+            "__name__": name,
+            "Hostname": node,
+            **labels,
+        }
+    )
 
 
-def _cluster(dark_from: int | None = 15, kube: bool = True, up: bool = False, n3_gpus: bool = True
-             ) -> pd.DataFrame:
+def _cluster(dark_from: int | None = 15, kube: bool = True, up: bool = False, n3_gpus: bool = True) -> pd.DataFrame:
     """Three nodes; n3's exporters stop answering from step ``dark_from`` (None: never answered)."""
     parts = []
     for node in ("n1", "n2", "n3"):
@@ -33,12 +40,15 @@ def _cluster(dark_from: int | None = 15, kube: bool = True, up: bool = False, n3
         on = np.where(alive, 1.0, np.nan)
         busy = 0.0 if node == "n1" else 80.0  # n1 idle all along: its GPU ratios do not apply
         if node != "n3" or n3_gpus:
-            parts += [_series("DCGM_FI_DEV_GPU_UTIL", node, busy * on, gpu="0", pod="" if node == "n1" else "p"),
-                      _series("DCGM_FI_DEV_GPU_TEMP", node, 60 * on, gpu="0")]
+            parts += [
+                _series("DCGM_FI_DEV_GPU_UTIL", node, busy * on, gpu="0", pod="" if node == "n1" else "p"),
+                _series("DCGM_FI_DEV_GPU_TEMP", node, 60 * on, gpu="0"),
+            ]
         parts.append(_series("node_load1", node, 4 * on))
         if kube:
-            parts.append(_series("kube_node_status_condition", node, np.where(alive, 1.0, 0.0),
-                                 condition="Ready", status="true"))
+            parts.append(
+                _series("kube_node_status_condition", node, np.where(alive, 1.0, 0.0), condition="Ready", status="true")
+            )
         if up:
             parts.append(_series("up", node, np.where(alive, 1.0, 0.0), job="node-exporter"))
     return pd.concat(parts, ignore_index=True)

@@ -61,8 +61,9 @@ def history_file(small_sim: sim.SimResult, tmp_path_factory: pytest.TempPathFact
 
 
 @pytest.fixture(scope="module")
-def prometheus(small_sim: sim.SimResult, tmp_path_factory: pytest.TempPathFactory,
-               prometheus_from_openmetrics: Any) -> LocalPrometheus:
+def prometheus(
+    small_sim: sim.SimResult, tmp_path_factory: pytest.TempPathFactory, prometheus_from_openmetrics: Any
+) -> LocalPrometheus:
     out = tmp_path_factory.mktemp("rca-om")
     small_sim.write(out, openmetrics=True, parquet=False)
     server: LocalPrometheus = prometheus_from_openmetrics(out / "metrics.om")
@@ -100,9 +101,7 @@ def test_real_prometheus_names_the_injected_cause_and_says_healthy_when_clean(
     assert [f["cause"] for f in clean["findings"]] == ["healthy"], clean
 
 
-def test_history_without_volcano_request_series_is_not_a_fault(
-    small_sim: sim.SimResult, tmp_path: Path
-) -> None:
+def test_history_without_volcano_request_series_is_not_a_fault(small_sim: sim.SimResult, tmp_path: Path) -> None:
     # Issue 16: a history that lacks volcano_queue_request_scalar_resources made every quiet window a
     # scheduling_starvation at 0.996. Unknown is not evidence: a clean window is not a fault, the family is
     # listed as missing, and a real fault in the same history is still found.
@@ -138,8 +137,7 @@ def test_history_without_tcp_counters_blames_no_network_on_a_quiet_cluster(
     assert "gpu_thermal" in {f["cause"] for f in hot["findings"]}, hot
 
 
-def test_history_with_almost_nothing_measured_is_insufficient_data(small_sim: sim.SimResult, tmp_path: Path
-                                                                  ) -> None:
+def test_history_with_almost_nothing_measured_is_insufficient_data(small_sim: sim.SimResult, tmp_path: Path) -> None:
     frame = to_long_frame(small_sim)
     path = tmp_path / "thin.parquet"
     write_frame(frame[frame["__name__"].isin(["node_load1", "volcano_queue_allocated_scalar_resources"])], path)
@@ -148,17 +146,31 @@ def test_history_with_almost_nothing_measured_is_insufficient_data(small_sim: si
     assert "DCGM_FI_DEV_GPU_UTIL" in result["findings"][0]["remediation"]
 
 
-def test_bad_inputs_are_one_line_errors(history_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-                                        ) -> None:
+def test_bad_inputs_are_one_line_errors(history_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = str(tmp_path / "x.json")
     assert main(["diagnose", "--at", THERMAL_AT, "--out", out]) == 1
     assert "exactly one of --prometheus-url" in capsys.readouterr().err
     assert main(["diagnose", "--history", str(history_file), "--at", "yesterday-ish", "--out", out]) == 1
     assert "--at" in capsys.readouterr().err
-    assert main(["diagnose", "--history", str(history_file), "--at", THERMAL_AT, "--scope", "rack=7",
-                 "--out", out]) == 1
+    assert (
+        main(["diagnose", "--history", str(history_file), "--at", THERMAL_AT, "--scope", "rack=7", "--out", out]) == 1
+    )
     assert "--scope" in capsys.readouterr().err
-    assert main(["diagnose", "--history", str(history_file), "--at", THERMAL_AT, "--model",
-                 str(tmp_path / "nope.json"), "--out", out]) == 1
+    assert (
+        main(
+            [
+                "diagnose",
+                "--history",
+                str(history_file),
+                "--at",
+                THERMAL_AT,
+                "--model",
+                str(tmp_path / "nope.json"),
+                "--out",
+                out,
+            ]
+        )
+        == 1
+    )
     assert "nope.json" in capsys.readouterr().err
     assert not Path(out).exists()

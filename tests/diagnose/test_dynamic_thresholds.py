@@ -24,8 +24,17 @@ def _frames(shift_at: int = 30) -> tuple[pd.DataFrame, pd.DataFrame]:
     value = 100 + rng.normal(0, 2, T.size)
     value[shift_at:] += 25  # an injected level shift the forecast did not expect
     history = pd.DataFrame({"series_id": "cluster", "timestamp": T, "value": value})
-    forecast = pd.DataFrame({"series_id": "cluster", "timestamp": T, "mean": 100.0, "lo-80": 95.0, "hi-80": 105.0,
-                             "lo-95": 92.0, "hi-95": 108.0})
+    forecast = pd.DataFrame(
+        {
+            "series_id": "cluster",
+            "timestamp": T,
+            "mean": 100.0,
+            "lo-80": 95.0,
+            "hi-80": 105.0,
+            "lo-95": 92.0,
+            "hi-95": 108.0,
+        }
+    )
     return history, forecast
 
 

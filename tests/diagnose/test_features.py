@@ -26,8 +26,16 @@ def test_every_feature_is_documented_in_features_md() -> None:
 
 def test_missing_series_are_nan_not_errors() -> None:
     t = pd.date_range("2026-03-02", periods=40, freq="1min", tz="UTC")
-    frame = pd.DataFrame({ID: 'DCGM_FI_DEV_GPU_UTIL{Hostname="n1",gpu="0"}', TIME: t, VALUE: 50.0,
-                          "__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "n1", "gpu": "0"})
+    frame = pd.DataFrame(
+        {
+            ID: 'DCGM_FI_DEV_GPU_UTIL{Hostname="n1",gpu="0"}',
+            TIME: t,
+            VALUE: 50.0,
+            "__name__": "DCGM_FI_DEV_GPU_UTIL",
+            "Hostname": "n1",
+            "gpu": "0",
+        }
+    )
     feats = window_features(WindowData(frame), t[-1], W)
     assert list(feats["node"]) == ["n1"]
     row = feats.iloc[0]

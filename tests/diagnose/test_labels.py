@@ -15,6 +15,6 @@ def test_scheduler_faults_never_overlap_on_one_queue_or_node() -> None:
     assert len({p.cause for p in plans}) == 2 and len(plans) > 10
     for i, a in enumerate(plans):
         assert a.fault_id == i
-        for b in plans[i + 1:]:
+        for b in plans[i + 1 :]:
             same = a.cause == b.cause and (a.queue, a.node) == (b.queue, b.node)
             assert not (same and a.start_s < b.end_s and b.start_s < a.end_s), (a, b)

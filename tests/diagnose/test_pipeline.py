@@ -21,8 +21,9 @@ TINY_TEST = (Scenario(seed=32, nodes=4, fault_rate_per_day=90, days=0.3),)
 
 
 def test_train_register_gate_and_serve(mlflow_settings: Settings, tmp_path: Path, rca_cache: Path) -> None:
-    job = RcaJob(cache_dir=rca_cache, train_scenarios=TINY_TRAIN, heldout_scenarios=TINY_TEST,
-                 save=tmp_path / "rca.json")
+    job = RcaJob(
+        cache_dir=rca_cache, train_scenarios=TINY_TRAIN, heldout_scenarios=TINY_TEST, save=tmp_path / "rca.json"
+    )
     registry = ModelRegistry(mlflow_settings.mlflow)
     first = train_rca(mlflow_settings, job, registry=registry)
     assert first.promoted and first.version == "1"
@@ -40,8 +41,7 @@ def test_train_register_gate_and_serve(mlflow_settings: Settings, tmp_path: Path
     assert served.predict(rows)[0] in set(served.classes_)
 
 
-def test_cli_diagnose_uses_the_registry_champion(mlflow_settings: Settings, tmp_path: Path, rca_cache: Path
-                                                 ) -> None:
+def test_cli_diagnose_uses_the_registry_champion(mlflow_settings: Settings, tmp_path: Path, rca_cache: Path) -> None:
     job = RcaJob(cache_dir=rca_cache, train_scenarios=TINY_TRAIN, heldout_scenarios=TINY_TEST)
     train_rca(mlflow_settings, job)
     run = simulate_scenario(TINY_TEST[0])

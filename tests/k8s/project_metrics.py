@@ -92,11 +92,15 @@ def project_openmetrics(history: SimHistory) -> str:
     outage = range(30, 34)
     out = _Writer()
 
-    out.family("predictor_loop_cycles", "counter", [
-        ({"result": "ok"}, _counter(grid, {h: 1.0 for h in range(hours) if h not in outage})),
-        ({"result": "error"}, _counter(grid, {h: 1.0 for h in outage})),
-        ({"result": "held"}, _counter(grid, {h: 1.0 for h in range(0, hours, 5)})),
-    ])
+    out.family(
+        "predictor_loop_cycles",
+        "counter",
+        [
+            ({"result": "ok"}, _counter(grid, {h: 1.0 for h in range(hours) if h not in outage})),
+            ({"result": "error"}, _counter(grid, {h: 1.0 for h in outage})),
+            ({"result": "held"}, _counter(grid, {h: 1.0 for h in range(0, hours, 5)})),
+        ],
+    )
     last_ok: list[tuple[int, float]] = []
     success = float(start)
     for stamp in grid:
@@ -105,14 +109,22 @@ def project_openmetrics(history: SimHistory) -> str:
         last_ok.append((stamp, success))
     out.family("predictor_loop_last_success_timestamp_seconds", "gauge", [({}, last_ok)])
     out.family("predictor_loop_cycle_duration_seconds", "gauge", [({}, [(t, 42.0) for t in grid])])
-    out.family("predictor_loop_changes", "counter", [
-        ({"mode": "server-dry-run", "outcome": "dry-run-ok"}, _counter(grid, {h: 2.0 for h in range(0, 12, 3)})),
-        ({"mode": "server-dry-run", "outcome": "rejected"}, _counter(grid, {40: 1.0})),
-    ])
-    out.family("predictor_loop_held", "counter", [
-        ({"reason": "dead_band"}, _counter(grid, {h: 3.0 for h in range(hours)})),
-        ({"reason": "cooldown"}, _counter(grid, {h: 1.0 for h in range(12, hours)})),
-    ])
+    out.family(
+        "predictor_loop_changes",
+        "counter",
+        [
+            ({"mode": "server-dry-run", "outcome": "dry-run-ok"}, _counter(grid, {h: 2.0 for h in range(0, 12, 3)})),
+            ({"mode": "server-dry-run", "outcome": "rejected"}, _counter(grid, {40: 1.0})),
+        ],
+    )
+    out.family(
+        "predictor_loop_held",
+        "counter",
+        [
+            ({"reason": "dead_band"}, _counter(grid, {h: 3.0 for h in range(hours)})),
+            ({"reason": "cooldown"}, _counter(grid, {h: 1.0 for h in range(12, hours)})),
+        ],
+    )
 
     def forecast_for(target: int, demand: float) -> float:
         hour = (target - start) / HOUR
@@ -154,9 +166,14 @@ def project_openmetrics(history: SimHistory) -> str:
     # planner.react_pending_gpus: re-plans between slots, and the reads of queues + pending that failed
     out.family("predictor_loop_react_cycles", "counter", [({}, [(t, 0.0) for t in grid])])
     out.family("predictor_loop_react_read_failures", "counter", [({}, [(t, 0.0) for t in grid])])
-    out.family("predictor_loop_fragmentation", "gauge", [
-        ({"measure": measure}, [(t, value) for t in grid])
-        for measure, value in (("fgd_gpus", 6.0), ("rate", 0.05), ("free_gpus", 20.0), ("free_nodes", 1.0))])
+    out.family(
+        "predictor_loop_fragmentation",
+        "gauge",
+        [
+            ({"measure": measure}, [(t, value) for t in grid])
+            for measure, value in (("fgd_gpus", 6.0), ("rate", 0.05), ("free_gpus", 20.0), ("free_nodes", 1.0))
+        ],
+    )
 
     targets, passed, profiles = [], [], []
     for index, node in enumerate(history.nodes):

@@ -11,8 +11,11 @@ import re
 from tests.k8s.manifests import REPO
 
 DOCKERFILE = (REPO / "Dockerfile").read_text(encoding="utf-8")
-INSTRUCTIONS = [line.strip() for line in re.sub(r"\\\n", " ", DOCKERFILE).splitlines()
-                if line.strip() and not line.lstrip().startswith("#")]
+INSTRUCTIONS = [
+    line.strip()
+    for line in re.sub(r"\\\n", " ", DOCKERFILE).splitlines()
+    if line.strip() and not line.lstrip().startswith("#")
+]
 
 
 def _stages() -> list[list[str]]:

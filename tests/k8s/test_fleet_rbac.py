@@ -21,8 +21,9 @@ FLEET = K8S / "examples" / "fleet"
 
 def settings_map(objects: list[Obj]) -> Obj:
     """The settings ConfigMap (its name carries kustomize's content hash)."""
-    [config] = [o for o in objects
-                if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("predictor-settings-")]
+    [config] = [
+        o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("predictor-settings-")
+    ]
     return config
 
 
@@ -32,8 +33,11 @@ def test_the_fleet_role_names_the_lease_of_each_in_cluster_member_and_nothing_mo
     (tmp_path / "settings.yaml").write_text(config["data"]["settings.yaml"], encoding="utf-8")
     settings = load_settings(tmp_path / "settings.yaml")
     assert settings.clusters, "the example lists no clusters"
-    here = {cluster_settings(settings, c.name).loop.lease_name for c in settings.clusters
-            if c.kube_context is None and c.kubeconfig is None}
+    here = {
+        cluster_settings(settings, c.name).loop.lease_name
+        for c in settings.clusters
+        if c.kube_context is None and c.kubeconfig is None
+    }
     assert here == {"gpu-capacity-predictor-loop-home"}
     loop = ("gpu-capacity-predictor", "predictor-loop")
     expected = {k: v for k, v in EXPECTED[loop].items() if not k[1].startswith("leases/")}
@@ -45,8 +49,9 @@ def test_every_member_kubeconfig_is_mounted_into_the_loop() -> None:
     objects = render_dir(FLEET)
     config = settings_map(objects)
     deployment = find(objects, "Deployment", "predictor-loop")
-    mounts = [m["mountPath"] for c in deployment["spec"]["template"]["spec"]["containers"]
-              for m in c.get("volumeMounts", [])]
+    mounts = [
+        m["mountPath"] for c in deployment["spec"]["template"]["spec"]["containers"] for m in c.get("volumeMounts", [])
+    ]
     for cluster in yaml.safe_load(config["data"]["settings.yaml"])["clusters"]:
         if cluster.get("kubeconfig"):
             assert any(str(cluster["kubeconfig"]).startswith(m.rstrip("/") + "/") for m in mounts), cluster

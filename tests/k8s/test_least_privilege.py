@@ -114,10 +114,13 @@ def test_the_xdp_load_job_holds_the_loader_privileges_on_one_node(directory: obj
         assert job["metadata"]["name"].endswith(pod["nodeName"])
 
 
-@pytest.mark.parametrize("args", [
-    ["xdp", "upgrade", "--pin-dir", "/bpf/gpu-capacity-predictor"],
-    ["xdp", "unload", "--pin-dir", "/bpf/gpu-capacity-predictor"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["xdp", "upgrade", "--pin-dir", "/bpf/gpu-capacity-predictor"],
+        ["xdp", "unload", "--pin-dir", "/bpf/gpu-capacity-predictor"],
+    ],
+)
 def test_the_documented_upgrade_and_unload_commands_parse(args: list[str]) -> None:
     text = (XDP_LOAD_EXAMPLE / "kustomization.yaml").read_text(encoding="utf-8")
     assert f"[{', '.join(args)}]" in text

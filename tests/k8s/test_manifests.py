@@ -37,10 +37,21 @@ from tests.k8s.manifests import (
 
 KUBERNETES_VERSION = "1.37.0"
 EXPECTED_KINDS = {
-    "ClusterRole": 1, "ClusterRoleBinding": 1, "ConfigMap": 4, "CronJob": 3, "DaemonSet": 1, "Deployment": 1,
-    "Namespace": 2, "NetworkPolicy": 2, "PersistentVolumeClaim": 1, "PrometheusRule": 1, "Role": 2,
-    "RoleBinding": 2, "Service": 2,
-    "ServiceAccount": 3, "ServiceMonitor": 2,
+    "ClusterRole": 1,
+    "ClusterRoleBinding": 1,
+    "ConfigMap": 4,
+    "CronJob": 3,
+    "DaemonSet": 1,
+    "Deployment": 1,
+    "Namespace": 2,
+    "NetworkPolicy": 2,
+    "PersistentVolumeClaim": 1,
+    "PrometheusRule": 1,
+    "Role": 2,
+    "RoleBinding": 2,
+    "Service": 2,
+    "ServiceAccount": 3,
+    "ServiceMonitor": 2,
 }
 LOOP_NS, NODE_NS = "gpu-capacity-predictor", "gpu-capacity-predictor-node"
 PIN_HOST_PATH = {"path": "/sys/fs/bpf/gpu-capacity-predictor", "type": "DirectoryOrCreate"}
@@ -72,8 +83,10 @@ def _strict(schema: Any) -> Any:
     """A CRD schema that rejects unknown fields like the API server's strict field validation does."""
     if isinstance(schema, dict):
         schema = {k: _strict(v) for k, v in schema.items()}
-        if "properties" in schema and "additionalProperties" not in schema and not schema.get(
-            "x-kubernetes-preserve-unknown-fields"
+        if (
+            "properties" in schema
+            and "additionalProperties" not in schema
+            and not schema.get("x-kubernetes-preserve-unknown-fields")
         ):
             schema["additionalProperties"] = False
         return schema
@@ -275,8 +288,14 @@ def _train_command(container: Obj) -> list[str]:
     script = _kubernetes_expand(container["args"][0]).replace("/etc/predictor/settings.yaml", str(SETTINGS))
     assert script.startswith("exec predictor ")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    done = subprocess.run(["/bin/sh", "-c", "exec echo " + script[len("exec "):]], capture_output=True, text=True,
-                          env=env, check=True, timeout=120)
+    done = subprocess.run(
+        ["/bin/sh", "-c", "exec echo " + script[len("exec ") :]],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=120,
+    )
     argv = shlex.split(done.stdout)
     assert argv[0] == "predictor"
     return [a.replace(str(SETTINGS), "/etc/predictor/settings.yaml") for a in argv[1:]]
@@ -321,8 +340,10 @@ def test_every_reference_resolves(overlay: str) -> None:
         ns = obj["metadata"]["namespace"]
         assert ("ServiceAccount", ns, spec["serviceAccountName"]) in names
         for volume in spec.get("volumes", []):
-            for kind, key, ref in (("ConfigMap", "configMap", "name"), ("PersistentVolumeClaim",
-                                                                         "persistentVolumeClaim", "claimName")):
+            for kind, key, ref in (
+                ("ConfigMap", "configMap", "name"),
+                ("PersistentVolumeClaim", "persistentVolumeClaim", "claimName"),
+            ):
                 if key in volume:
                     target = volume[key][ref]
                     if (kind, target) in optional:
@@ -337,17 +358,30 @@ def test_every_reference_resolves(overlay: str) -> None:
     for monitor in (o for o in objects if o["kind"] == "ServiceMonitor"):
         ns = monitor["metadata"]["namespace"]
         selector = monitor["spec"]["selector"]["matchLabels"]
-        services = [o for o in objects if o["kind"] == "Service" and o["metadata"]["namespace"] == ns
-                    and selector.items() <= o["metadata"]["labels"].items()]
+        services = [
+            o
+            for o in objects
+            if o["kind"] == "Service"
+            and o["metadata"]["namespace"] == ns
+            and selector.items() <= o["metadata"]["labels"].items()
+        ]
         assert len(services) == 1, monitor["metadata"]["name"]
         service = services[0]
         ports = {p["name"]: p for p in service["spec"]["ports"]}
-        pods = [o for o in objects if pod_spec(o) is not None and o["metadata"]["namespace"] == ns
-                and service["spec"]["selector"].items()
-                <= (o["spec"]["template"]["metadata"]["labels"] if o["kind"] != "CronJob" else {}).items()]
+        pods = [
+            o
+            for o in objects
+            if pod_spec(o) is not None
+            and o["metadata"]["namespace"] == ns
+            and service["spec"]["selector"].items()
+            <= (o["spec"]["template"]["metadata"]["labels"] if o["kind"] != "CronJob" else {}).items()
+        ]
         assert len(pods) == 1, service["metadata"]["name"]
-        container_ports = {p["name"]: p["containerPort"] for c in pod_spec(pods[0])["containers"]  # type: ignore[index]
-                           for p in c.get("ports", [])}
+        container_ports = {
+            p["name"]: p["containerPort"]
+            for c in pod_spec(pods[0])["containers"]  # type: ignore[index]
+            for p in c.get("ports", [])
+        }
         for endpoint in monitor["spec"]["endpoints"]:
             assert endpoint["port"] in ports
             assert ports[endpoint["port"]]["targetPort"] in container_ports
@@ -363,8 +397,13 @@ def test_dashboard_is_a_grafana_sidecar_dashboard() -> None:
     panels = board["panels"]
     assert len({p["id"] for p in panels}) == len(panels)
     titles = " | ".join(p["title"] for p in panels)
-    for needed in ("quota vs allocated vs forecast", "GPU utilisation by node", "Job → pod → node",
-                   "loop", "XDP packets per target"):
+    for needed in (
+        "quota vs allocated vs forecast",
+        "GPU utilisation by node",
+        "Job → pod → node",
+        "loop",
+        "XDP packets per target",
+    ):
         assert needed in titles
     for panel in panels:
         for target in panel.get("targets", []):
@@ -377,7 +416,10 @@ def test_retrain_all_component_replaces_the_per_family_cronjobs() -> None:
     assert [c["metadata"]["name"] for c in crons] == ["predictor-retrain"]
     job = crons[0]["spec"]["jobTemplate"]["spec"]
     assert job["template"]["spec"]["containers"][0]["args"] == [
-        "--config", "/etc/predictor/settings.yaml", "retrain", "--all"
+        "--config",
+        "/etc/predictor/settings.yaml",
+        "retrain",
+        "--all",
     ]
     assert crons[0]["spec"]["concurrencyPolicy"] == "Forbid"
     for obj in objects:
@@ -386,7 +428,12 @@ def test_retrain_all_component_replaces_the_per_family_cronjobs() -> None:
 
 
 def test_one_image_for_every_container_of_every_rendering() -> None:
-    renderings = (render("dry-run"), render("apply"), render_with_retrain_all(), render_dir(XDP_LOAD),
-                  render_dir(XDP_LOAD_EXAMPLE))
+    renderings = (
+        render("dry-run"),
+        render("apply"),
+        render_with_retrain_all(),
+        render_dir(XDP_LOAD),
+        render_dir(XDP_LOAD_EXAMPLE),
+    )
     images = {c["image"] for o in renderings for _w, _s, c in containers(o)}
     assert len(images) == 1, images

@@ -26,9 +26,11 @@ from tests.k8s.promql import Query, dashboard_queries, rule_groups, rule_queries
 from tests.support.localprom import LocalPrometheus
 
 START = pd.Timestamp("2026-03-02", tz="UTC")
-ALL_QUERIES = [q for q in (*rule_queries(), *dashboard_queries())
-               if q.where.removeprefix("alert ") not in {"GpuThermalThrottling", "GpuPowerCapped",
-                                                          "RocePfcPauseStorm"}]
+ALL_QUERIES = [
+    q
+    for q in (*rule_queries(), *dashboard_queries())
+    if q.where.removeprefix("alert ") not in {"GpuThermalThrottling", "GpuPowerCapped", "RocePfcPauseStorm"}
+]
 
 
 def test_promtool_checks_the_rules(tmp_path: Path) -> None:
@@ -45,8 +47,11 @@ def test_promtool_checks_the_rules(tmp_path: Path) -> None:
 def test_the_project_alerts_are_all_there() -> None:
     alerts = {r["alert"] for g in rule_groups() for r in g["rules"] if "alert" in r}
     assert {
-        "PredictorLoopStale", "PredictorPlansHeldLong", "PredictorForecastErrorHigh",
-        "PredictorDemandAboveForecastBand", "PredictorDemandBelowForecastBand",
+        "PredictorLoopStale",
+        "PredictorPlansHeldLong",
+        "PredictorForecastErrorHigh",
+        "PredictorDemandAboveForecastBand",
+        "PredictorDemandBelowForecastBand",
     } <= alerts
     for group in rule_groups():
         for rule in group["rules"]:
@@ -240,8 +245,9 @@ def test_band_metric_names_match_the_diagnose_code() -> None:
     from prometheus_client import CollectorRegistry
 
     registry = CollectorRegistry()
-    forecast = pd.DataFrame({"series_id": ["cluster"], "timestamp": [pd.Timestamp("2026-03-02", tz="UTC")],
-                             "lo-80": [1.0], "hi-80": [2.0]})
+    forecast = pd.DataFrame(
+        {"series_id": ["cluster"], "timestamp": [pd.Timestamp("2026-03-02", tz="UTC")], "lo-80": [1.0], "hi-80": [2.0]}
+    )
     bands.export_forecast_bands(registry, forecast, level=80, at=pd.Timestamp("2026-03-02", tz="UTC"))
     exported = {(m.name, frozenset(s.labels)) for m in registry.collect() for s in m.samples}
     assert exported == {(bands.UPPER, frozenset({"series", "level"})), (bands.LOWER, frozenset({"series", "level"}))}

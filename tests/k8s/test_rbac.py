@@ -40,8 +40,11 @@ SERVICE_ACCOUNTS = {
 
 def grants(objects: list[Obj]) -> dict[tuple[str, str], dict[tuple[str, str], set[str]]]:
     """(namespace, service account) -> (API group, resource) -> verbs, from every (Cluster)Role binding."""
-    roles = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in objects
-             if o["kind"] in ("Role", "ClusterRole")}
+    roles = {
+        (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o
+        for o in objects
+        if o["kind"] in ("Role", "ClusterRole")
+    }
     table: dict[tuple[str, str], dict[tuple[str, str], set[str]]] = defaultdict(lambda: defaultdict(set))
     for binding in (o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")):
         ref = binding["roleRef"]

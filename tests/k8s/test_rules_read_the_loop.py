@@ -129,7 +129,8 @@ class Scrapes:
     def __init__(self) -> None:
         self.kinds: dict[str, str] = {}
         self.samples: dict[str, dict[tuple[tuple[str, str], ...], list[tuple[int, float]]]] = defaultdict(
-            lambda: defaultdict(list))
+            lambda: defaultdict(list)
+        )
 
     def add(self, text: str, stamps: list[int]) -> None:
         for family in text_string_to_metric_families(text):
@@ -201,20 +202,32 @@ def loop_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalP
     tsdb = work / "tsdb"
     backfill(work / "source.om", tsdb)
 
-    loop_settings = load_settings(None, actuators={"mode": "plan", "audit_log": work / "audit.jsonl",
-                                                   "plan_dir": work / "plans"})
+    loop_settings = load_settings(
+        None, actuators={"mode": "plan", "audit_log": work / "audit.jsonl", "plan_dir": work / "plans"}
+    )
     metrics = LoopMetrics()
-    cluster = FileCluster([queue_object(q, deserved=8, capability=16, guarantee=0, allocated=4) for q in queues],
-                          {"items": [{"metadata": {"name": f"node-{i}"}, "status": {"allocatable": {
-                              "nvidia.com/gpu": "8"}}} for i in range(3)]})
+    cluster = FileCluster(
+        [queue_object(q, deserved=8, capability=16, guarantee=0, allocated=4) for q in queues],
+        {
+            "items": [
+                {"metadata": {"name": f"node-{i}"}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}}
+                for i in range(3)
+            ]
+        },
+    )
     clock = {"now": START}
     scrapes = Scrapes()
     server = MetricsServer(metrics, 0, "127.0.0.1")
     with server, LocalPrometheus(tsdb, scrape=(f"127.0.0.1:{server.port}",)) as prom:
         history = SourceHistory(PrometheusSource(PrometheusSettings(url=prom.url)), lookback_h=DAYS * 24)
-        loop = Loop(loop_settings, cluster=cluster, history=Outage(history), metrics=metrics,
-                    forecaster=EstimatorForecaster(forecasters.create("naive"), version="1"),
-                    clock=lambda: clock["now"])
+        loop = Loop(
+            loop_settings,
+            cluster=cluster,
+            history=Outage(history),
+            metrics=metrics,
+            forecaster=EstimatorForecaster(forecasters.create("naive"), version="1"),
+            clock=lambda: clock["now"],
+        )
         for hour in range(FIRST_CYCLE_H, DAYS * 24):
             clock["now"] = START + pd.Timedelta(hours=hour)
             loop.run_once()
@@ -233,8 +246,9 @@ def _window() -> dict[str, float]:
     return {"start": start, "end": START.timestamp() + DAYS * 24 * HOUR - 300, "step": 900}
 
 
-def test_a_live_scrape_of_the_loop_carries_the_series_the_rules_read(loop_prom: tuple[LocalPrometheus, set[str]]
-                                                                     ) -> None:
+def test_a_live_scrape_of_the_loop_carries_the_series_the_rules_read(
+    loop_prom: tuple[LocalPrometheus, set[str]],
+) -> None:
     read = {name for q in QUERIES for name in LOOP_SERIES.findall(q.expr)}
     assert {"predictor_forecast_upper", "predictor_forecast_lower", "predictor_loop_forecast_gpus"} <= read
     assert read <= loop_prom[1], f"the loop's /metrics, scraped by Prometheus, lacks {read - loop_prom[1]}"
@@ -250,8 +264,9 @@ def _selectors(expr: str) -> list[tuple[str, set[str]]]:
 
 
 @pytest.mark.parametrize("query", QUERIES, ids=[q.where for q in QUERIES])
-def test_every_loop_query_reads_what_the_loop_exports(loop_prom: tuple[LocalPrometheus, set[str]],
-                                                      query: Query) -> None:
+def test_every_loop_query_reads_what_the_loop_exports(
+    loop_prom: tuple[LocalPrometheus, set[str]], query: Query
+) -> None:
     prom = loop_prom[0]
     name = query.where.removeprefix("alert ")
     if name in HEALTH_ALERTS:
@@ -276,8 +291,7 @@ def test_loop_health_alerts_fire_in_the_outage_only(loop_prom: tuple[LocalPromet
 
 
 @pytest.mark.parametrize("alert", sorted(ANOMALY_ALERTS))
-def test_band_alerts_fire_on_the_injected_anomaly_only(loop_prom: tuple[LocalPrometheus, set[str]],
-                                                       alert: str) -> None:
+def test_band_alerts_fire_on_the_injected_anomaly_only(loop_prom: tuple[LocalPrometheus, set[str]], alert: str) -> None:
     prom = loop_prom[0]
     expr = next(q.expr for q in QUERIES if q.where == f"alert {alert}")
     firing, quiet = ANOMALY_ALERTS[alert]

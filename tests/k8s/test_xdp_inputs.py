@@ -21,8 +21,9 @@ def test_loop_writes_the_configmap_the_agents_mount(overlay: str, tmp_path: Path
     assert cm["metadata"]["namespace"] == xdp.namespace and not cm.get("data")  # shipped empty
     role = find(objects, "Role", "gpu-capacity-predictor-loop-xdp-inputs")
     assert role["metadata"]["namespace"] == xdp.namespace
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [xdp.configmap],
-                              "verbs": ["get", "patch"]}]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [xdp.configmap], "verbs": ["get", "patch"]}
+    ]
     agent = find(objects, "DaemonSet", "predictor-node-agent")
     spec = agent["spec"]["template"]["spec"]
     assert agent["metadata"]["namespace"] == xdp.namespace
@@ -31,8 +32,9 @@ def test_loop_writes_the_configmap_the_agents_mount(overlay: str, tmp_path: Path
     mount = next(m["mountPath"] for m in container["volumeMounts"] if m["name"] == volume["name"])
     template = next(o for o in objects if o["metadata"]["name"].startswith("predictor-agent-config"))
     path = tmp_path / "agent.yaml"
-    path.write_text(template["data"]["agent.yaml.tmpl"].replace("__NODE_NAME__", "gpu-7").replace(
-        "__HOST_IP__", "10.0.0.7"))
+    path.write_text(
+        template["data"]["agent.yaml.tmpl"].replace("__NODE_NAME__", "gpu-7").replace("__HOST_IP__", "10.0.0.7")
+    )
     settings = load_agent_settings(path)
     assert settings.inputs == Path(mount) / "gpu-7.json"  # the key the loop writes for node gpu-7
     # The agent holds on inputs older than a missed loop cycle, not within one interval.

@@ -8,10 +8,22 @@ from predictor.actuators.audit import AuditLog, AuditRecord, read_state, write_s
 from predictor.atomicio import write_text
 
 
-def record(outcome: str, queue: str = "team-a", cycle: str = "c1", unix: float = 100.0,
-           mode: str = "apply") -> AuditRecord:
-    return AuditRecord(timestamp="t", cycle=cycle, queue=queue, field="deserved", before=16.0, after=24.0,
-                       reason="r", mode=mode, outcome=outcome, resource="nvidia.com/gpu", unix=unix)
+def record(
+    outcome: str, queue: str = "team-a", cycle: str = "c1", unix: float = 100.0, mode: str = "apply"
+) -> AuditRecord:
+    return AuditRecord(
+        timestamp="t",
+        cycle=cycle,
+        queue=queue,
+        field="deserved",
+        before=16.0,
+        after=24.0,
+        reason="r",
+        mode=mode,
+        outcome=outcome,
+        resource="nvidia.com/gpu",
+        unix=unix,
+    )
 
 
 def test_records_are_appended_and_a_torn_last_line_is_skipped(tmp_path: Path) -> None:
@@ -27,8 +39,15 @@ def test_records_are_appended_and_a_torn_last_line_is_skipped(tmp_path: Path) ->
 
 def test_cooldowns_done_cycles_and_pending_intents_come_back_from_the_log(tmp_path: Path) -> None:
     log = AuditLog(tmp_path / "audit.jsonl")
-    log.append([record("intent", unix=100), record("applied", unix=100), record("cycle-done", queue="*"),
-                record("intent", queue="team-b", cycle="c2", unix=200), record("planned", queue="x", mode="plan")])
+    log.append(
+        [
+            record("intent", unix=100),
+            record("applied", unix=100),
+            record("cycle-done", queue="*"),
+            record("intent", queue="team-b", cycle="c2", unix=200),
+            record("planned", queue="x", mode="plan"),
+        ]
+    )
     assert log.last_changed("apply") == {"team-a": 100.0}
     assert log.last_changed("plan") == {"x": 100.0}
     assert log.done_cycles() == {"c1"}
@@ -51,10 +70,16 @@ def test_a_running_loop_answers_as_a_restarted_one_as_the_log_grows(tmp_path: Pa
     log = AuditLog(path)
     batches = [
         [record("intent", unix=100), record("applied", unix=100), record("intent", queue="team-b", unix=100)],
-        [record("cycle-done", queue="*"), record("held", queue="team-b"),
-         record("planned", queue="x", mode="plan", unix=150)],
-        [record("intent", queue="team-b", cycle="c2", unix=200), record("applied", unix=300, cycle="c2"),
-         record("abandoned", queue="team-b", unix=200)],
+        [
+            record("cycle-done", queue="*"),
+            record("held", queue="team-b"),
+            record("planned", queue="x", mode="plan", unix=150),
+        ],
+        [
+            record("intent", queue="team-b", cycle="c2", unix=200),
+            record("applied", unix=300, cycle="c2"),
+            record("abandoned", queue="team-b", unix=200),
+        ],
     ]
     for batch in batches:
         log.append(batch)

@@ -60,8 +60,19 @@ class FromBase:
     """A forecast that has not seen the burst: each queue's usual level, ±2/±4 bands, for 24 h."""
 
     def forecast(self, history: pd.DataFrame, *, horizon: int) -> tuple[pd.DataFrame, dict[str, str]]:
-        rows = [{"series_id": q, "timestamp": NOW + pd.Timedelta(hours=h), "mean": v, "lo-80": v - 2,
-                 "hi-80": v + 2, "lo-95": v - 4, "hi-95": v + 4} for q, v in BASE.items() for h in range(horizon)]
+        rows = [
+            {
+                "series_id": q,
+                "timestamp": NOW + pd.Timedelta(hours=h),
+                "mean": v,
+                "lo-80": v - 2,
+                "hi-80": v + 2,
+                "lo-95": v - 4,
+                "hi-95": v + 4,
+            }
+            for q, v in BASE.items()
+            for h in range(horizon)
+        ]
         return pd.DataFrame(rows), {"gpu-forecast": "7"}
 
 
@@ -73,9 +84,14 @@ def _fitted_demand_model() -> RunDemandModel:
     runs["y_mem_frac"] = np.clip(0.4 + rng.normal(0, 0.1, n), 0, 1)
     times = pd.date_range("2026-10-01", periods=24 * 28, freq="h", tz="UTC")
     daily = np.sin(np.arange(len(times)) * 2 * np.pi / 24)
-    queues = pd.concat([pd.DataFrame({"series_id": q, "timestamp": times,
-                                      "demand": level * (1 + 0.2 * daily) + rng.normal(0, 1, len(times))})
-                        for q, level in (("x", 12.0), ("y", 40.0))])
+    queues = pd.concat(
+        [
+            pd.DataFrame(
+                {"series_id": q, "timestamp": times, "demand": level * (1 + 0.2 * daily) + rng.normal(0, 1, len(times))}
+            )
+            for q, level in (("x", 12.0), ("y", 40.0))
+        ]
+    )
     return RunDemandModel(max_iter=25).fit(runs).fit_queues(queues)
 
 
@@ -92,9 +108,11 @@ def champion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]
 
 
 def _settings(tmp_path: Path) -> Settings:
-    return load_settings(None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl",
-                                          "plan_dir": tmp_path / "plans"},
-                         planner={"max_step_abs": 64, "max_step_rel": 10})
+    return load_settings(
+        None,
+        actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"},
+        planner={"max_step_abs": 64, "max_step_rel": 10},
+    )
 
 
 def _demand_loop(tmp_path: Path) -> Loop:
@@ -103,13 +121,19 @@ def _demand_loop(tmp_path: Path) -> Loop:
     (tmp_path / "pending.csv").write_text(_pending().to_csv(index=False))
     settings = _settings(tmp_path)
     demand = RegistryDemand(ModelRegistry(settings.mlflow), FileJobs(tmp_path / "pending.csv"))
-    return Loop(settings, cluster=FileCluster(json.loads(inputs["queues"].read_text()),
-                                              json.loads(inputs["nodes"].read_text())),
-                history=FileHistoryFrame(), forecaster=FromBase(), clock=lambda: NOW, demand=demand)
+    return Loop(
+        settings,
+        cluster=FileCluster(json.loads(inputs["queues"].read_text()), json.loads(inputs["nodes"].read_text())),
+        history=FileHistoryFrame(),
+        forecaster=FromBase(),
+        clock=lambda: NOW,
+        demand=demand,
+    )
 
 
 def test_a_cycle_serves_the_demand_champion_and_says_what_set_each_queue(
-        champion: tuple[str, str], tmp_path: Path) -> None:
+    champion: tuple[str, str], tmp_path: Path
+) -> None:
     _, version = champion
     report = _demand_loop(tmp_path).run_once(force=True)
     assert report.plan is not None and report.hold is None
@@ -132,7 +156,8 @@ def test_a_cycle_serves_the_demand_champion_and_says_what_set_each_queue(
 
 
 def test_without_a_demand_champion_every_queue_is_forecast_sized_and_says_demand_is_unknown(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PREDICTOR_MLFLOW__TRACKING_URI", f"sqlite:///{tmp_path / 'empty.db'}")
     report = _demand_loop(tmp_path).run_once(force=True)
@@ -141,18 +166,32 @@ def test_without_a_demand_champion_every_queue_is_forecast_sized_and_says_demand
     assert deserved and all(c.code == "forecast" for c in deserved)
     assert all("demand unknown: no champion for gpu-demand" in c.reason for c in deserved)
     assert json.loads((tmp_path / "plans" / "plan.json").read_text())["models"] == {
-        "gpu-forecast": "models:/gpu-forecast/7"}
+        "gpu-forecast": "models:/gpu-forecast/7"
+    }
 
 
-def test_the_demand_file_round_trips_into_plan_and_matches_the_loop(
-        champion: tuple[str, str], tmp_path: Path) -> None:
+def test_the_demand_file_round_trips_into_plan_and_matches_the_loop(champion: tuple[str, str], tmp_path: Path) -> None:
     _, version = champion
     inputs = write_plan_inputs(tmp_path, NOW)
     _history().to_csv(tmp_path / "history.csv", index=False)
     _pending().to_csv(tmp_path / "pending.csv", index=False)
     out = tmp_path / "demand.csv"
-    assert main(["demand", "--history", str(tmp_path / "history.csv"), "--pending", str(tmp_path / "pending.csv"),
-                 "--now", NOW.isoformat(), "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "demand",
+                "--history",
+                str(tmp_path / "history.csv"),
+                "--pending",
+                str(tmp_path / "pending.csv"),
+                "--now",
+                NOW.isoformat(),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     frame = pd.read_csv(out)
     assert list(frame.columns) == ["queue", "resource", "peak", "now", "quantile", "horizon_h", "model", "timestamp"]
     assert frame["queue"].tolist() == ["team-a"]  # team-b: no job data, no row (unknown, not 0)
@@ -164,9 +203,28 @@ def test_the_demand_file_round_trips_into_plan_and_matches_the_loop(
     config.write_text("planner:\n  max_step_abs: 64\n  max_step_rel: 10\n")
     forecast = FromBase().forecast(pd.DataFrame(), horizon=25)[0]
     forecast.to_csv(tmp_path / "forecast.csv", index=False)
-    assert main(["plan", "--queues", str(inputs["queues"]), "--nodes", str(inputs["nodes"]), "--forecast",
-                 str(tmp_path / "forecast.csv"), "--demand", str(out), "--out", str(tmp_path / "offline"),
-                 "--now", NOW.isoformat(), "--config", str(config)]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--queues",
+                str(inputs["queues"]),
+                "--nodes",
+                str(inputs["nodes"]),
+                "--forecast",
+                str(tmp_path / "forecast.csv"),
+                "--demand",
+                str(out),
+                "--out",
+                str(tmp_path / "offline"),
+                "--now",
+                NOW.isoformat(),
+                "--config",
+                str(config),
+            ]
+        )
+        == 0
+    )
     offline = json.loads((tmp_path / "offline" / "plan.json").read_text())
     assert offline["models"] == {"gpu-demand": f"models:/gpu-demand/{version}"}
     a = {c["field"]: c for c in offline["changes"] if c["queue"] == "team-a"}
@@ -176,7 +234,8 @@ def test_the_demand_file_round_trips_into_plan_and_matches_the_loop(
 
 
 def test_predictor_loop_once_with_pending_serves_the_champion(
-        champion: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    champion: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The CLI wiring: `--history` with `--pending` turns the registry's demand model on (plan mode)."""
     _, version = champion
     now = pd.Timestamp.now(tz="UTC").floor("h")
@@ -186,19 +245,29 @@ def test_predictor_loop_once_with_pending_serves_the_champion(
     _pending().assign(timestamp=lambda f: f["timestamp"] + shift).to_csv(tmp_path / "pending.csv", index=False)
     monkeypatch.setenv("PREDICTOR_ACTUATORS__AUDIT_LOG", str(tmp_path / "audit.jsonl"))
     monkeypatch.setenv("PREDICTOR_ACTUATORS__PLAN_DIR", str(tmp_path / "plans"))
-    args = ["loop", "--once", "--history", str(tmp_path / "history.csv"), "--queues", str(inputs["queues"]),
-            "--model", "seasonal_naive_24"]
+    args = [
+        "loop",
+        "--once",
+        "--history",
+        str(tmp_path / "history.csv"),
+        "--queues",
+        str(inputs["queues"]),
+        "--model",
+        "seasonal_naive_24",
+    ]
     assert main([*args, "--pending", str(tmp_path / "pending.csv")]) == 0
     models = json.loads((tmp_path / "plans" / "plan.json").read_text())["models"]
     assert models == {"gpu-demand": f"models:/gpu-demand/{version}", "gpu-forecast": "seasonal_naive_24 (unregistered)"}
     # Without --pending there is no job data: no demand model is served, the forecast plans alone.
     assert main([*args, "--force"]) == 0
     assert json.loads((tmp_path / "plans" / "plan.json").read_text())["models"] == {
-        "gpu-forecast": "seasonal_naive_24 (unregistered)"}
+        "gpu-forecast": "seasonal_naive_24 (unregistered)"
+    }
 
 
 def test_predictor_demand_with_a_champion_that_cannot_load_writes_nothing_and_says_why(
-        champion: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    champion: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The champion's artifacts were deleted: one error line naming the registry, exit 1, no demand file
     (an empty one would read as "every queue unknown" to `plan --demand`)."""
     uri, version = champion
@@ -206,21 +275,48 @@ def test_predictor_demand_with_a_champion_that_cannot_load_writes_nothing_and_sa
     _history().to_csv(tmp_path / "history.csv", index=False)
     _pending().to_csv(tmp_path / "pending.csv", index=False)
     out = tmp_path / "demand.csv"
-    code = main(["demand", "--history", str(tmp_path / "history.csv"), "--pending", str(tmp_path / "pending.csv"),
-                 "--now", NOW.isoformat(), "--out", str(out)])
+    code = main(
+        [
+            "demand",
+            "--history",
+            str(tmp_path / "history.csv"),
+            "--pending",
+            str(tmp_path / "pending.csv"),
+            "--now",
+            NOW.isoformat(),
+            "--out",
+            str(out),
+        ]
+    )
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
     assert code == 1 and not out.exists()
     assert len(errors) == 1 and uri in errors[0] and "gpu-demand" in errors[0] and f"v{version}" in errors[0]
 
 
 def test_plan_demand_rows_for_queues_not_in_the_queue_list_are_left_out_with_a_note(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     inputs = write_plan_inputs(tmp_path, NOW)
     FromBase().forecast(pd.DataFrame(), horizon=25)[0].to_csv(tmp_path / "forecast.csv", index=False)
     (tmp_path / "demand.csv").write_text("queue,peak\nteam-a,12\nteam-typo,40\n")
-    assert main(["plan", "--queues", str(inputs["queues"]), "--forecast", str(tmp_path / "forecast.csv"),
-                 "--demand", str(tmp_path / "demand.csv"), "--out", str(tmp_path / "out"),
-                 "--now", NOW.isoformat()]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--queues",
+                str(inputs["queues"]),
+                "--forecast",
+                str(tmp_path / "forecast.csv"),
+                "--demand",
+                str(tmp_path / "demand.csv"),
+                "--out",
+                str(tmp_path / "out"),
+                "--now",
+                NOW.isoformat(),
+            ]
+        )
+        == 0
+    )
     assert "demand for 1 queue(s) not in --queues left out: team-typo" in capsys.readouterr().out
     plan = json.loads((tmp_path / "out" / "plan.json").read_text())
     assert "team-typo" not in {c["queue"] for c in plan["changes"]} | {h["queue"] for h in plan["held"]}

@@ -57,7 +57,9 @@ def champion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_predictor_demand_and_a_loop_cycle_serve_the_champion_from_prometheus(
-    volcano: tuple[LocalPrometheus, list[str], pd.Timestamp], champion: str, tmp_path: Path,
+    volcano: tuple[LocalPrometheus, list[str], pd.Timestamp],
+    champion: str,
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     prom, queues, end = volcano
@@ -74,24 +76,53 @@ def test_predictor_demand_and_a_loop_cycle_serve_the_champion_from_prometheus(
     expected = newest.groupby("queue_name")["value"].max()
     assert dict(zip(frame["queue"], frame["now"], strict=True)) == pytest.approx(expected.to_dict())
 
-    settings = load_settings(None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl",
-                                              "plan_dir": tmp_path / "plans"},
-                             planner={"max_step_abs": 1000, "max_step_rel": 10})
-    items = [{"metadata": {"name": q, "annotations": {}}, "spec": {"deserved": {"nvidia.com/gpu": "4"},
-                                                                   "capability": {"nvidia.com/gpu": "8"}}}
-             for q in queues]
-    nodes = {"items": [{"metadata": {"name": f"n{i}"}, "status": {"allocatable": {"nvidia.com/gpu": "8"},
-                                                                  "conditions": [{"type": "Ready", "status": "True"}]}}
-                       for i in range(60)]}  # room for every queue's demand: no Σ deserved scaling
+    settings = load_settings(
+        None,
+        actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"},
+        planner={"max_step_abs": 1000, "max_step_rel": 10},
+    )
+    items = [
+        {
+            "metadata": {"name": q, "annotations": {}},
+            "spec": {"deserved": {"nvidia.com/gpu": "4"}, "capability": {"nvidia.com/gpu": "8"}},
+        }
+        for q in queues
+    ]
+    nodes = {
+        "items": [
+            {
+                "metadata": {"name": f"n{i}"},
+                "status": {"allocatable": {"nvidia.com/gpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]},
+            }
+            for i in range(60)
+        ]
+    }  # room for every queue's demand: no Σ deserved scaling
 
     class Level:
         def forecast(self, history: pd.DataFrame, *, horizon: int) -> tuple[pd.DataFrame, dict[str, str]]:
-            rows = [{"series_id": q, "timestamp": end + pd.Timedelta(hours=h), "mean": 1.0, "lo-80": 0.0,
-                     "hi-80": 1.0, "lo-95": 0.0, "hi-95": 2.0} for q in queues for h in range(horizon)]
+            rows = [
+                {
+                    "series_id": q,
+                    "timestamp": end + pd.Timedelta(hours=h),
+                    "mean": 1.0,
+                    "lo-80": 0.0,
+                    "hi-80": 1.0,
+                    "lo-95": 0.0,
+                    "hi-95": 2.0,
+                }
+                for q in queues
+                for h in range(horizon)
+            ]
             return pd.DataFrame(rows), {"gpu-forecast": "4"}
 
-    loop = Loop(settings, cluster=FileCluster(items, nodes), history=SourceHistory(source), forecaster=Level(),
-                clock=lambda: end, demand=RegistryDemand(ModelRegistry(settings.mlflow), SourceJobs(source)))
+    loop = Loop(
+        settings,
+        cluster=FileCluster(items, nodes),
+        history=SourceHistory(source),
+        forecaster=Level(),
+        clock=lambda: end,
+        demand=RegistryDemand(ModelRegistry(settings.mlflow), SourceJobs(source)),
+    )
     report = loop.run_once(force=True)
     assert report.hold is None and report.plan is not None
     served = {"gpu-demand": f"models:/gpu-demand/{champion}", "gpu-forecast": "models:/gpu-forecast/4"}
@@ -120,8 +151,9 @@ def test_train_demand_fits_the_queue_regressor_on_the_loops_own_queue_series(
     source = PrometheusSource(PrometheusSettings(url=prom.url))  # type: ignore[call-arg]
     direct = source.query_range(queries.QUEUE_DEMAND, end - pd.Timedelta(hours=1), end, pd.Timedelta(hours=1))
     last = hours[hours["timestamp"] == hours["timestamp"].max()].set_index("series_id")["demand"]
-    assert last.to_dict() == pytest.approx(direct[direct["timestamp"] == direct["timestamp"].max()]
-                                           .set_index("queue_name")["value"].to_dict())
+    assert last.to_dict() == pytest.approx(
+        direct[direct["timestamp"] == direct["timestamp"].max()].set_index("queue_name")["value"].to_dict()
+    )
     model = RunDemandModel(max_iter=20).fit_queues(hours)
     assert model.queue_model_ is not None
     assert not model.predict_queues(hours).empty

@@ -68,34 +68,83 @@ def _openmetrics(path: Path, end: pd.Timestamp, targets: list[str]) -> None:
     # Bytes/s per target: light, heavy, medium (bits/s = ×8); node-1 the same, shifted.
     rates = {targets[0]: 0.2e9, targets[1]: 1.8e9, targets[2]: 1.0e9}
     for direction, scale in (("receive", 1.0), ("transmit", 0.5)):
-        family(f"node_network_{direction}_bytes_total", "counter", [
-            ({"node": node, "device": dev, "instance": f"{node}:9100"},
-             np.cumsum(rate * scale * rhythm * 120) + 1e12)
-            for node in (NODE, "node-1") for dev, rate in rates.items()])
-    family("volcano_queue_request_scalar_resources", "gauge", [
-        ({"queue_name": q, "resource": GPU}, np.full(len(t), level * 1000.0))
-        for q, level in (("team-a", 22), ("team-b", 41))])
+        family(
+            f"node_network_{direction}_bytes_total",
+            "counter",
+            [
+                (
+                    {"node": node, "device": dev, "instance": f"{node}:9100"},
+                    np.cumsum(rate * scale * rhythm * 120) + 1e12,
+                )
+                for node in (NODE, "node-1")
+                for dev, rate in rates.items()
+            ],
+        )
+    family(
+        "volcano_queue_request_scalar_resources",
+        "gauge",
+        [
+            ({"queue_name": q, "resource": GPU}, np.full(len(t), level * 1000.0))
+            for q, level in (("team-a", 22), ("team-b", 41))
+        ],
+    )
     pods = [("job-dist", "pod-d0", NODE, 4), ("job-dist", "pod-d1", "node-1", 4), ("job-solo", "pod-s0", NODE, 2)]
     ones = np.ones(len(t))
-    family("kube_pod_container_resource_requests", "gauge", [
-        ({"namespace": "team-a", "pod": pod, "node": node, "container": "main", "resource": "nvidia_com_gpu"},
-         ones * gpus) for _job, pod, node, gpus in pods])
-    family("kube_pod_status_phase", "gauge", [
-        ({"namespace": "team-a", "pod": pod, "phase": "Running"}, ones) for _job, pod, _node, _gpus in pods])
-    family("kube_pod_labels", "gauge", [
-        ({"namespace": "team-a", "pod": pod, "label_volcano_sh_job_name": job, "label_volcano_sh_queue_name": "team-a"},
-         ones) for job, pod, _node, _gpus in pods])
-    family("kube_node_status_allocatable", "gauge", [  # the 12 GPU nodes the fake API server lists
-        ({"node": f"node-{i}", "resource": "nvidia_com_gpu"}, ones * 8) for i in range(12)])
+    family(
+        "kube_pod_container_resource_requests",
+        "gauge",
+        [
+            (
+                {"namespace": "team-a", "pod": pod, "node": node, "container": "main", "resource": "nvidia_com_gpu"},
+                ones * gpus,
+            )
+            for _job, pod, node, gpus in pods
+        ],
+    )
+    family(
+        "kube_pod_status_phase",
+        "gauge",
+        [({"namespace": "team-a", "pod": pod, "phase": "Running"}, ones) for _job, pod, _node, _gpus in pods],
+    )
+    family(
+        "kube_pod_labels",
+        "gauge",
+        [
+            (
+                {
+                    "namespace": "team-a",
+                    "pod": pod,
+                    "label_volcano_sh_job_name": job,
+                    "label_volcano_sh_queue_name": "team-a",
+                },
+                ones,
+            )
+            for job, pod, _node, _gpus in pods
+        ],
+    )
+    family(
+        "kube_node_status_allocatable",
+        "gauge",
+        [  # the 12 GPU nodes the fake API server lists
+            ({"node": f"node-{i}", "resource": "nvidia_com_gpu"}, ones * 8) for i in range(12)
+        ],
+    )
     path.write_text("\n".join(lines) + "\n# EOF\n", encoding="utf-8")
 
 
 def _kubeconfig(path: Path, url: str) -> Path:
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-        "clusters": [{"name": "fake", "cluster": {"server": url}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "fake",
+                "clusters": [{"name": "fake", "cluster": {"server": url}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+            }
+        )
+    )
     return path
 
 
@@ -125,9 +174,15 @@ def _send(topo: Any, enter: InNetns, bpf: Libbpf, pass_object: Path) -> tuple[li
 
 
 def test_loop_once_patches_queues_publishes_xdp_inputs_and_the_agent_switches(
-    prometheus_from_openmetrics: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str], lib: Libbpf, netns_pair: Any, in_netns: InNetns,  # noqa: F811
-    bpffs: Path, bpf_objects: dict[str, Path],  # noqa: F811
+    prometheus_from_openmetrics: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    lib: Libbpf,  # noqa: F811
+    netns_pair: Any,  # noqa: F811
+    in_netns: InNetns,  # noqa: F811
+    bpffs: Path,  # noqa: F811
+    bpf_objects: dict[str, Path],  # noqa: F811
 ) -> None:
     topo = netns_pair
     targets = topo.targets
@@ -143,8 +198,24 @@ def test_loop_once_patches_queues_publishes_xdp_inputs_and_the_agent_switches(
     # 2. A forecast champion in a temp sqlite MLflow, trained from the same Prometheus.
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("PREDICTOR_PROMETHEUS__URL", prom.url)
-    rc = main(["train", "forecast", "--family", "queue", "--days", "7", "--model", "naive", "--horizon", "24",
-               "--windows", "2", "--tracking-uri", tracking])
+    rc = main(
+        [
+            "train",
+            "forecast",
+            "--family",
+            "queue",
+            "--days",
+            "7",
+            "--model",
+            "naive",
+            "--horizon",
+            "24",
+            "--windows",
+            "2",
+            "--tracking-uri",
+            tracking,
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     registry = ModelRegistry(MlflowSettings(tracking_uri=tracking))
     champion = registry.get("gpu-forecast", CHAMPION)
@@ -166,13 +237,30 @@ def test_loop_once_patches_queues_publishes_xdp_inputs_and_the_agent_switches(
             fake.add(queue_object("team-a", deserved=16, capability=32, guarantee=4, allocated=10))
             fake.add(queue_object("team-b", deserved=40, capability=48, guarantee=8, allocated=12))
             config = tmp_path / "settings.yaml"
-            config.write_text(yaml.safe_dump({
-                "prometheus": {"url": prom.url}, "mlflow": {"tracking_uri": tracking},
-                "actuators": {"mode": "apply", "audit_log": str(tmp_path / "audit.jsonl"),
-                              "plan_dir": str(tmp_path / "plans")},
-                "loop": {"xdp": {"enabled": True, "targets": targets, "capacity_bps": CAPACITY_BPS}}}))
-            rc = main(["loop", "--once", "--config", str(config),
-                       "--kubeconfig", str(_kubeconfig(tmp_path / "kubeconfig", fake.url))])
+            config.write_text(
+                yaml.safe_dump(
+                    {
+                        "prometheus": {"url": prom.url},
+                        "mlflow": {"tracking_uri": tracking},
+                        "actuators": {
+                            "mode": "apply",
+                            "audit_log": str(tmp_path / "audit.jsonl"),
+                            "plan_dir": str(tmp_path / "plans"),
+                        },
+                        "loop": {"xdp": {"enabled": True, "targets": targets, "capacity_bps": CAPACITY_BPS}},
+                    }
+                )
+            )
+            rc = main(
+                [
+                    "loop",
+                    "--once",
+                    "--config",
+                    str(config),
+                    "--kubeconfig",
+                    str(_kubeconfig(tmp_path / "kubeconfig", fake.url)),
+                ]
+            )
             assert rc == 0, capsys.readouterr()
 
         # 4. Queue patches landed, audited as applied.
@@ -197,8 +285,17 @@ def test_loop_once_patches_queues_publishes_xdp_inputs_and_the_agent_switches(
         mounted.mkdir()
         (mounted / f"{NODE}.json").write_text(data[f"{NODE}.json"])
         agent = tmp_path / "agent.yaml"
-        agent.write_text(yaml.safe_dump({"node": NODE, "pin_dir": str(pin), "inputs": str(mounted / f"{NODE}.json"),
-                                         "dry_run": False, "max_cycles": 1}))
+        agent.write_text(
+            yaml.safe_dump(
+                {
+                    "node": NODE,
+                    "pin_dir": str(pin),
+                    "inputs": str(mounted / f"{NODE}.json"),
+                    "dry_run": False,
+                    "max_cycles": 1,
+                }
+            )
+        )
         capsys.readouterr()
         assert main(["xdp", "agent", "--agent-config", str(agent)]) == 0
         cycle = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -231,6 +328,10 @@ def test_loop_once_patches_queues_publishes_xdp_inputs_and_the_agent_switches(
     # team-a holds 22 GPUs of jobs, more than its forecast: the demand model set its target (the first
     # cycle's step limit may clip it; the reason then names the clip and the demand target it clipped).
     demand_uri = f"models:/{DEMAND_FAMILY}/{versions[DEMAND_FAMILY]}"
-    assert any(r["queue"] == "team-a" and r["field"] == "deserved" and demand_uri in r["reason"]
-               and (r["code"] == "demand" or "> forecast" in r["reason"]) for r in applied), \
-        [r["reason"] for r in applied]
+    assert any(
+        r["queue"] == "team-a"
+        and r["field"] == "deserved"
+        and demand_uri in r["reason"]
+        and (r["code"] == "demand" or "> forecast" in r["reason"])
+        for r in applied
+    ), [r["reason"] for r in applied]

@@ -63,8 +63,9 @@ class Fleet:
     """Builds a fleet of loops the way ``predictor loop`` does, with injected history and clock."""
 
     def __init__(self, tmp_path: Path, mode: str, stack: ExitStack) -> None:
-        self.settings: Settings = load_settings(None, actuators={"mode": mode, "audit_log": tmp_path / "audit.jsonl",
-                                                                 "plan_dir": tmp_path / "plans"})
+        self.settings: Settings = load_settings(
+            None, actuators={"mode": mode, "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
+        )
         self.audit = AuditLog(self.settings.actuators.audit_log)
         self.lock = FileLock(self.audit.path.with_name(self.audit.path.name + ".lock"), identity="pod-1")
         self.forecaster = Keyed({f"{c}/{q}" for c, queues in HISTORY.items() for q in queues})
@@ -74,12 +75,26 @@ class Fleet:
         own = cluster_settings(self.settings, name)
         api = self.stack.enter_context(client.ApiClient(client.Configuration(host=url)))
         actuator = VolcanoActuator(api, timeout_s=2)
-        lease = None if self.mode == "plan" else LeaseLock(
-            api, name=own.loop.lease_name, namespace=own.loop.lease_namespace, duration_s=60, identity="pod-1")
+        lease = (
+            None
+            if self.mode == "plan"
+            else LeaseLock(
+                api, name=own.loop.lease_name, namespace=own.loop.lease_namespace, duration_s=60, identity="pod-1"
+            )
+        )
         history = history or History({q: (v, FRESH) for q, v in HISTORY[name].items()})
-        return Loop(own, cluster=KubeCluster(actuator), history=history,  # type: ignore[arg-type]
-                    forecaster=QualifiedForecaster(self.forecaster, name), actuator=actuator, clock=lambda: NOW,
-                    lease=lease, name=name, lock=self.lock, audit=self.audit)
+        return Loop(
+            own,
+            cluster=KubeCluster(actuator),
+            history=history,  # type: ignore[arg-type]
+            forecaster=QualifiedForecaster(self.forecaster, name),
+            actuator=actuator,
+            clock=lambda: NOW,
+            lease=lease,
+            name=name,
+            lock=self.lock,
+            audit=self.audit,
+        )
 
     def of(self, members: dict[str, str]) -> FleetLoop:
         return FleetLoop([self.member(name, url) for name, url in members.items()], lock=self.lock)
@@ -98,7 +113,8 @@ def after(patches: list[Request], queue: str) -> float:
 
 
 def test_two_clusters_with_one_queue_name_get_their_own_plans_patches_leases_and_records(
-        servers: dict[str, FakeApiServer], stack: ExitStack, tmp_path: Path) -> None:
+    servers: dict[str, FakeApiServer], stack: ExitStack, tmp_path: Path
+) -> None:
     fleet = Fleet(tmp_path, "apply", stack)
     loop = fleet.of({name: server.url for name, server in servers.items()})
     report = loop.run_once()
@@ -116,8 +132,11 @@ def test_two_clusters_with_one_queue_name_get_their_own_plans_patches_leases_and
     # One audit log, every record carrying its cluster; plans and state apart.
     records = AuditLog(tmp_path / "audit.jsonl").read()
     assert {r.get("cluster") for r in records} == {"a", "b"}
-    changed = {(r["cluster"], r["queue"]): r["after"] for r in records
-               if r["outcome"] == "applied" and r["field"] == "deserved"}
+    changed = {
+        (r["cluster"], r["queue"]): r["after"]
+        for r in records
+        if r["outcome"] == "applied" and r["field"] == "deserved"
+    }
     assert changed[("a", "team-a")] == a_team_a and changed[("b", "team-a")] == b_team_a
     for name, queues in (("a", {"team-a", "team-b"}), ("b", {"team-a"})):
         plan = json.loads((tmp_path / "plans" / name / "plan.json").read_text())
@@ -131,8 +150,9 @@ def test_two_clusters_with_one_queue_name_get_their_own_plans_patches_leases_and
     assert servers["a"].writes + servers["b"].writes == writes
 
 
-def test_a_done_slot_of_one_cluster_is_not_the_others(servers: dict[str, FakeApiServer], stack: ExitStack,
-                                                      tmp_path: Path) -> None:
+def test_a_done_slot_of_one_cluster_is_not_the_others(
+    servers: dict[str, FakeApiServer], stack: ExitStack, tmp_path: Path
+) -> None:
     fleet = Fleet(tmp_path, "apply", stack)
     first = fleet.of({"a": servers["a"].url}).run_once()
     assert first.reports["a"].plan is not None
@@ -142,17 +162,21 @@ def test_a_done_slot_of_one_cluster_is_not_the_others(servers: dict[str, FakeApi
     assert "cooldown" not in {h.code for h in both.reports["b"].plan.held}  # type: ignore[union-attr]
 
 
-def test_cluster_b_api_down_a_still_applies_and_b_is_reported(servers: dict[str, FakeApiServer], stack: ExitStack,
-                                                              tmp_path: Path) -> None:
+def test_cluster_b_api_down_a_still_applies_and_b_is_reported(
+    servers: dict[str, FakeApiServer], stack: ExitStack, tmp_path: Path
+) -> None:
     fleet = Fleet(tmp_path, "apply", stack)
     loop = fleet.of({"b": DOWN, "a": servers["a"].url})  # b first: its failure must not stop a
     report = loop.run_once()
-    assert "cannot read or renew Lease gpu-capacity-predictor/gpu-capacity-predictor-loop-b" in \
-        report.reports["b"].standby
+    assert (
+        "cannot read or renew Lease gpu-capacity-predictor/gpu-capacity-predictor-loop-b" in report.reports["b"].standby
+    )
     assert [o.outcome for o in report.reports["a"].outcomes] == ["applied", "applied"]
-    scraped = {(s.name, s.labels.get("cluster"), s.labels.get("result")): s.value
-               for f in text_string_to_metric_families(generate_latest(loop.metrics.registry).decode())
-               for s in f.samples}
+    scraped = {
+        (s.name, s.labels.get("cluster"), s.labels.get("result")): s.value
+        for f in text_string_to_metric_families(generate_latest(loop.metrics.registry).decode())
+        for s in f.samples
+    }
     assert scraped[("predictor_loop_cycles_total", "b", "standby")] == 1
     assert scraped[("predictor_loop_cycles_total", "a", "ok")] == 1
     assert scraped[("predictor_loop_last_success_timestamp_seconds", "a", None)] == NOW.timestamp()
@@ -161,38 +185,50 @@ def test_cluster_b_api_down_a_still_applies_and_b_is_reported(servers: dict[str,
 
 
 def test_in_plan_mode_a_down_api_holds_that_cluster_and_a_raising_cycle_fails_it_alone(
-        servers: dict[str, FakeApiServer], stack: ExitStack, tmp_path: Path) -> None:
+    servers: dict[str, FakeApiServer], stack: ExitStack, tmp_path: Path
+) -> None:
     fleet = Fleet(tmp_path, "plan", stack)
 
     class Broken:
         def history(self, now: pd.Timestamp) -> pd.DataFrame:
             raise RuntimeError("a bug in a reader")
 
-    loop = FleetLoop([fleet.member("b", DOWN), fleet.member("c", servers["b"].url, Broken()),
-                      fleet.member("a", servers["a"].url)], lock=fleet.lock)
+    loop = FleetLoop(
+        [fleet.member("b", DOWN), fleet.member("c", servers["b"].url, Broken()), fleet.member("a", servers["a"].url)],
+        lock=fleet.lock,
+    )
     report = loop.run_once()
     assert report.reports["b"].hold is not None and report.reports["b"].hold[0] == "source_down"
     assert report.failed == {"c": "RuntimeError: a bug in a reader"}
     assert report.reports["a"].plan is not None and report.reports["a"].hold is None
     records = AuditLog(tmp_path / "audit.jsonl").read()
     assert {(r["cluster"], r["outcome"], r["code"]) for r in records if r["queue"] == "*"} >= {
-        ("b", "held", "source_down"), ("c", "failed", "error"), ("a", "cycle-done", "")}
+        ("b", "held", "source_down"),
+        ("c", "failed", "error"),
+        ("a", "cycle-done", ""),
+    }
     assert {r["queue"] for r in records if r["cluster"] == "a" and r["outcome"] == "planned"} == {"team-a", "team-b"}
-    scraped = {(s.name, s.labels.get("cluster"), s.labels.get("result")): s.value
-               for f in text_string_to_metric_families(generate_latest(loop.metrics.registry).decode())
-               for s in f.samples}
+    scraped = {
+        (s.name, s.labels.get("cluster"), s.labels.get("result")): s.value
+        for f in text_string_to_metric_families(generate_latest(loop.metrics.registry).decode())
+        for s in f.samples
+    }
     assert scraped[("predictor_loop_cycles_total", "c", "error")] == 1
     assert scraped[("predictor_loop_cycles_total", "b", "held")] == 1
 
 
-def test_metrics_carry_the_cluster_on_every_per_queue_series(servers: dict[str, FakeApiServer], stack: ExitStack,
-                                                             tmp_path: Path) -> None:
+def test_metrics_carry_the_cluster_on_every_per_queue_series(
+    servers: dict[str, FakeApiServer], stack: ExitStack, tmp_path: Path
+) -> None:
     fleet = Fleet(tmp_path, "plan", stack)
     loop = fleet.of({name: server.url for name, server in servers.items()})
     loop.run_once()
     families = {f.name: f for f in text_string_to_metric_families(generate_latest(loop.metrics.registry).decode())}
-    mean = {(s.labels["cluster"], s.labels["queue"]): s.value for s in families["predictor_loop_forecast_gpus"].samples
-            if s.labels["band"] == "mean"}
+    mean = {
+        (s.labels["cluster"], s.labels["queue"]): s.value
+        for s in families["predictor_loop_forecast_gpus"].samples
+        if s.labels["band"] == "mean"
+    }
     assert mean == {("a", "team-a"): 22.0, ("a", "team-b"): 41.0, ("b", "team-a"): 5.0}
     upper = {(s.labels["cluster"], s.labels["series"]) for s in families["predictor_forecast_upper"].samples}
     assert upper == {("a", "team-a"), ("a", "team-b"), ("b", "team-a")}
@@ -207,11 +243,23 @@ def test_records_of_a_named_cluster_never_count_for_the_unnamed_one(tmp_path: Pa
     from predictor.actuators.audit import AuditRecord
 
     log = AuditLog(tmp_path / "audit.jsonl")
-    base = dict(timestamp=NOW.isoformat(), cycle="2026-11-02T10:00:00Z", field="deserved", before=1, after=2,
-                reason="r", mode="plan", unix=NOW.timestamp())
-    log.append([AuditRecord(queue="team-a", outcome="planned", **base),  # type: ignore[arg-type]
-                AuditRecord(queue="team-a", outcome="planned", cluster="a", **base),  # type: ignore[arg-type]
-                AuditRecord(queue="*", outcome="cycle-done", cluster="a", **base)])  # type: ignore[arg-type]
+    base = dict(
+        timestamp=NOW.isoformat(),
+        cycle="2026-11-02T10:00:00Z",
+        field="deserved",
+        before=1,
+        after=2,
+        reason="r",
+        mode="plan",
+        unix=NOW.timestamp(),
+    )
+    log.append(
+        [
+            AuditRecord(queue="team-a", outcome="planned", **base),  # type: ignore[arg-type]
+            AuditRecord(queue="team-a", outcome="planned", cluster="a", **base),  # type: ignore[arg-type]
+            AuditRecord(queue="*", outcome="cycle-done", cluster="a", **base),
+        ]
+    )  # type: ignore[arg-type]
     first = (tmp_path / "audit.jsonl").read_text().splitlines()[0]
     assert "cluster" not in json.loads(first)  # a loop without clusters writes what it always wrote
     assert log.done_cycles() == set() and log.done_cycles("a") == {"2026-11-02T10:00:00Z"}
@@ -221,35 +269,52 @@ def test_records_of_a_named_cluster_never_count_for_the_unnamed_one(tmp_path: Pa
 
 def kubeconfig(path: Path, servers: dict[str, str]) -> Path:
     """One kubeconfig with a context per cluster (``ctx-<name>``), as a fleet's loop is given."""
-    doc = {"apiVersion": "v1", "kind": "Config", "current-context": f"ctx-{next(iter(servers))}",
-           "clusters": [{"name": n, "cluster": {"server": url}} for n, url in servers.items()],
-           "users": [{"name": "loop", "user": {"token": "not-a-secret"}}],
-           "contexts": [{"name": f"ctx-{n}", "context": {"cluster": n, "user": "loop"}} for n in servers]}
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": f"ctx-{next(iter(servers))}",
+        "clusters": [{"name": n, "cluster": {"server": url}} for n, url in servers.items()],
+        "users": [{"name": "loop", "user": {"token": "not-a-secret"}}],
+        "contexts": [{"name": f"ctx-{n}", "context": {"cluster": n, "user": "loop"}} for n in servers],
+    }
     path.write_text(json.dumps(doc))
     return path
 
 
 def test_loop_once_from_the_cli_runs_every_cluster_on_its_own_context(
-        servers: dict[str, FakeApiServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    servers: dict[str, FakeApiServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from predictor.cli import main
 
     config = kubeconfig(tmp_path / "kubeconfig", {"a": servers["a"].url, "b": DOWN})
     now = pd.Timestamp.now(tz="UTC")
-    frames = [History({f"{c}/{q}": (v, FRESH) for q, v in queues.items()}).history(now)
-              for c, queues in HISTORY.items()]
+    frames = [
+        History({f"{c}/{q}": (v, FRESH) for q, v in queues.items()}).history(now) for c, queues in HISTORY.items()
+    ]
     history = tmp_path / "history.csv"
     frame = pd.concat(frames)
     frame.assign(timestamp=frame["timestamp"].map(pd.Timestamp.isoformat)).to_csv(history, index=False)
     settings = tmp_path / "settings.yaml"
-    settings.write_text(json.dumps({
-        "actuators": {"mode": "apply", "audit_log": str(tmp_path / "audit.jsonl"), "plan_dir": str(tmp_path / "plans")},
-        "clusters": [{"name": n, "kube_context": f"ctx-{n}", "kubeconfig": str(config)} for n in ("b", "a")]}))
+    settings.write_text(
+        json.dumps(
+            {
+                "actuators": {
+                    "mode": "apply",
+                    "audit_log": str(tmp_path / "audit.jsonl"),
+                    "plan_dir": str(tmp_path / "plans"),
+                },
+                "clusters": [{"name": n, "kube_context": f"ctx-{n}", "kubeconfig": str(config)} for n in ("b", "a")],
+            }
+        )
+    )
     args = ["loop", "--once", "--config", str(settings), "--history", str(history), "--model", "seasonal_naive_24"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "standing by" in out and "gpu-capacity-predictor-loop-b" in out  # b reported, in one line
     assert servers["a"].writes == 2 and {r.path.rsplit("/", 1)[-1] for r in servers["a"].patches()} == {
-        "team-a", "team-b"}
+        "team-a",
+        "team-b",
+    }
     assert set(servers["a"].leases) == {(NAMESPACE, "gpu-capacity-predictor-loop-a")}
     assert {r.get("cluster") for r in AuditLog(tmp_path / "audit.jsonl").read()} == {"a"}
     assert main([*args, "--queues", str(history)]) == 1
@@ -257,7 +322,8 @@ def test_loop_once_from_the_cli_runs_every_cluster_on_its_own_context(
 
 
 def test_run_forever_cycles_every_cluster_renews_each_lease_and_gives_them_up(
-        servers: dict[str, FakeApiServer], stack: ExitStack, tmp_path: Path) -> None:
+    servers: dict[str, FakeApiServer], stack: ExitStack, tmp_path: Path
+) -> None:
     fleet = Fleet(tmp_path, "apply", stack)
     loop = fleet.of({name: server.url for name, server in servers.items()})
     sleeps: list[float] = []
@@ -276,11 +342,13 @@ def test_run_forever_cycles_every_cluster_renews_each_lease_and_gives_them_up(
 
 
 def test_plan_offline_for_one_cluster_of_a_fleet_file_is_the_plan_of_its_rows_alone(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from predictor.cli import main
 
-    history = pd.concat([History({f"{c}/{q}": (v, FRESH) for q, v in queues.items()}).history(NOW)
-                         for c, queues in HISTORY.items()])
+    history = pd.concat(
+        [History({f"{c}/{q}": (v, FRESH) for q, v in queues.items()}).history(NOW) for c, queues in HISTORY.items()]
+    )
     forecast, _ = Flat().forecast(history, horizon=24)
     fleet_file, alone_file = tmp_path / "fleet.csv", tmp_path / "alone.csv"
     forecast.to_csv(fleet_file, index=False)
@@ -291,19 +359,48 @@ def test_plan_offline_for_one_cluster_of_a_fleet_file_is_the_plan_of_its_rows_al
     settings = tmp_path / "fleet.yaml"
     settings.write_text(json.dumps({"clusters": [{"name": "a"}, {"name": "b"}]}))
     common = ["plan", "--queues", str(queues), "--now", NOW.isoformat()]
-    assert main([*common, "--forecast", str(fleet_file), "--out", str(tmp_path / "b"), "--cluster", "b",
-                 "--config", str(settings)]) == 0
+    assert (
+        main(
+            [
+                *common,
+                "--forecast",
+                str(fleet_file),
+                "--out",
+                str(tmp_path / "b"),
+                "--cluster",
+                "b",
+                "--config",
+                str(settings),
+            ]
+        )
+        == 0
+    )
     assert main([*common, "--forecast", str(alone_file), "--out", str(tmp_path / "alone")]) == 0
     assert (tmp_path / "b" / "plan.json").read_text() == (tmp_path / "alone" / "plan.json").read_text()
     assert json.loads((tmp_path / "b" / "plan.json").read_text())["changes"]  # b's forecast (5) moved team-a
     capsys.readouterr()
-    assert main([*common, "--forecast", str(fleet_file), "--out", str(tmp_path / "c"), "--cluster", "c",
-                 "--config", str(settings)]) == 1
+    assert (
+        main(
+            [
+                *common,
+                "--forecast",
+                str(fleet_file),
+                "--out",
+                str(tmp_path / "c"),
+                "--cluster",
+                "c",
+                "--config",
+                str(settings),
+            ]
+        )
+        == 1
+    )
     assert capsys.readouterr().err.strip() == "error: --cluster c: the settings list a, b"
 
 
 def test_loop_once_with_a_one_cluster_history_file_or_a_missing_kubeconfig_says_which_input(
-        servers: dict[str, FakeApiServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    servers: dict[str, FakeApiServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from predictor.cli import main
 
     config = kubeconfig(tmp_path / "kubeconfig", {n: s.url for n, s in servers.items()})

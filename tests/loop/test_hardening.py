@@ -32,8 +32,11 @@ class History:
         self.levels = levels
 
     def history(self, now: pd.Timestamp) -> pd.DataFrame:
-        rows = [{"series_id": q, "timestamp": t, "value": v} for q, (v, lag) in self.levels.items()
-                for t in pd.date_range(end=(now - lag).floor("h"), periods=48, freq="h")]
+        rows = [
+            {"series_id": q, "timestamp": t, "value": v}
+            for q, (v, lag) in self.levels.items()
+            for t in pd.date_range(end=(now - lag).floor("h"), periods=48, freq="h")
+        ]
         return pd.DataFrame(rows)
 
 
@@ -42,15 +45,27 @@ class Flat:
 
     def forecast(self, history: pd.DataFrame, *, horizon: int) -> tuple[pd.DataFrame, dict[str, str]]:
         last = history.sort_values("timestamp").groupby("series_id").tail(1)
-        rows = [{"series_id": r.series_id, "timestamp": r.timestamp + pd.Timedelta(hours=h), "mean": r.value,
-                 "lo-80": r.value - 2, "hi-80": r.value + 2, "lo-95": r.value - 4, "hi-95": r.value + 4}
-                for r in last.itertuples() for h in range(horizon + 1)]
+        rows = [
+            {
+                "series_id": r.series_id,
+                "timestamp": r.timestamp + pd.Timedelta(hours=h),
+                "mean": r.value,
+                "lo-80": r.value - 2,
+                "hi-80": r.value + 2,
+                "lo-95": r.value - 4,
+                "hi-95": r.value + 4,
+            }
+            for r in last.itertuples()
+            for h in range(horizon + 1)
+        ]
         return pd.DataFrame(rows), {"gpu-forecast": "1"}
 
 
 def queues() -> list[dict[str, Any]]:
-    return [queue_object("team-a", deserved=4, capability=8, guarantee=4, allocated=2),
-            queue_object("team-b", deserved=16, capability=32, guarantee=8, allocated=10)]
+    return [
+        queue_object("team-a", deserved=4, capability=8, guarantee=4, allocated=2),
+        queue_object("team-b", deserved=16, capability=32, guarantee=8, allocated=10),
+    ]
 
 
 def nodes(n: int, *, ready: bool = True) -> dict[str, Any]:
@@ -58,10 +73,10 @@ def nodes(n: int, *, ready: bool = True) -> dict[str, Any]:
 
 
 def make_loop(tmp_path: Path, history: History, node_doc: dict[str, Any], at: pd.Timestamp = NOW) -> Loop:
-    settings = load_settings(None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl",
-                                              "plan_dir": tmp_path / "plans"})
-    return Loop(settings, cluster=FileCluster(queues(), node_doc), history=history, forecaster=Flat(),
-                clock=lambda: at)
+    settings = load_settings(
+        None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
+    )
+    return Loop(settings, cluster=FileCluster(queues(), node_doc), history=history, forecaster=Flat(), clock=lambda: at)
 
 
 def test_a_queue_whose_history_stopped_is_held_stale_and_the_others_proceed(tmp_path: Path) -> None:
@@ -80,8 +95,11 @@ def test_every_queue_stale_holds_the_whole_cycle(tmp_path: Path) -> None:
     assert report.plan is not None and report.plan.changes == ()
 
 
-@pytest.mark.parametrize("after", [nodes(12, ready=False), {"kind": "List", "items": []}, nodes(5)],
-                         ids=["all-unknown", "empty-list", "drop-58pct"])
+@pytest.mark.parametrize(
+    "after",
+    [nodes(12, ready=False), {"kind": "List", "items": []}, nodes(5)],
+    ids=["all-unknown", "empty-list", "drop-58pct"],
+)
 def test_a_capacity_collapse_holds_every_queue_and_keeps_guarantees(tmp_path: Path, after: dict[str, Any]) -> None:
     fresh = History({"team-a": (6.0, FRESH), "team-b": (20.0, FRESH)})
     make_loop(tmp_path, fresh, nodes(12)).run_once()  # records 96 GPUs as the reference
@@ -112,8 +130,9 @@ def test_an_empty_node_list_holds_the_offline_plan_too() -> None:
 def test_an_invalid_queue_name_is_a_clear_error_where_it_enters(name: str) -> None:
     with pytest.raises(InputError, match="not a valid queue name"):
         queues_from_list([queue_object(name, deserved=1, capability=1)], source="queues.json")
-    frame = pd.DataFrame({"series_id": [name], "timestamp": [NOW], "mean": [1.0], "lo-80": [1.0],
-                          "hi-80": [1.0], "hi-95": [1.0]})
+    frame = pd.DataFrame(
+        {"series_id": [name], "timestamp": [NOW], "mean": [1.0], "lo-80": [1.0], "hi-80": [1.0], "hi-95": [1.0]}
+    )
     with pytest.raises(InputError, match="not a valid queue name"):
         forecast_targets(frame, PlannerSettings(), now=NOW)
 

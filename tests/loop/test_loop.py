@@ -41,8 +41,9 @@ class History:
         if self.error:
             raise self.error
         times = pd.date_range(end=self.newest.floor("h"), periods=48, freq="h")
-        return pd.DataFrame([{"series_id": q, "timestamp": t, "value": v} for q, v in self.levels.items()
-                             for t in times])
+        return pd.DataFrame(
+            [{"series_id": q, "timestamp": t, "value": v} for q, v in self.levels.items() for t in times]
+        )
 
 
 class Flat:
@@ -55,9 +56,19 @@ class Flat:
         if self.error:
             raise self.error
         last = history.sort_values("timestamp").groupby("series_id").tail(1)
-        rows = [{"series_id": r.series_id, "timestamp": r.timestamp + pd.Timedelta(hours=h), "mean": r.value,
-                 "lo-80": r.value - 2, "hi-80": r.value + 2, "lo-95": r.value - 4, "hi-95": r.value + 4}
-                for r in last.itertuples() for h in range(1, horizon + 1)]
+        rows = [
+            {
+                "series_id": r.series_id,
+                "timestamp": r.timestamp + pd.Timedelta(hours=h),
+                "mean": r.value,
+                "lo-80": r.value - 2,
+                "hi-80": r.value + 2,
+                "lo-95": r.value - 4,
+                "hi-95": r.value + 4,
+            }
+            for r in last.itertuples()
+            for h in range(1, horizon + 1)
+        ]
         return pd.DataFrame(rows), {"gpu-forecast": "7"}
 
 
@@ -67,13 +78,28 @@ def fake() -> Iterator[FakeApiServer]:
         yield server
 
 
-def make_loop(fake: FakeApiServer, tmp_path: Path, api: client.ApiClient, *, mode: str = "apply",
-              history: History | None = None, forecaster: Flat | None = None, at: pd.Timestamp = NOW) -> Loop:
-    settings = load_settings(None, actuators={"mode": mode, "audit_log": tmp_path / "audit.jsonl",
-                                              "plan_dir": tmp_path / "plans"})
+def make_loop(
+    fake: FakeApiServer,
+    tmp_path: Path,
+    api: client.ApiClient,
+    *,
+    mode: str = "apply",
+    history: History | None = None,
+    forecaster: Flat | None = None,
+    at: pd.Timestamp = NOW,
+) -> Loop:
+    settings = load_settings(
+        None, actuators={"mode": mode, "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
+    )
     actuator = VolcanoActuator(api, timeout_s=2)
-    return Loop(settings, cluster=KubeCluster(actuator), history=history or History({"team-a": 22, "team-b": 41}),
-                forecaster=forecaster or Flat(), actuator=actuator, clock=lambda: at)
+    return Loop(
+        settings,
+        cluster=KubeCluster(actuator),
+        history=history or History({"team-a": 22, "team-b": 41}),
+        forecaster=forecaster or Flat(),
+        actuator=actuator,
+        clock=lambda: at,
+    )
 
 
 @pytest.fixture
@@ -82,8 +108,9 @@ def api(fake: FakeApiServer) -> Iterator[client.ApiClient]:
         yield api_client
 
 
-def test_apply_cycle_patches_audits_and_is_not_repeated(fake: FakeApiServer, api: client.ApiClient,
-                                                        tmp_path: Path) -> None:
+def test_apply_cycle_patches_audits_and_is_not_repeated(
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path
+) -> None:
     loop = make_loop(fake, tmp_path, api)
     report = loop.run_once()
     assert report.hold is None and [o.outcome for o in report.outcomes] == ["applied", "applied"]
@@ -95,21 +122,24 @@ def test_apply_cycle_patches_audits_and_is_not_repeated(fake: FakeApiServer, api
     assert later.run_once(force=True).plan.changes == ()  # converged, and in cooldown anyway
 
 
-def test_plan_mode_writes_files_and_touches_nothing(fake: FakeApiServer, api: client.ApiClient,
-                                                    tmp_path: Path) -> None:
+def test_plan_mode_writes_files_and_touches_nothing(fake: FakeApiServer, api: client.ApiClient, tmp_path: Path) -> None:
     report = make_loop(fake, tmp_path, api, mode="plan").run_once()
     assert report.plan is not None and report.plan.changes and fake.patches() == []
     assert json.loads((tmp_path / "plans" / "plan.json").read_text())["changes"]
     assert yaml.safe_load((tmp_path / "plans" / "queues" / "team-a.yaml").read_text())["spec"]["deserved"][GPU] == "24"
 
 
-@pytest.mark.parametrize(("history", "forecaster", "code"), [
-    (History({}, error=DataSourceError("prometheus: connection refused")), Flat(), "source_down"),
-    (History({"team-a": 22}, newest=NOW - pd.Timedelta(hours=6)), Flat(), "stale_data"),
-    (History({"team-a": 22}), Flat(RegistryError("no champion for gpu-forecast")), "missing_model"),
-])
-def test_a_broken_input_holds_everything_and_says_why(fake: FakeApiServer, api: client.ApiClient, tmp_path: Path,
-                                                      history: History, forecaster: Flat, code: str) -> None:
+@pytest.mark.parametrize(
+    ("history", "forecaster", "code"),
+    [
+        (History({}, error=DataSourceError("prometheus: connection refused")), Flat(), "source_down"),
+        (History({"team-a": 22}, newest=NOW - pd.Timedelta(hours=6)), Flat(), "stale_data"),
+        (History({"team-a": 22}), Flat(RegistryError("no champion for gpu-forecast")), "missing_model"),
+    ],
+)
+def test_a_broken_input_holds_everything_and_says_why(
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path, history: History, forecaster: Flat, code: str
+) -> None:
     report = make_loop(fake, tmp_path, api, history=history, forecaster=forecaster).run_once()
     assert report.hold is not None and report.hold[0] == code
     assert fake.patches() == [] and report.plan is not None and report.plan.changes == ()
@@ -144,20 +174,50 @@ def test_killed_mid_apply_restarts_without_half_patches_or_repeats(fake: FakeApi
     for name in ("team-c", "team-d"):
         fake.add(queue_object(name, deserved=8, capability=16))
     now = pd.Timestamp.now(tz="UTC")
-    rows = [{"series_id": q, "timestamp": t.isoformat(), "value": v}
-            for q, v in (("team-a", 22.0), ("team-b", 41.0), ("team-c", 12.0), ("team-d", 12.0))
-            for t in pd.date_range(end=now.floor("h"), periods=72, freq="h")]
+    rows = [
+        {"series_id": q, "timestamp": t.isoformat(), "value": v}
+        for q, v in (("team-a", 22.0), ("team-b", 41.0), ("team-c", 12.0), ("team-d", 12.0))
+        for t in pd.date_range(end=now.floor("h"), periods=72, freq="h")
+    ]
     pd.DataFrame(rows).to_csv(tmp_path / "history.csv", index=False)
-    (tmp_path / "kubeconfig").write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-        "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}]}))
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"actuators": {
-        "mode": "apply", "audit_log": str(tmp_path / "audit.jsonl"), "plan_dir": str(tmp_path / "plans")}}))
-    cmd = [sys.executable, "-m", "predictor.cli", "loop", "--once", "--config", str(tmp_path / "config.yaml"),
-           "--history", str(tmp_path / "history.csv"), "--model", "naive", "--kubeconfig",
-           str(tmp_path / "kubeconfig")]
+    (tmp_path / "kubeconfig").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "fake",
+                "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+            }
+        )
+    )
+    (tmp_path / "config.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "actuators": {
+                    "mode": "apply",
+                    "audit_log": str(tmp_path / "audit.jsonl"),
+                    "plan_dir": str(tmp_path / "plans"),
+                }
+            }
+        )
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "predictor.cli",
+        "loop",
+        "--once",
+        "--config",
+        str(tmp_path / "config.yaml"),
+        "--history",
+        str(tmp_path / "history.csv"),
+        "--model",
+        "naive",
+        "--kubeconfig",
+        str(tmp_path / "kubeconfig"),
+    ]
     # One pod (its name is the Lease holder): the restarted container takes its own Lease back at once.
     env = {**os.environ, "PYTHONPATH": str(REPO), "POD_NAME": "predictor-loop-0"}
     fake.faults.append(Fault(delay_s=4.0, after=1))  # the second patch hangs in flight
@@ -180,13 +240,15 @@ def test_killed_mid_apply_restarts_without_half_patches_or_repeats(fake: FakeApi
     assert any(r["outcome"] == "applied" and "after a restart" in r["reason"] for r in records)
     for name in ("team-a", "team-b", "team-c", "team-d"):
         spec = fake.queues[name]["spec"]
-        g, d, c = (float(x) for x in (spec["guarantee"]["resource"][GPU], spec["deserved"][GPU],
-                                      spec["capability"][GPU]))
+        g, d, c = (
+            float(x) for x in (spec["guarantee"]["resource"][GPU], spec["deserved"][GPU], spec["capability"][GPU])
+        )
         assert g <= d <= c
 
 
-def test_run_forever_survives_a_failing_cycle_and_stops_when_asked(fake: FakeApiServer, api: client.ApiClient,
-                                                                   tmp_path: Path) -> None:
+def test_run_forever_survives_a_failing_cycle_and_stops_when_asked(
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path
+) -> None:
     loop = make_loop(fake, tmp_path, api, forecaster=Flat(ValueError("boom")))
     ticks: list[float] = []
     loop.run_forever(lambda: len(ticks) >= 2, sleep=ticks.append)

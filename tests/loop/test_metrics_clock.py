@@ -26,8 +26,17 @@ class Stepped:
     def forecast(self, history: pd.DataFrame, *, horizon: int) -> tuple[pd.DataFrame, dict[str, str]]:
         times = pd.date_range(NOW.floor("h") - pd.Timedelta(hours=1), periods=horizon, freq="h")
         level = 20.0 + pd.RangeIndex(horizon).to_numpy()
-        frame = pd.DataFrame({"series_id": "team-a", "timestamp": times, "mean": level, "lo-80": level - 2,
-                              "hi-80": level + 2, "lo-95": level - 4, "hi-95": level + 4})
+        frame = pd.DataFrame(
+            {
+                "series_id": "team-a",
+                "timestamp": times,
+                "mean": level,
+                "lo-80": level - 2,
+                "hi-80": level + 2,
+                "lo-95": level - 4,
+                "hi-95": level + 4,
+            }
+        )
         return frame, {"gpu-forecast": "1"}
 
 
@@ -36,12 +45,12 @@ def _value(registry: CollectorRegistry, name: str, **labels: str) -> float | Non
 
 
 def test_band_families_and_success_time_follow_the_loop_clock(tmp_path: Path) -> None:
-    settings = load_settings(None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl",
-                                              "plan_dir": tmp_path / "plans"})
+    settings = load_settings(
+        None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
+    )
     metrics = LoopMetrics(CollectorRegistry())
     cluster = FileCluster([queue_object("team-a", deserved=16, capability=32, guarantee=4, allocated=10)])
-    loop = Loop(settings, cluster=cluster, history=History(), forecaster=Stepped(), metrics=metrics,
-                clock=lambda: NOW)
+    loop = Loop(settings, cluster=cluster, history=History(), forecaster=Stepped(), metrics=metrics, clock=lambda: NOW)
     assert loop.run_once().hold is None
     r = metrics.registry
     # the step covering 10:20 is 10:00, the forecast's second step (hi-80 = 21 + 2), in both families

@@ -37,8 +37,9 @@ class FreshHistory:
 
     def history(self, now: pd.Timestamp) -> pd.DataFrame:
         times = pd.date_range(end=now, periods=24, freq="h")
-        return pd.DataFrame([{"series_id": q, "timestamp": t, "value": 1.0} for q in ("team-a", "team-b")
-                             for t in times])
+        return pd.DataFrame(
+            [{"series_id": q, "timestamp": t, "value": 1.0} for q in ("team-a", "team-b") for t in times]
+        )
 
 
 @pytest.fixture
@@ -55,22 +56,48 @@ def _files(out: Path) -> dict[str, str]:
     return files
 
 
-@pytest.mark.parametrize(("at", "hold"), [
-    (START, None),  # fresh: changes planned
-    (START + pd.Timedelta(hours=3), "stale_data"),  # the forecast starts more than stale_after_s (2 h) ago
-    (START + pd.Timedelta(days=3), "stale_data"),  # the forecast ends before now
-])
-def test_plan_command_and_a_loop_cycle_write_the_same_plan(inputs: dict[str, Path], tmp_path: Path,
-                                                          at: pd.Timestamp, hold: str | None) -> None:
+@pytest.mark.parametrize(
+    ("at", "hold"),
+    [
+        (START, None),  # fresh: changes planned
+        (START + pd.Timedelta(hours=3), "stale_data"),  # the forecast starts more than stale_after_s (2 h) ago
+        (START + pd.Timedelta(days=3), "stale_data"),  # the forecast ends before now
+    ],
+)
+def test_plan_command_and_a_loop_cycle_write_the_same_plan(
+    inputs: dict[str, Path], tmp_path: Path, at: pd.Timestamp, hold: str | None
+) -> None:
     offline = tmp_path / "offline"
-    assert main(["plan", "--queues", str(inputs["queues"]), "--forecast", str(inputs["forecast"]),
-                 "--nodes", str(inputs["nodes"]), "--out", str(offline), "--now", at.isoformat()]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--queues",
+                str(inputs["queues"]),
+                "--forecast",
+                str(inputs["forecast"]),
+                "--nodes",
+                str(inputs["nodes"]),
+                "--out",
+                str(offline),
+                "--now",
+                at.isoformat(),
+            ]
+        )
+        == 0
+    )
 
-    settings = load_settings(None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl",
-                                              "plan_dir": tmp_path / "loop-plans"})
+    settings = load_settings(
+        None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "loop-plans"}
+    )
     cluster = FileCluster(json.loads(inputs["queues"].read_text()), json.loads(inputs["nodes"].read_text()))
-    loop = Loop(settings, cluster=cluster, history=FreshHistory(), forecaster=FixedForecast(inputs["forecast"]),
-                clock=lambda: at)
+    loop = Loop(
+        settings,
+        cluster=cluster,
+        history=FreshHistory(),
+        forecaster=FixedForecast(inputs["forecast"]),
+        clock=lambda: at,
+    )
     report = loop.run_once(force=True)
 
     assert report.plan is not None
@@ -85,8 +112,7 @@ def test_plan_command_and_a_loop_cycle_write_the_same_plan(inputs: dict[str, Pat
 def test_the_plan_commands_own_config_is_the_global_settings_file(inputs: dict[str, Path], tmp_path: Path) -> None:
     config = tmp_path / "settings.yaml"
     config.write_text("planner:\n  headroom: 0.5\nloop:\n  interval_s: 600\n")  # any section of the one file
-    args = ["--queues", str(inputs["queues"]), "--forecast", str(inputs["forecast"]), "--nodes",
-            str(inputs["nodes"])]
+    args = ["--queues", str(inputs["queues"]), "--forecast", str(inputs["forecast"]), "--nodes", str(inputs["nodes"])]
     assert main(["--config", str(config), "plan", *args, "--out", str(tmp_path / "global")]) == 0
     assert main(["plan", *args, "--config", str(config), "--out", str(tmp_path / "local")]) == 0
     assert main(["plan", *args, "--out", str(tmp_path / "defaults")]) == 0

@@ -55,8 +55,9 @@ class Clock:
 class Jobs:
     """A workload reader: ``RUNNING`` always, ``WAITING`` from ``BURST`` on; ``error`` fails reads from ``failing``."""
 
-    def __init__(self, *, error: Exception | None = None, failing: pd.Timestamp | None = None,
-                 burst: pd.Timestamp = BURST) -> None:
+    def __init__(
+        self, *, error: Exception | None = None, failing: pd.Timestamp | None = None, burst: pd.Timestamp = BURST
+    ) -> None:
         self.error, self.failing, self.burst, self.reads = error, failing, burst, 0
 
     def workload(self, now: pd.Timestamp) -> Workload | None:
@@ -93,15 +94,32 @@ def api(fake: FakeApiServer) -> Iterator[client.ApiClient]:
 REACT = {"react_pending_gpus": 8, "react_after_s": 1200, "pending_raise": "lift"}
 
 
-def make_loop(tmp_path: Path, api: client.ApiClient, clock: Clock, jobs: Jobs, *, mode: str = "apply",
-              planner: dict[str, Any] | None = None) -> tuple[Loop, CountedCluster]:
-    settings = load_settings(None, actuators={"mode": mode, "audit_log": tmp_path / "audit.jsonl",
-                                              "plan_dir": tmp_path / "plans"},
-                             planner=planner or {}, loop={"react_poll_s": 60})
+def make_loop(
+    tmp_path: Path,
+    api: client.ApiClient,
+    clock: Clock,
+    jobs: Jobs,
+    *,
+    mode: str = "apply",
+    planner: dict[str, Any] | None = None,
+) -> tuple[Loop, CountedCluster]:
+    settings = load_settings(
+        None,
+        actuators={"mode": mode, "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"},
+        planner=planner or {},
+        loop={"react_poll_s": 60},
+    )
     actuator = VolcanoActuator(api, timeout_s=2)
     cluster = CountedCluster(actuator)
-    return Loop(settings, cluster=cluster, history=History({"team-a": 22, "team-b": 41}), forecaster=Flat(),
-                actuator=actuator, clock=clock, workload=jobs), cluster
+    return Loop(
+        settings,
+        cluster=cluster,
+        history=History({"team-a": 22, "team-b": 41}),
+        forecaster=Flat(),
+        actuator=actuator,
+        clock=clock,
+        workload=jobs,
+    ), cluster
 
 
 def run_through_next_slot(loop: Loop, clock: Clock) -> list[dict[str, Any]]:
@@ -126,14 +144,17 @@ def test_pending_is_what_pending_gangs_ask_for_and_unknown_without_a_workload() 
 
 
 def test_the_live_cycle_raises_a_waiting_queue_from_the_workload_and_not_when_its_read_fails(
-        fake: FakeApiServer, api: client.ApiClient, tmp_path: Path) -> None:
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path
+) -> None:
     clock = Clock(NOW)
-    broken, _ = make_loop(tmp_path / "unknown", api, clock, Jobs(burst=NOW, error=DataSourceError("ksm down")),
-                          mode="plan", planner=REACT)
+    broken, _ = make_loop(
+        tmp_path / "unknown", api, clock, Jobs(burst=NOW, error=DataSourceError("ksm down")), mode="plan", planner=REACT
+    )
     plan = broken.run_once().plan
     assert plan is not None and fake.patches() == []
     assert [(c.field, c.after, c.code) for c in plan.changes if c.queue == "team-a" and c.field == "deserved"] == [
-        ("deserved", 24.0, "max_step")]  # pending unknown: the forecast's raise, one step
+        ("deserved", 24.0, "max_step")
+    ]  # pending unknown: the forecast's raise, one step
     loop, _ = make_loop(tmp_path / "known", api, clock, Jobs(burst=NOW), planner=REACT)
     plan = loop.run_once().plan
     assert plan is not None
@@ -143,22 +164,26 @@ def test_the_live_cycle_raises_a_waiting_queue_from_the_workload_and_not_when_it
 
 
 def test_malformed_workload_data_in_an_hourly_cycle_leaves_pending_unknown_and_the_cycle_runs(
-        fake: FakeApiServer, api: client.ApiClient, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     clock = Clock(NOW)
-    loop, _ = make_loop(tmp_path, api, clock, Jobs(burst=NOW, error=ValueError("bad ksm frame")), mode="plan",
-                        planner=REACT)
+    loop, _ = make_loop(
+        tmp_path, api, clock, Jobs(burst=NOW, error=ValueError("bad ksm frame")), mode="plan", planner=REACT
+    )
     with caplog.at_level(logging.WARNING, logger="predictor.loop.cycle"):
         plan = loop.run_once().plan
     assert plan is not None  # the cycle planned: an unreadable workload is unknown, not a failed cycle
     assert [(c.after, c.code) for c in plan.changes if c.queue == "team-a" and c.field == "deserved"] == [
-        (24.0, "max_step")]  # pending unknown: the forecast's raise, one step (as when the read is down)
+        (24.0, "max_step")
+    ]  # pending unknown: the forecast's raise, one step (as when the read is down)
     records = AuditLog(loop.audit.path).read()
     assert not [r for r in records if r["outcome"] == "failed"] and len(done(records)) == 1
     assert any("workload unreadable" in r.message and r.exc_info for r in caplog.records)
 
 
 def test_a_queue_waiting_past_react_after_s_is_replanned_once_between_slots(
-        fake: FakeApiServer, api: client.ApiClient, tmp_path: Path) -> None:
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path
+) -> None:
     clock = Clock(NOW)
     loop, _ = make_loop(tmp_path, api, clock, Jobs(), planner=REACT)
     records = run_through_next_slot(loop, clock)
@@ -172,15 +197,17 @@ def test_a_queue_waiting_past_react_after_s_is_replanned_once_between_slots(
     # The re-plan raised team-a past its cooldown (applied at 10:20) to what its gangs ask for, and applied it.
     raised = [r for r in records if r["cycle"] == cycle and r["outcome"] == "applied"]
     assert [(r["queue"], r["field"], r["after"], r["code"]) for r in raised] == [
-        ("team-a", "deserved", 42.0, "pending_raise")]
+        ("team-a", "deserved", 42.0, "pending_raise")
+    ]
     assert fake.queues["team-a"]["spec"]["deserved"][GPU] == "42"
     # Each slot ran once; the re-plan is a cycle of its own.
     assert done(records) == ["2026-11-02T10:00:00Z", cycle, "2026-11-02T11:00:00Z"]
     assert loop.metrics.react_cycles._value.get() == 1
 
 
-def test_with_defaults_nothing_extra_is_read_or_planned(fake: FakeApiServer, api: client.ApiClient,
-                                                        tmp_path: Path) -> None:
+def test_with_defaults_nothing_extra_is_read_or_planned(
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path
+) -> None:
     clock = Clock(NOW)
     jobs = Jobs()
     loop, cluster = make_loop(tmp_path, api, clock, jobs)
@@ -193,8 +220,9 @@ def test_with_defaults_nothing_extra_is_read_or_planned(fake: FakeApiServer, api
     assert loop.metrics.react_cycles._value.get() == 0
 
 
-def test_in_plan_mode_a_replan_plans_and_applies_nothing(fake: FakeApiServer, api: client.ApiClient,
-                                                          tmp_path: Path) -> None:
+def test_in_plan_mode_a_replan_plans_and_applies_nothing(
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path
+) -> None:
     clock = Clock(NOW)
     loop, _ = make_loop(tmp_path, api, clock, Jobs(), mode="plan", planner=REACT)
     records = run_through_next_slot(loop, clock)
@@ -202,14 +230,16 @@ def test_in_plan_mode_a_replan_plans_and_applies_nothing(fake: FakeApiServer, ap
     react = [r for r in records if r["outcome"] == "react"]
     assert len(react) == 1 and "team-a" in react[0]["reason"]
     planned = [r for r in records if r["cycle"] == react[0]["cycle"] and r["outcome"] == "planned"]
-    assert ("team-a", "deserved", "pending_raise", "plan") in [(r["queue"], r["field"], r["code"], r["mode"])
-                                                              for r in planned]
+    assert ("team-a", "deserved", "pending_raise", "plan") in [
+        (r["queue"], r["field"], r["code"], r["mode"]) for r in planned
+    ]
     assert not [r for r in records if r["outcome"] in ("intent", "applied")]
     assert done(records).count("2026-11-02T11:00:00Z") == 1
 
 
-def test_a_failing_read_between_slots_keeps_the_loop_waiting(fake: FakeApiServer, api: client.ApiClient,
-                                                             tmp_path: Path) -> None:
+def test_a_failing_read_between_slots_keeps_the_loop_waiting(
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path
+) -> None:
     clock = Clock(NOW)
     jobs = Jobs(error=DataSourceError("kube-state-metrics: connection refused"), failing=NOW + pd.Timedelta(seconds=1))
     loop, _ = make_loop(tmp_path, api, clock, jobs, planner=REACT)
@@ -221,26 +251,45 @@ def test_a_failing_read_between_slots_keeps_the_loop_waiting(fake: FakeApiServer
 
 def test_a_fleet_replans_between_slots_only_the_cluster_whose_queue_waits(tmp_path: Path) -> None:
     clock = Clock(NOW)
-    settings = load_settings(None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl",
-                                              "plan_dir": tmp_path / "plans"}, planner=REACT)
+    settings = load_settings(
+        None,
+        actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"},
+        planner=REACT,
+    )
     audit = AuditLog(settings.actuators.audit_log)
     lock = FileLock(audit.path.with_name(audit.path.name + ".lock"), identity="pod-1")
     never = NOW + pd.Timedelta(days=1)  # cluster b's gangs never wait
-    with serve_team_queues() as a, serve_team_queues() as b, \
-            client.ApiClient(client.Configuration(host=a.url)) as api_a, \
-            client.ApiClient(client.Configuration(host=b.url)) as api_b:
-        loops = [Loop(cluster_settings(settings, name), cluster=KubeCluster(VolcanoActuator(api, timeout_s=2)),
-                      history=History({"team-a": 22, "team-b": 41}), forecaster=Flat(), clock=clock,
-                      workload=Jobs(burst=burst), name=name, lock=lock, audit=audit)
-                 for name, api, burst in (("a", api_a, BURST), ("b", api_b, never))]
+    with (
+        serve_team_queues() as a,
+        serve_team_queues() as b,
+        client.ApiClient(client.Configuration(host=a.url)) as api_a,
+        client.ApiClient(client.Configuration(host=b.url)) as api_b,
+    ):
+        loops = [
+            Loop(
+                cluster_settings(settings, name),
+                cluster=KubeCluster(VolcanoActuator(api, timeout_s=2)),
+                history=History({"team-a": 22, "team-b": 41}),
+                forecaster=Flat(),
+                clock=clock,
+                workload=Jobs(burst=burst),
+                name=name,
+                lock=lock,
+                audit=audit,
+            )
+            for name, api, burst in (("a", api_a, BURST), ("b", api_b, never))
+        ]
         FleetLoop(loops, lock=lock).run_forever(lambda: clock.at >= END, sleep=clock.sleep)
         assert a.patches() == [] and b.patches() == []
     records = audit.read()
     react = [r for r in records if r["outcome"] == "react"]
     assert [(r["cluster"], "team-a" in r["reason"]) for r in react] == [("a", True)]
     for cluster in ("a", "b"):
-        slots = [r["cycle"] for r in records if r["outcome"] == "cycle-done" and r["cluster"] == cluster
-                 and "+react-" not in r["cycle"]]
+        slots = [
+            r["cycle"]
+            for r in records
+            if r["outcome"] == "cycle-done" and r["cluster"] == cluster and "+react-" not in r["cycle"]
+        ]
         assert slots == ["2026-11-02T10:00:00Z", "2026-11-02T11:00:00Z"]
     assert loops[0].metrics.react_cycles._value.get() == 1 and loops[1].metrics.react_cycles._value.get() == 0
 
@@ -254,8 +303,8 @@ def test_react_poll_s_is_bounded(poll_s: float) -> None:
 
 @pytest.mark.parametrize("error", [ValueError("bad kube-state-metrics frame"), KeyError("pod")])
 def test_an_unexpected_error_in_a_read_between_slots_is_a_failed_read_not_a_failed_cycle(
-        fake: FakeApiServer, api: client.ApiClient, tmp_path: Path, caplog: pytest.LogCaptureFixture,
-        error: Exception) -> None:
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path, caplog: pytest.LogCaptureFixture, error: Exception
+) -> None:
     clock = Clock(NOW)
     jobs = Jobs(error=error, failing=NOW + pd.Timedelta(seconds=1))
     loop, _ = make_loop(tmp_path, api, clock, jobs, planner=REACT)
@@ -272,7 +321,8 @@ def test_an_unexpected_error_in_a_read_between_slots_is_a_failed_read_not_a_fail
 
 
 def test_a_second_replan_with_the_same_cycle_id_is_skipped_and_neither_audited_nor_counted(
-        fake: FakeApiServer, api: client.ApiClient, tmp_path: Path) -> None:
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path
+) -> None:
     clock = Clock(NOW)
     loop, _ = make_loop(tmp_path, api, clock, Jobs(burst=NOW), planner=REACT)
     loop._forever = True  # keep the lock between the calls, as run_forever does
@@ -313,7 +363,8 @@ class RealJobs(Jobs):
 
 
 def test_after_the_clock_steps_back_the_watch_polls_on_and_a_queue_keeps_its_wait(
-        fake: FakeApiServer, api: client.ApiClient, tmp_path: Path) -> None:
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path
+) -> None:
     clock = SteppingClock(NOW, pd.Timestamp("2026-11-02T10:30:00Z"), pd.Timedelta(minutes=30))
     loop, _ = make_loop(tmp_path, api, clock, RealJobs(clock), planner=REACT)
     polled: list[float] = []  # real seconds at each poll
@@ -337,7 +388,8 @@ def test_after_the_clock_steps_back_the_watch_polls_on_and_a_queue_keeps_its_wai
 
 
 def test_a_loop_that_leads_again_after_standing_by_waits_react_after_s_from_then(
-        fake: FakeApiServer, api: client.ApiClient, tmp_path: Path) -> None:
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path
+) -> None:
     def at(hm: str) -> pd.Timestamp:
         return pd.Timestamp(f"2026-11-02T{hm}:00Z")
 
@@ -363,7 +415,8 @@ def test_a_loop_that_leads_again_after_standing_by_waits_react_after_s_from_then
 
 
 def test_for_a_resource_other_than_gpus_nothing_is_read_between_slots_and_it_says_so_once(
-        fake: FakeApiServer, api: client.ApiClient, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     clock = Clock(NOW)
     jobs = Jobs()
     with caplog.at_level(logging.WARNING, logger="predictor.loop.react"):
@@ -378,14 +431,24 @@ def test_for_a_resource_other_than_gpus_nothing_is_read_between_slots_and_it_say
 
 @pytest.mark.parametrize(("poll_s", "polls"), [(1, 1799), (30, 59), (45, 39), (300, 5)])
 def test_polls_keep_their_period_and_the_locks_are_renewed_on_their_own_schedule(
-        fake: FakeApiServer, api: client.ApiClient, tmp_path: Path, poll_s: float, polls: int) -> None:
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path, poll_s: float, polls: int
+) -> None:
     clock = Clock(NOW)
-    settings = load_settings(None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl",
-                                              "plan_dir": tmp_path / "plans"}, planner=REACT,
-                             loop={"react_poll_s": poll_s})
+    settings = load_settings(
+        None,
+        actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"},
+        planner=REACT,
+        loop={"react_poll_s": poll_s},
+    )
     cluster = CountedCluster(VolcanoActuator(api, timeout_s=2))
-    loop = Loop(settings, cluster=cluster, history=History({"team-a": 22, "team-b": 41}), forecaster=Flat(),
-                clock=clock, workload=Jobs(burst=NOW + pd.Timedelta(days=1)))
+    loop = Loop(
+        settings,
+        cluster=cluster,
+        history=History({"team-a": 22, "team-b": 41}),
+        forecaster=Flat(),
+        clock=clock,
+        workload=Jobs(burst=NOW + pd.Timedelta(days=1)),
+    )
     renewals: list[pd.Timestamp] = []
     acquire = loop.leaders[0].acquire
 
@@ -409,8 +472,16 @@ def test_a_wait_ends_with_a_clock_that_stands_still_and_polls_only_while_leading
         renewals.append(standby)
         return standby
 
-    wait_and_watch(3600, lambda: NOW, lambda: False, slept.append, renew_every_s=20, poll_s=60, renew=renew,
-                   watch=lambda: polls.append(sum(slept)))
+    wait_and_watch(
+        3600,
+        lambda: NOW,
+        lambda: False,
+        slept.append,
+        renew_every_s=20,
+        poll_s=60,
+        renew=renew,
+        watch=lambda: polls.append(sum(slept)),
+    )
     assert sum(slept) == pytest.approx(2400.001)  # 10:20 to just past 11:00, by the sleeps alone
     assert len(renewals) == 2400 // 20  # every 20 s slept
     assert polls == ([] if standby else [60.0 * k for k in range(1, 41)])  # a standby instance never polls

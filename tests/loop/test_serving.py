@@ -30,8 +30,13 @@ NOW = pd.Timestamp("2026-11-02T10:00:00Z")
 def history(end: pd.Timestamp = NOW, hours: int = 200, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     times = pd.date_range(end=end, periods=hours, freq="h")
-    return pd.DataFrame([{"series_id": q, "timestamp": t, "value": level + rng.normal(0, 2)}
-                         for q, level in (("team-a", 22.0), ("team-b", 41.0)) for t in times])
+    return pd.DataFrame(
+        [
+            {"series_id": q, "timestamp": t, "value": level + rng.normal(0, 2)}
+            for q, level in (("team-a", 22.0), ("team-b", 41.0))
+            for t in times
+        ]
+    )
 
 
 class Registry:
@@ -74,8 +79,9 @@ def _metrics_text(metrics: LoopMetrics) -> str:
     return generate_latest(metrics.registry).decode()
 
 
-def test_the_champion_is_served_with_update_and_loaded_once_per_version(models: dict[str, BaseForecaster],
-                                                                        no_fit: None) -> None:
+def test_the_champion_is_served_with_update_and_loaded_once_per_version(
+    models: dict[str, BaseForecaster], no_fit: None
+) -> None:
     registry = Registry(models)
     forecaster = RegistryForecaster(registry)
     newest = history()
@@ -93,7 +99,8 @@ def test_the_champion_is_served_with_update_and_loaded_once_per_version(models: 
 
 
 def test_a_champion_that_fails_to_load_leaves_the_last_good_one_serving_and_says_so(
-        models: dict[str, BaseForecaster], no_fit: None) -> None:
+    models: dict[str, BaseForecaster], no_fit: None
+) -> None:
     registry, metrics = Registry(models), LoopMetrics()
     forecaster = RegistryForecaster(registry, metrics=metrics)
     forecaster.forecast(history(), horizon=6)
@@ -126,11 +133,13 @@ def test_the_loop_publishes_what_it_serves(models: dict[str, BaseForecaster], tm
         def history(self, now: pd.Timestamp) -> pd.DataFrame:
             return history(now.floor("h"))
 
-    settings = load_settings(None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl",
-                                              "plan_dir": tmp_path / "plans"})
+    settings = load_settings(
+        None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
+    )
     cluster = FileCluster([queue_object(q, deserved=20, capability=40) for q in ("team-a", "team-b")])
-    loop = Loop(settings, cluster=cluster, history=Newest(), forecaster=RegistryForecaster(Registry(models)),
-                clock=lambda: NOW)
+    loop = Loop(
+        settings, cluster=cluster, history=Newest(), forecaster=RegistryForecaster(Registry(models)), clock=lambda: NOW
+    )
     report = loop.run_once()
     assert report.hold is None, report.hold
     text = _metrics_text(loop.metrics)

@@ -45,16 +45,24 @@ def make_loop(api: client.ApiClient, audit: Path, who: str, clock: list[pd.Times
     actuator = VolcanoActuator(api, timeout_s=2)
     lease = LeaseLock(api, name="loop", namespace="gpu-capacity-predictor", duration_s=LEASE_S, identity=who)
     history = History({"team-a": (22.0, FRESH), "team-b": (41.0, FRESH)})
-    return Loop(settings, cluster=KubeCluster(actuator), history=history, forecaster=Flat(), actuator=actuator,
-                clock=lambda: clock[0], lease=lease)
+    return Loop(
+        settings,
+        cluster=KubeCluster(actuator),
+        history=history,
+        forecaster=Flat(),
+        actuator=actuator,
+        clock=lambda: clock[0],
+        lease=lease,
+    )
 
 
 def outcomes(audit: Path) -> list[str]:
     return [str(r["outcome"]) for r in AuditLog(audit).read()]
 
 
-def test_two_loops_on_one_audit_log_one_acts_the_other_holds(fake: FakeApiServer, api: client.ApiClient,
-                                                             tmp_path: Path) -> None:
+def test_two_loops_on_one_audit_log_one_acts_the_other_holds(
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path
+) -> None:
     clock = [NOW]
     audit = tmp_path / "audit.jsonl"
     first, second = make_loop(api, audit, "pod-a", clock), make_loop(api, audit, "pod-b", clock)
@@ -68,8 +76,9 @@ def test_two_loops_on_one_audit_log_one_acts_the_other_holds(fake: FakeApiServer
     assert fake.leases[("gpu-capacity-predictor", "loop")]["spec"].get("holderIdentity") is None  # given up
 
 
-def test_two_pods_share_one_lease_and_an_expired_lease_is_taken_over(fake: FakeApiServer, api: client.ApiClient,
-                                                                     tmp_path: Path) -> None:
+def test_two_pods_share_one_lease_and_an_expired_lease_is_taken_over(
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path
+) -> None:
     clock = [NOW]
     a = make_loop(api, tmp_path / "a" / "audit.jsonl", "pod-a", clock)
     b = make_loop(api, tmp_path / "b" / "audit.jsonl", "pod-b", clock)
@@ -99,8 +108,9 @@ def test_a_renewing_holder_keeps_the_lease(fake: FakeApiServer, api: client.ApiC
         assert "pod-a" in b.lead(clock[0])
 
 
-def test_loop_once_from_the_cli_stands_by_when_another_holds_the_log(tmp_path: Path,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_loop_once_from_the_cli_stands_by_when_another_holds_the_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     audit, queues, history = tmp_path / "audit.jsonl", tmp_path / "queues.json", tmp_path / "history.csv"
     queues.write_text(json.dumps({"items": [queue_object("team-a", deserved=4, capability=8)]}))
     frame = History({"team-a": (6.0, FRESH)}).history(pd.Timestamp.now(tz="UTC"))
@@ -109,8 +119,18 @@ def test_loop_once_from_the_cli_stands_by_when_another_holds_the_log(tmp_path: P
     settings.write_text(f"actuators: {{audit_log: {audit}, plan_dir: {tmp_path / 'plans'}}}\n")
     other = FileLock(audit.with_name(audit.name + ".lock"), identity="pod-a")
     assert other.acquire(NOW) == ""
-    args = ["loop", "--once", "--config", str(settings), "--history", str(history), "--queues", str(queues),
-            "--model", "seasonal_naive_24"]
+    args = [
+        "loop",
+        "--once",
+        "--config",
+        str(settings),
+        "--history",
+        str(history),
+        "--queues",
+        str(queues),
+        "--model",
+        "seasonal_naive_24",
+    ]
     try:
         assert main(args) == 0
     finally:
@@ -137,8 +157,9 @@ def test_a_loop_mid_cycle_keeps_a_second_one_off_its_audit_log(tmp_path: Path) -
     assert busy.run_once().skipped  # the slot is done: it is not run twice
 
 
-def test_two_loops_racing_for_an_expired_lease_cannot_both_win(fake: FakeApiServer, api: client.ApiClient,
-                                                               tmp_path: Path) -> None:
+def test_two_loops_racing_for_an_expired_lease_cannot_both_win(
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path
+) -> None:
     clock = [NOW]
     gone = make_loop(api, tmp_path / "old" / "audit.jsonl", "pod-old", clock)
     assert gone.lead(NOW) == ""

@@ -33,21 +33,30 @@ def network(node: str, loads: dict[str, float], hours: int = 8 * 24, evening_pea
     """Hourly bits/s per device up to NOW; ``evening_peak`` adds load between 10:00 and 12:00 UTC daily."""
     times = pd.date_range(end=NOW.floor("h"), periods=hours, freq="h")
     peak = np.where((times.hour >= 10) & (times.hour < 12), evening_peak, 0.0)
-    rows = [pd.DataFrame({"node": node, "device": dev, "direction": direction, "timestamp": times,
-                          "value": load * scale + peak})
-            for dev, load in loads.items() for direction, scale in (("receive", 1.0), ("transmit", 0.6))]
+    rows = [
+        pd.DataFrame(
+            {"node": node, "device": dev, "direction": direction, "timestamp": times, "value": load * scale + peak}
+        )
+        for dev, load in loads.items()
+        for direction, scale in (("receive", 1.0), ("transmit", 0.6))
+    ]
     return pd.concat(rows, ignore_index=True)
 
 
 def pods(*rows: tuple[str, str, str, str, float]) -> pd.DataFrame:
-    return pd.DataFrame([{"node": n, "namespace": "ml", "pod": p, "job": j, "queue": q, "gpus": g}
-                         for n, p, j, q, g in rows])
+    return pd.DataFrame(
+        [{"node": n, "namespace": "ml", "pod": p, "job": j, "queue": q, "gpus": g} for n, p, j, q, g in rows]
+    )
 
 
 def test_each_target_gets_its_own_seasonal_forecast_and_the_busier_direction() -> None:
-    frame = pd.concat([network("node-a", {"ens1f0": 2e9, "ens1f1": 9e9}, evening_peak=5e9),
-                       network("node-b", {"eth0": 8e9}),  # target devices not exported: split evenly
-                       network("node-c", {"ens1f0": 1e9, "ens1f1": 1e9}, hours=10)])
+    frame = pd.concat(
+        [
+            network("node-a", {"ens1f0": 2e9, "ens1f1": 9e9}, evening_peak=5e9),
+            network("node-b", {"eth0": 8e9}),  # target devices not exported: split evenly
+            network("node-c", {"ens1f0": 1e9, "ens1f1": 1e9}, hours=10),
+        ]
+    )
     loads, skipped = forecast_target_load(frame, TARGETS, NOW)
     # The hour after 10:20 is inside the daily peak: the seasonal mean carries it, receive is the busier side.
     assert loads["node-a"] == pytest.approx({"ens1f0": 7e9, "ens1f1": 14e9})
@@ -61,8 +70,15 @@ def test_a_node_missing_one_target_is_left_out_with_the_reason() -> None:
 
 
 def test_job_mix_counts_gpus_of_jobs_spanning_nodes() -> None:
-    mix = job_mix(pods(("n1", "d-0", "dist", "team-a", 4), ("n2", "d-1", "dist", "team-a", 4),
-                       ("n1", "s-0", "solo", "team-b", 2), ("n2", "x-0", "", "team-b", 1)), {"n1": 8, "n2": 8})
+    mix = job_mix(
+        pods(
+            ("n1", "d-0", "dist", "team-a", 4),
+            ("n2", "d-1", "dist", "team-a", 4),
+            ("n1", "s-0", "solo", "team-b", 2),
+            ("n2", "x-0", "", "team-b", 1),
+        ),
+        {"n1": 8, "n2": 8},
+    )
     assert mix["n1"] == (pytest.approx(0.5), {"team-a": 4.0, "team-b": 2.0})
     assert mix["n2"][0] == pytest.approx(0.5)
     assert job_mix(pods(), {}) == {}
@@ -70,8 +86,11 @@ def test_job_mix_counts_gpus_of_jobs_spanning_nodes() -> None:
 
 def xdp_loop(registry: CollectorRegistry | None = None, publisher: Any = None) -> XdpLoop:
     frame = pd.concat([network("node-a", {"ens1f0": 2e9, "ens1f1": 15e9}), network("node-b", {"eth0": 4e9})])
-    source = FrameXdpSource(frame, pods(("node-a", "d-0", "dist", "team-a", 4), ("node-b", "d-1", "dist", "team-a", 4)),
-                            {"node-a": 8, "node-b": 8})
+    source = FrameXdpSource(
+        frame,
+        pods(("node-a", "d-0", "dist", "team-a", 4), ("node-b", "d-1", "dist", "team-a", 4)),
+        {"node-a": 8, "node-b": 8},
+    )
     settings = XdpLoopSettings(enabled=True, targets=TARGETS, capacity_bps=25e9)
     return XdpLoop(settings, source, publisher=publisher, registry=registry)
 
@@ -121,7 +140,8 @@ def test_publisher_patches_one_configmap_by_name_and_dry_run_writes_nothing(
 def test_a_missing_configmap_is_reported_not_created(fake: FakeApiServerWithConfigMaps, tmp_path: Path) -> None:
     with client.ApiClient(client.Configuration(host=fake.url)) as api:
         report = xdp_loop(publisher=ConfigMapPublisher(api, name=CM, namespace=NS)).run(
-            NOW, mode="apply", plan_dir=tmp_path)
+            NOW, mode="apply", plan_dir=tmp_path
+        )
     assert "HTTP 404" in report.error and "may not create" in report.error
     assert "node-a" in json.loads((tmp_path / "xdp" / "_profiles.json").read_text())  # still planned
 
@@ -161,6 +181,7 @@ class FakeActuator:
     def status(self) -> Any:
         class S:
             active_profile, weights, observe, sticky = "n-spare", {"ens1f0": 50, "ens1f1": 50}, False, False
+
         return S()
 
     def plan(self, profile: Profile) -> list[Change]:
@@ -171,19 +192,25 @@ class FakeActuator:
         return changes
 
 
-@pytest.mark.parametrize(("age_s", "node", "loads", "hold"), [
-    (30, "n", [1e9, 2e9], None),
-    (7200, "n", [1e9, 2e9], "stale_inputs"),
-    (-3600, "n", [1e9, 2e9], "inputs_invalid"),  # dated in the future: a wrong clock
-    (30, "other-node", [1e9, 2e9], "inputs_invalid"),
-    (30, "n", [1e9, None], "inputs_invalid"),
-])
+@pytest.mark.parametrize(
+    ("age_s", "node", "loads", "hold"),
+    [
+        (30, "n", [1e9, 2e9], None),
+        (7200, "n", [1e9, 2e9], "stale_inputs"),
+        (-3600, "n", [1e9, 2e9], "inputs_invalid"),  # dated in the future: a wrong clock
+        (30, "other-node", [1e9, 2e9], "inputs_invalid"),
+        (30, "n", [1e9, None], "inputs_invalid"),
+    ],
+)
 def test_agent_holds_the_profile_in_force_on_stale_or_invalid_inputs(
     tmp_path: Path, age_s: float, node: str, loads: list[float | None], hold: str | None
 ) -> None:
     path = tmp_path / "n.json"
-    doc = ForecastInputs(generated_at=datetime.now(UTC) - timedelta(seconds=age_s), node=node, targets=[
-        {"iface": t, "capacity_bps": 25e9, "forecast_bps": f} for t, f in zip(TARGETS, loads, strict=True)])
+    doc = ForecastInputs(
+        generated_at=datetime.now(UTC) - timedelta(seconds=age_s),
+        node=node,
+        targets=[{"iface": t, "capacity_bps": 25e9, "forecast_bps": f} for t, f in zip(TARGETS, loads, strict=True)],
+    )
     path.write_text(doc.model_dump_json())
     settings = AgentSettings(node="n", pin_dir=tmp_path, inputs=path, dry_run=False)
     actuator = FakeActuator()

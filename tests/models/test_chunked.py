@@ -19,8 +19,17 @@ def fleet(n: int = 5, clusters: int = 2) -> pd.DataFrame:
     t = pd.date_range("2026-03-02", periods=24 * 8, freq="h", tz="UTC")
     rng = np.random.default_rng(1)
     return pd.concat(
-        [pd.DataFrame({"cluster": f"c{i % clusters}", "series_id": f"q{i}", "timestamp": t,
-                       "value": 5 + i + rng.normal(0, 1, t.size)}) for i in range(n)],
+        [
+            pd.DataFrame(
+                {
+                    "cluster": f"c{i % clusters}",
+                    "series_id": f"q{i}",
+                    "timestamp": t,
+                    "value": 5 + i + rng.normal(0, 1, t.size),
+                }
+            )
+            for i in range(n)
+        ],
         ignore_index=True,
     )
 
@@ -39,8 +48,9 @@ def test_a_model_assembled_from_chunks_forecasts_like_the_serial_fit() -> None:
     frame = fleet()
     template = SeasonalWindowForecaster(cycles=3)
     serial = ChunkedForecaster(template, chunk_size=2).fit(frame)
-    parts = [SeasonalWindowForecaster(cycles=3).fit(frame[frame["series_id"].isin(ids)])
-             for ids in chunk_series(frame, 2)]
+    parts = [
+        SeasonalWindowForecaster(cycles=3).fit(frame[frame["series_id"].isin(ids)]) for ids in chunk_series(frame, 2)
+    ]
     assembled = ChunkedForecaster(template, chunk_size=2).assemble(parts)
     pd.testing.assert_frame_equal(assembled.predict(24), serial.predict(24), check_exact=True)
     assert sorted(serial.predict(24)["series_id"].unique()) == [f"q{i}" for i in range(5)]
@@ -52,9 +62,13 @@ def test_a_chunked_model_is_served_by_update_without_refitting_any_chunk(monkeyp
     from models.forecast.windows import SeasonalWindowForecaster
 
     t = pd.date_range("2026-03-02", periods=24 * 10, freq="h", tz="UTC")
-    frame = pd.concat([pd.DataFrame({"series_id": f"q{i}", "timestamp": t,
-                                     "value": i + np.sin(np.arange(t.size) / 4)}) for i in range(5)],
-                      ignore_index=True)
+    frame = pd.concat(
+        [
+            pd.DataFrame({"series_id": f"q{i}", "timestamp": t, "value": i + np.sin(np.arange(t.size) / 4)})
+            for i in range(5)
+        ],
+        ignore_index=True,
+    )
     fitted = ChunkedForecaster(SeasonalWindowForecaster(cycles=3), chunk_size=2).fit(frame)
     newer = frame.assign(timestamp=frame["timestamp"] + pd.Timedelta(days=1), value=frame["value"] * 2)
     newcomer = newer[newer["series_id"] == "q0"].assign(series_id="q9")

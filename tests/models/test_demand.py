@@ -56,14 +56,23 @@ def test_serving_features_of_the_newest_hour_equal_the_training_features() -> No
 
     rng = np.random.default_rng(5)
     stamps = pd.date_range("2026-01-05", periods=24 * 9, freq="h", tz="UTC")
-    frame = pd.concat([pd.DataFrame({"series_id": q, "timestamp": stamps, "demand": rng.gamma(2, 4, len(stamps)),
-                                     "pending": rng.integers(0, 5, len(stamps)).astype(float)})
-                       for q in ("a", "b", "c")])
+    frame = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "series_id": q,
+                    "timestamp": stamps,
+                    "demand": rng.gamma(2, 4, len(stamps)),
+                    "pending": rng.integers(0, 5, len(stamps)).astype(float),
+                }
+            )
+            for q in ("a", "b", "c")
+        ]
+    )
     slow = queue_features(frame, pending="pending", serving=True).groupby("series_id").tail(1)
     fast = latest_queue_features(hourly_wide(frame, "demand"), hourly_wide(frame, "pending"))
     columns = [*QUEUE_FEATURES, "scale"]
-    np.testing.assert_allclose(fast[columns].to_numpy(float), slow[columns].to_numpy(float), rtol=1e-12,
-                               equal_nan=True)
+    np.testing.assert_allclose(fast[columns].to_numpy(float), slow[columns].to_numpy(float), rtol=1e-12, equal_nan=True)
     assert fast["series_id"].tolist() == ["a", "b", "c"]
     # A queue with a hole longer than three hours in its last week has no complete week: NaN, not a guess.
     holed = frame[~((frame["series_id"] == "b") & frame["timestamp"].between(stamps[-50], stamps[-45]))]

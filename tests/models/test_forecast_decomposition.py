@@ -91,8 +91,12 @@ def test_daily_strength_is_high_for_a_rhythm_low_for_a_wandering_series_and_scal
 def _gated_auto() -> AutoForecaster:
     # the default gate with fast members, so the test needs no network
     return AutoForecaster(
-        candidates=("naive", "drift", "level_profile"), pool=("naive", "drift"),
-        seasonal_pool=("naive", "level_profile"), windows=2, horizon=48, step=48,
+        candidates=("naive", "drift", "level_profile"),
+        pool=("naive", "drift"),
+        seasonal_pool=("naive", "level_profile"),
+        windows=2,
+        horizon=48,
+        step=48,
     )
 
 

@@ -86,7 +86,11 @@ def test_the_pipeline_replay_of_auto_calibrates_the_lstm_as_auto_does() -> None:
     result = run_backtest(HISTORY, members, horizon=H, windows=WINDOWS + 1, step=H)
     cut = HISTORY.groupby("series_id")["timestamp"].transform("max") - pd.Timedelta(hours=H)
     fitted = auto.AutoForecaster(
-        windows=WINDOWS, step=H, horizon=H, pool=("lstm", "naive"), candidate_params={"lstm": TINY_LSTM},
+        windows=WINDOWS,
+        step=H,
+        horizon=H,
+        pool=("lstm", "naive"),
+        candidate_params={"lstm": TINY_LSTM},
         seasonal_pool=(),
     ).fit(HISTORY[HISTORY["timestamp"] <= cut])
     replay = records_for_auto(result, outer_windows=1, inner_windows=WINDOWS, rule=fitted.rule())

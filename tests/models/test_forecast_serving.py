@@ -87,8 +87,9 @@ def test_baselines_recompute_everything_from_the_new_window(name: str, monkeypat
 
 
 @pytest.mark.parametrize("season", [None, 24])
-def test_ets_serving_is_the_fitted_filter_continued_over_the_new_hours(season: int | None,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ets_serving_is_the_fitted_filter_continued_over_the_new_hours(
+    season: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from statsmodels.tsa.exponential_smoothing.ets import ETSModel
 
     fitted = forecasters.create("ets", seasonal_period=season).fit(OLD)
@@ -153,8 +154,9 @@ def fitted_auto() -> Any:
     return model.fit(OLD)
 
 
-def test_auto_keeps_its_fitted_plans_and_serves_its_updated_members(fitted_auto: Any,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_keeps_its_fitted_plans_and_serves_its_updated_members(
+    fitted_auto: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     before = fitted_auto.predict(H)
     with no_training(monkeypatch):
         served_model = fitted_auto.update(NEW)
@@ -164,16 +166,18 @@ def test_auto_keeps_its_fitted_plans_and_serves_its_updated_members(fitted_auto:
     members = {m: model.update(NEW).predict(H) for m, model in fitted_auto.members_.items()}
     for sid, plan in fitted_auto.states_.items():
         assert served_model.states_[sid] is plan  # choice, weights and conformal state as registered
-        expected = sum(w * members[m].loc[members[m]["series_id"] == sid, "mean"].to_numpy()
-                       for m, w in plan.weights.items())
+        expected = sum(
+            w * members[m].loc[members[m]["series_id"] == sid, "mean"].to_numpy() for m, w in plan.weights.items()
+        )
         got = served.loc[served["series_id"] == sid, "mean"].to_numpy()
         np.testing.assert_allclose(got, np.clip(expected, 0, None), rtol=1e-9)
     pd.testing.assert_frame_equal(_serve(_round_trip(fitted_auto), NEW, monkeypatch), served)
     assert not np.allclose(_serve(fitted_auto, _scaled(NEW, 1.5), monkeypatch)["mean"], served["mean"])
 
 
-def test_auto_serves_a_series_it_never_saw_with_the_robust_pool(fitted_auto: Any,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_serves_a_series_it_never_saw_with_the_robust_pool(
+    fitted_auto: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     newcomer = NEW[NEW["series_id"] == "busy-a"].assign(series_id="newcomer")
     short = NEW[NEW["series_id"] == "busy-b"].tail(30).assign(series_id="young")  # too short for the LSTM
     frame = pd.concat([NEW, newcomer, short], ignore_index=True)
@@ -189,8 +193,9 @@ def test_auto_serves_a_series_it_never_saw_with_the_robust_pool(fitted_auto: Any
     assert served[["mean", "lo-95", "hi-95"]].notna().all().all()
 
 
-def test_auto_falls_back_to_persistence_when_no_member_can_serve_a_series(fitted_auto: Any,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_falls_back_to_persistence_when_no_member_can_serve_a_series(
+    fitted_auto: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import copy
 
     lstm_only = copy.copy(fitted_auto)

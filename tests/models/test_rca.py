@@ -21,8 +21,13 @@ def test_sklearn_contract(estimator: RootCauseTree, check: object) -> None:
 
 def _toy() -> tuple[pd.DataFrame, np.ndarray]:
     rng = np.random.default_rng(0)
-    X = pd.DataFrame({"gpu_temp_p95_max": rng.normal(70, 5, 400), "sm_clock_drop_max": rng.uniform(0, 0.1, 400),
-                      "xid_max": np.zeros(400)})
+    X = pd.DataFrame(
+        {
+            "gpu_temp_p95_max": rng.normal(70, 5, 400),
+            "sm_clock_drop_max": rng.uniform(0, 0.1, 400),
+            "xid_max": np.zeros(400),
+        }
+    )
     hot = np.arange(400) % 5 == 0
     X.loc[hot, "gpu_temp_p95_max"] += 22
     X.loc[hot, "sm_clock_drop_max"] += 0.3
@@ -96,8 +101,12 @@ def _two_witnesses() -> tuple[pd.DataFrame, np.ndarray]:
     rng = np.random.default_rng(1)
     n = 600
     sick = np.arange(n) % 4 == 0
-    X = pd.DataFrame({"tcp_retrans_ratio": np.where(sick, rng.uniform(8, 30, n), rng.uniform(0.8, 1.3, n)),
-                      "net_rx_vs_util": np.where(sick, rng.uniform(0.3, 0.7, n), rng.uniform(0.6, 1.2, n))})
+    X = pd.DataFrame(
+        {
+            "tcp_retrans_ratio": np.where(sick, rng.uniform(8, 30, n), rng.uniform(0.8, 1.3, n)),
+            "net_rx_vs_util": np.where(sick, rng.uniform(0.3, 0.7, n), rng.uniform(0.6, 1.2, n)),
+        }
+    )
     return X, np.where(sick, "network_congestion", "healthy")
 
 
@@ -114,8 +123,7 @@ def test_a_missing_family_is_read_by_the_tree_trained_without_it(tmp_path: pytes
     assert np.median(model.measured_share(blind)) == pytest.approx(1.0)  # nothing rests on the missing value
     assert model.cannot_tell(blind.iloc[:3]) == [()] * 3  # the other witness suffices: diagnosable
     # With no other witness, the tree trained without retransmits says it cannot tell congestion at all.
-    mute = RootCauseTree(cv=3, n_alphas=4, reduced=(("tcp_retrans_ratio",),)).fit(
-        X.assign(net_rx_vs_util=1.0), y)
+    mute = RootCauseTree(cv=3, n_alphas=4, reduced=(("tcp_retrans_ratio",),)).fit(X.assign(net_rx_vs_util=1.0), y)
     assert mute.cannot_tell(blind.iloc[:1]) == [("network_congestion",)] and mute.cannot_tell(X.iloc[:1]) == [()]
     text = model.explain(blind.iloc[[0]])[0]
     assert "net_rx_vs_util" in text and "trained without tcp_retrans_ratio" in text

@@ -36,16 +36,36 @@ def test_plain_values_round_trip_exactly() -> None:
         "floats": [0.1, float("nan"), float("inf"), -float("inf"), 1e308],
         "ints": (1, -(2**70), True, None),
         "keys": {1: "a", 2.5: "b", ("x", 1): "c", None: "d"},
-        "scalars": [np.float64(0.1), np.float32(1.25), np.int64(-3), np.uint64(2**63 + 1), np.bool_(True),
-                    np.str_("q")],
-        "arrays": [np.arange(6, dtype=np.int16).reshape(2, 3), np.array(3.0), np.zeros((0, 4), np.float32),
-                   np.array([True, False]), np.ones(2, np.float16), np.array(["a", "bcd"]),
-                   np.array(["x", 1, None], dtype=object), np.asfortranarray(np.eye(3)), np.arange(5.0)[::2],
-                   np.array([1, 2], dtype=">i4"), nodes, nodes[1:2].reshape(()),
-                   pd.date_range("2026-01-01", periods=3, freq="h").to_numpy()],
-        "times": [pd.Timestamp("2026-03-02 05:00", tz="UTC"), pd.Timestamp("2026-03-02 05:00:00.000000001"),
-                  pd.Timestamp("2026-03-02", tz="Europe/Berlin").as_unit("s"), pd.Timedelta(hours=1),
-                  pd.Timedelta(1, unit="ns")],
+        "scalars": [
+            np.float64(0.1),
+            np.float32(1.25),
+            np.int64(-3),
+            np.uint64(2**63 + 1),
+            np.bool_(True),
+            np.str_("q"),
+        ],
+        "arrays": [
+            np.arange(6, dtype=np.int16).reshape(2, 3),
+            np.array(3.0),
+            np.zeros((0, 4), np.float32),
+            np.array([True, False]),
+            np.ones(2, np.float16),
+            np.array(["a", "bcd"]),
+            np.array(["x", 1, None], dtype=object),
+            np.asfortranarray(np.eye(3)),
+            np.arange(5.0)[::2],
+            np.array([1, 2], dtype=">i4"),
+            nodes,
+            nodes[1:2].reshape(()),
+            pd.date_range("2026-01-01", periods=3, freq="h").to_numpy(),
+        ],
+        "times": [
+            pd.Timestamp("2026-03-02 05:00", tz="UTC"),
+            pd.Timestamp("2026-03-02 05:00:00.000000001"),
+            pd.Timestamp("2026-03-02", tz="Europe/Berlin").as_unit("s"),
+            pd.Timedelta(hours=1),
+            pd.Timedelta(1, unit="ns"),
+        ],
     }
     back = round_trip(value)
     assert back["keys"] == value["keys"] and back["ints"] == value["ints"]
@@ -133,23 +153,59 @@ def _doc(root: Any) -> dict[str, Any]:
         ({"format": "pickle"}, {}, "not a gpu-capacity-predictor/state/1 state"),
         (_doc({"$": "object", "type": "os.system", "state": "echo"}), {}, "unknown state type 'os.system'"),
         (_doc({"$": "object", "type": "builtins.eval", "state": {}}), {}, "unknown state type 'builtins.eval'"),
-        (_doc({"$": "object", "type": "models.forecast.baselines.NaiveForecaster",
-               "state": {"attrs": {"__class__": None}}}), {}, "attribute name '__class__'"),
+        (
+            _doc(
+                {
+                    "$": "object",
+                    "type": "models.forecast.baselines.NaiveForecaster",
+                    "state": {"attrs": {"__class__": None}},
+                }
+            ),
+            {},
+            "attribute name '__class__'",
+        ),
         (_doc({"$": "array", "dtype": "|O", "shape": [1], "ref": "a0"}), {"a0": np.zeros(1)}, "items"),
         (_doc({"$": "array", "dtype": "<f8", "shape": [2], "ref": "a0"}), {"a0": np.zeros(3)}, "described as"),
         (_doc({"$": "array", "dtype": "<f8", "shape": [1], "ref": "a1"}), {"a0": np.zeros(1)}, "no array 'a1'"),
         (_doc(None), {"a0": np.zeros(1)}, "arrays a0 are not referenced"),
-        (_doc({"$": "object", "type": "models.forecast.baselines.NaiveForecaster",
-               "state": {"attrs": {"predict": None}}}), {}, "attribute 'predict' would hide NaiveForecaster.predict"),
+        (
+            _doc(
+                {
+                    "$": "object",
+                    "type": "models.forecast.baselines.NaiveForecaster",
+                    "state": {"attrs": {"predict": None}},
+                }
+            ),
+            {},
+            "attribute 'predict' would hide NaiveForecaster.predict",
+        ),
         (_doc({"$": "timestamp", "ns": 0, "unit": "ns", "tz": "dateutil//etc/passwd"}), {}, "time zone"),
         (_doc({"$": "timestamp", "ns": 0, "unit": "ns", "tz": "../../etc/passwd"}), {}, "time zone"),
         (_doc({"$": "float", "v": "__import__('os')"}), {}, "malformed state: float"),
         (_doc({"$": "pickle", "v": "gASV"}), {}, "unknown tag 'pickle'"),
-        (_doc({"$": "records", "fields": [["p", "|O", 0]], "itemsize": 8, "shape": [1], "ref": "a0"}),
-         {"a0": np.zeros((1, 8), np.uint8)}, "not allowed"),
-        (_doc({"$": "object", "type": "models.forecast.lstm._Net",
-               "state": {"seq_features": 2, "static_features": 1, "hidden": 2, "horizon": 3, "n_q": 1,
-                         "weights": {"$": "dict", "items": []}}}), {}, "malformed state: RuntimeError"),
+        (
+            _doc({"$": "records", "fields": [["p", "|O", 0]], "itemsize": 8, "shape": [1], "ref": "a0"}),
+            {"a0": np.zeros((1, 8), np.uint8)},
+            "not allowed",
+        ),
+        (
+            _doc(
+                {
+                    "$": "object",
+                    "type": "models.forecast.lstm._Net",
+                    "state": {
+                        "seq_features": 2,
+                        "static_features": 1,
+                        "hidden": 2,
+                        "horizon": 3,
+                        "n_q": 1,
+                        "weights": {"$": "dict", "items": []},
+                    },
+                }
+            ),
+            {},
+            "malformed state: RuntimeError",
+        ),
     ],
 )
 def test_a_state_that_is_not_ours_is_refused(meta: Any, arrays: dict[str, np.ndarray], message: str) -> None:
@@ -164,10 +220,19 @@ def test_the_demand_model_with_its_queue_regressor_round_trips() -> None:
 
     rng = np.random.default_rng(2)
     times = pd.date_range("2026-01-05", periods=24 * 12, freq="h", tz="UTC")
-    frame = pd.concat([pd.DataFrame({"series_id": q, "timestamp": times,
-                                     "demand": level + rng.normal(0, 1, len(times)),
-                                     "pending": rng.integers(0, 4, len(times)).astype(float)})
-                       for q, level in (("a", 8.0), ("b", 30.0))])
+    frame = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "series_id": q,
+                    "timestamp": times,
+                    "demand": level + rng.normal(0, 1, len(times)),
+                    "pending": rng.integers(0, 4, len(times)).astype(float),
+                }
+            )
+            for q, level in (("a", 8.0), ("b", 30.0))
+        ]
+    )
     model = RunDemandModel(max_iter=20).fit_queues(frame, horizon_h=12)
     back = round_trip(model)
     assert isinstance(back.queue_model_, DemandRegressor) and back.queue_horizon_h_ == 12
@@ -184,8 +249,10 @@ def test_a_chunked_forecaster_round_trips_with_identical_predictions() -> None:
 
     t = pd.date_range("2026-03-02", periods=24 * 10, freq="h", tz="UTC")
     frame = pd.concat(
-        [pd.DataFrame({"series_id": f"q{i}", "timestamp": t, "value": i + np.sin(np.arange(t.size) / 4)})
-         for i in range(5)],
+        [
+            pd.DataFrame({"series_id": f"q{i}", "timestamp": t, "value": i + np.sin(np.arange(t.size) / 4)})
+            for i in range(5)
+        ],
         ignore_index=True,
     )
     fitted = ChunkedForecaster(SeasonalWindowForecaster(cycles=3), chunk_size=2).fit(frame)

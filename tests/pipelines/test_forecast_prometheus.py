@@ -36,15 +36,33 @@ def recent_history(
 
 
 def test_train_forecast_from_prometheus_registers_one_series_per_queue(
-    recent_history: tuple[LocalPrometheus, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    recent_history: tuple[LocalPrometheus, list[str]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     prom, queues = recent_history
     monkeypatch.chdir(tmp_path)  # MLflow's default artifact root is ./mlruns
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("PREDICTOR_PROMETHEUS__URL", prom.url)
-    rc = main(["train", "forecast", "--family", "queue", "--days", "14", "--model", "naive",
-               "--horizon", "24", "--windows", "2", "--tracking-uri", tracking])
+    rc = main(
+        [
+            "train",
+            "forecast",
+            "--family",
+            "queue",
+            "--days",
+            "14",
+            "--model",
+            "naive",
+            "--horizon",
+            "24",
+            "--windows",
+            "2",
+            "--tracking-uri",
+            tracking,
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     assert "promoted to champion" in capsys.readouterr().out
     registry = ModelRegistry(MlflowSettings(tracking_uri=tracking))

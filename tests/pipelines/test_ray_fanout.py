@@ -38,7 +38,10 @@ pytestmark = pytest.mark.slow
 
 H = 24
 JOB = ForecastJob(
-    model="auto", horizon=H, windows=2, chunk_size=2,
+    model="auto",
+    horizon=H,
+    windows=2,
+    chunk_size=2,
     model_params={"candidates": ("naive", "seasonal_naive_24", "ets"), "windows": 2},
 )
 
@@ -49,8 +52,17 @@ def fleet_history() -> pd.DataFrame:
     t = pd.date_range("2026-03-02", periods=24 * 21, freq="1h", tz="UTC")
     cycle = np.sin(2 * np.pi * np.arange(t.size) / 24)
     return pd.concat(
-        [pd.DataFrame({"cluster": f"c{i % 2}", "series_id": f"q{i}", "timestamp": t,
-                       "value": (10 + 5 * i) * (1 + 0.4 * cycle) + rng.normal(0, 1, t.size)}) for i in range(5)],
+        [
+            pd.DataFrame(
+                {
+                    "cluster": f"c{i % 2}",
+                    "series_id": f"q{i}",
+                    "timestamp": t,
+                    "value": (10 + 5 * i) * (1 + 0.4 * cycle) + rng.normal(0, 1, t.size),
+                }
+            )
+            for i in range(5)
+        ],
         ignore_index=True,
     )
 
@@ -92,8 +104,13 @@ def ray_cluster() -> Iterator[str]:
     address = f"127.0.0.1:{port}"
     # the workers import this checkout exactly as the test process does
     # (and the machine's memory, shared with other jobs, must not make Ray kill and retry these tasks forever)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "RAY_USAGE_STATS_ENABLED": "0",
-           "RAY_memory_monitor_refresh_ms": "0", "HOME": temp}  # HOME: no token file of another Ray session
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_memory_monitor_refresh_ms": "0",
+        "HOME": temp,
+    }  # HOME: no token file of another Ray session
     common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--object-store-memory", str(80 * 2**20)]
     ray_cli = [sys.executable, "-m", "ray.scripts.scripts", "start", "--temp-dir", temp]
 

@@ -25,18 +25,35 @@ NOW = pd.Timestamp("2026-11-02T00:00:00Z")
 LOOSE = {"max_step_abs": 1000.0, "max_step_rel": 10.0, "shrink_window_s": 0.0, "cooldown_s": 0.0}
 
 
-def plan(borrow: str, allocatable: dict[str, float] | None, *, reclaimable: bool = True, allocated: float = 10.0,
-         below: bool = False,
-         target: tuple[float, float, float] = (16.0, 30.0, 4.0), deserved: float = 10.0,
-         capability: float = 20.0) -> dict[str, tuple[float, str, str]]:
-    queue = QueueState(name="a", guarantee={GPU: 0.0}, deserved={GPU: deserved}, capability={GPU: capability},
-                       allocated={GPU: allocated}, reclaimable=reclaimable)
+def plan(
+    borrow: str,
+    allocatable: dict[str, float] | None,
+    *,
+    reclaimable: bool = True,
+    allocated: float = 10.0,
+    below: bool = False,
+    target: tuple[float, float, float] = (16.0, 30.0, 4.0),
+    deserved: float = 10.0,
+    capability: float = 20.0,
+) -> dict[str, tuple[float, str, str]]:
+    queue = QueueState(
+        name="a",
+        guarantee={GPU: 0.0},
+        deserved={GPU: deserved},
+        capability={GPU: capability},
+        allocated={GPU: allocated},
+        reclaimable=reclaimable,
+    )
     settings = PlannerSettings.model_validate({"borrow": borrow, "deserved_below_allocated": below, **LOOSE})
-    result = plan_queues([queue], targets_from_mapping({("a", GPU): target}), settings, now=NOW,
-                         allocatable=allocatable)
+    result = plan_queues(
+        [queue], targets_from_mapping({("a", GPU): target}), settings, now=NOW, allocatable=allocatable
+    )
     desired = result.desired["a"]
-    values = {"deserved": desired.deserved[GPU], "capability": desired.capability[GPU],
-              "guarantee": desired.guarantee[GPU]}
+    values = {
+        "deserved": desired.deserved[GPU],
+        "capability": desired.capability[GPU],
+        "guarantee": desired.guarantee[GPU],
+    }
     return {c.field: (values[c.field], c.code, c.reason) for c in result.changes if c.field in values}
 
 
@@ -73,8 +90,9 @@ def test_a_queue_volcano_never_reclaims_from_borrows_nothing(borrow: str) -> Non
 def test_a_non_reclaimable_queue_keeps_its_gang_floor_and_never_drops_below_allocated() -> None:
     # Deserved 40 → target 12 and capability 40 → 12 (its deserved) but 18 GPUs are allocated: capability
     # stops there (a cap evicts nothing), and so does deserved (reclaim would never take the rest back).
-    changes = plan("idle", {GPU: 96.0}, reclaimable=False, allocated=18.0, target=(12.0, 30.0, 0.0), deserved=40.0,
-                   capability=40.0)
+    changes = plan(
+        "idle", {GPU: 96.0}, reclaimable=False, allocated=18.0, target=(12.0, 30.0, 0.0), deserved=40.0, capability=40.0
+    )
     assert changes["capability"][:2] == (18.0, "below_allocated")
     assert changes["deserved"][:2] == (18.0, "below_allocated")
 
@@ -83,20 +101,32 @@ def test_deserved_below_allocated_lets_the_borrowed_gpus_stay_reclaimable() -> N
     # 30 GPUs allocated, the forecast asks for 12: the 18 above it are borrowed, and reclaim may take them
     # back when another queue below its deserved has pending work. Capability (the admission cap) never
     # goes below allocated.
-    changes = plan("idle", {GPU: 96.0}, allocated=30.0, target=(12.0, 30.0, 0.0), deserved=40.0, capability=40.0,
-                   below=True)
+    changes = plan(
+        "idle", {GPU: 96.0}, allocated=30.0, target=(12.0, 30.0, 0.0), deserved=40.0, capability=40.0, below=True
+    )
     assert changes["deserved"][:2] == (12.0, "forecast")
     assert changes["capability"][0] == 96.0
 
 
-@pytest.mark.parametrize(("borrow", "reclaimable", "below"), [
-    ("idle", True, False),  # the default: deserved never goes below what a queue holds
-    ("forecast", True, True),  # borrowing capped at the forecast: nothing is meant to be reclaimed
-    ("idle", False, True),  # Volcano never reclaims from this queue
-])
+@pytest.mark.parametrize(
+    ("borrow", "reclaimable", "below"),
+    [
+        ("idle", True, False),  # the default: deserved never goes below what a queue holds
+        ("forecast", True, True),  # borrowing capped at the forecast: nothing is meant to be reclaimed
+        ("idle", False, True),  # Volcano never reclaims from this queue
+    ],
+)
 def test_otherwise_deserved_stops_at_allocated(borrow: str, reclaimable: bool, below: bool) -> None:
-    changes = plan(borrow, {GPU: 96.0}, allocated=30.0, target=(12.0, 30.0, 0.0), deserved=40.0, capability=40.0,
-                   reclaimable=reclaimable, below=below)
+    changes = plan(
+        borrow,
+        {GPU: 96.0},
+        allocated=30.0,
+        target=(12.0, 30.0, 0.0),
+        deserved=40.0,
+        capability=40.0,
+        reclaimable=reclaimable,
+        below=below,
+    )
     assert changes["deserved"][:2] == (30.0, "below_allocated")
 
 
@@ -113,8 +143,9 @@ def test_a_planning_cycle_lowers_deserved_below_allocated_without_holding_where_
     """plan_cycle re-checks the invariants: the check must know where reclaim is intended, or it would hold
     every plan that makes borrowed GPUs reclaimable (invalid_state)."""
     times = pd.date_range(NOW, periods=24, freq="h")
-    forecast = pd.DataFrame({"series_id": "a", "timestamp": times, "mean": 10.0, "lo-80": 2.0, "hi-80": 10.0,
-                             "lo-95": 1.0, "hi-95": 11.0})
+    forecast = pd.DataFrame(
+        {"series_id": "a", "timestamp": times, "mean": 10.0, "lo-80": 2.0, "hi-80": 10.0, "lo-95": 1.0, "hi-95": 11.0}
+    )
     queue = QueueState(name="a", deserved={GPU: 40.0}, capability={GPU: 96.0}, allocated={GPU: 30.0})
     settings = PlannerSettings.model_validate({**LOOSE, "deserved_below_allocated": True})
     plan_, hold = plan_cycle([queue], forecast, settings, now=NOW, allocatable={GPU: 96.0})

@@ -19,9 +19,17 @@ SETTINGS = PlannerSettings()  # type: ignore[call-arg]
 
 
 def forecast(start: pd.Timestamp, hours: int = 24, level: float = 22.0) -> pd.DataFrame:
-    return pd.DataFrame({"series_id": "team-a", "timestamp": pd.date_range(start, periods=hours, freq="h"),
-                         "mean": level, "lo-80": level - 2, "hi-80": level + 2, "lo-95": level - 4,
-                         "hi-95": level + 4})
+    return pd.DataFrame(
+        {
+            "series_id": "team-a",
+            "timestamp": pd.date_range(start, periods=hours, freq="h"),
+            "mean": level,
+            "lo-80": level - 2,
+            "hi-80": level + 2,
+            "lo-95": level - 4,
+            "hi-95": level + 4,
+        }
+    )
 
 
 def queues() -> list:
@@ -54,8 +62,12 @@ def test_a_hold_found_before_planning_wins_and_no_target_is_computed() -> None:
 
 
 def test_stale_series_judges_each_queue_by_its_own_newest_sample() -> None:
-    rows = [("team-a", NOW - pd.Timedelta(hours=20)), ("team-a", NOW - pd.Timedelta(hours=21)),
-            ("team-b", NOW - pd.Timedelta(hours=2)), ("team-b", NOW - pd.Timedelta(hours=30))]
+    rows = [
+        ("team-a", NOW - pd.Timedelta(hours=20)),
+        ("team-a", NOW - pd.Timedelta(hours=21)),
+        ("team-b", NOW - pd.Timedelta(hours=2)),
+        ("team-b", NOW - pd.Timedelta(hours=30)),
+    ]
     history = pd.DataFrame({"series_id": [q for q, _ in rows], "timestamp": [t for _, t in rows], "value": 1.0})
     stale = stale_series(history, SETTINGS, now=NOW)
     assert set(stale) == {"team-a"} and "20.0 h old" in stale["team-a"]  # team-b: exactly at the limit
@@ -65,7 +77,9 @@ def test_capacity_drop_rule_boundaries() -> None:
     gpu = "nvidia.com/gpu"
     assert capacity_drop({gpu: 96.0}, {gpu: 48.0}, SETTINGS) is None  # exactly 50 %: not more than the rule
     assert capacity_drop({gpu: 96.0}, {gpu: 47.0}, SETTINGS) == (
-        "capacity_drop", "live allocatable nvidia.com/gpu fell from 96 to 47 (more than 50%)")
+        "capacity_drop",
+        "live allocatable nvidia.com/gpu fell from 96 to 47 (more than 50%)",
+    )
     assert capacity_drop(None, {gpu: 8.0}, SETTINGS) is None  # no reference yet: nothing to compare
     assert capacity_drop(None, {gpu: 0.0}, SETTINGS) is not None  # zero always holds
     assert capacity_drop({gpu: 96.0}, {gpu: 200.0}, SETTINGS) is None  # growth never holds

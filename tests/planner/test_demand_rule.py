@@ -16,9 +16,20 @@ POLICY = PlannerSettings(max_step_abs=64, max_step_rel=10)  # type: ignore[call-
 
 
 def _forecast(level: float) -> pd.DataFrame:
-    return pd.DataFrame([{"series_id": "a", "timestamp": NOW + pd.Timedelta(hours=h), "mean": level,
-                          "lo-80": level - 2, "hi-80": level + 2, "lo-95": level - 4, "hi-95": level + 4}
-                         for h in range(24)])
+    return pd.DataFrame(
+        [
+            {
+                "series_id": "a",
+                "timestamp": NOW + pd.Timedelta(hours=h),
+                "mean": level,
+                "lo-80": level - 2,
+                "hi-80": level + 2,
+                "lo-95": level - 4,
+                "hi-95": level + 4,
+            }
+            for h in range(24)
+        ]
+    )
 
 
 def test_the_larger_of_forecast_and_demand_sets_each_field() -> None:
@@ -37,8 +48,9 @@ def test_the_larger_of_forecast_and_demand_sets_each_field() -> None:
 
 
 def test_demand_codes_reach_the_plan_and_an_unchanged_demand_field_is_no_hold() -> None:
-    demand = pd.DataFrame({"queue": ["a"], "peak": [30.0], "quantile": [0.95], "horizon_h": [24],
-                           "model": ["models:/gpu-demand/3"]})
+    demand = pd.DataFrame(
+        {"queue": ["a"], "peak": [30.0], "quantile": [0.95], "horizon_h": [24], "model": ["models:/gpu-demand/3"]}
+    )
     targets = forecast_targets(_forecast(10.0), POLICY, now=NOW, demand=demand)
     assert targets[("a", GPU)].deserved == 33.0 and targets[("a", GPU)].code("deserved") == "demand"
     assert targets[("a", GPU)].code("guarantee") == "forecast"

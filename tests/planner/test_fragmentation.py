@@ -26,8 +26,14 @@ def running(name: str, gpus: int, node: str) -> JobSummary:
 
 
 def cluster(n2_taint: bool = False) -> Workload:
-    jobs = (running("a", 2, "n1"), running("b", 4, "n2"), running("c", 2, "n2"), running("d", 3, "n3"),
-            running("e", 5, "n4"), JobSummary("train", "g", 2, 8))
+    jobs = (
+        running("a", 2, "n1"),
+        running("b", 4, "n2"),
+        running("c", 2, "n2"),
+        running("d", 3, "n3"),
+        running("e", 5, "n4"),
+        JobSummary("train", "g", 2, 8),
+    )
     used = {"n1": 2, "n2": 6, "n3": 3, "n4": 5}
     nodes = tuple(NodeSummary(n, 8, u, taints=(TAINT,) if n2_taint and n == "n2" else ()) for n, u in used.items())
     return Workload(jobs, nodes)
@@ -59,9 +65,17 @@ def test_advice_only_moves_pods_onto_nodes_they_may_run_on() -> None:
     assert advice.drain == ("n1",)
     assert advice.moves[0] == Move("a", 2, "n1", "n4")
     assert advice.reason == "1 of 2 whole nodes freed for pending gang g"
-    tolerant = Workload(tuple(j if j.name != "a" else JobSummary("train", "a", 1, 2, "running",
-                 tolerations=(Toleration("dedicated", "Equal", "infer"),), nodes=("n1",))
-                 for j in cluster(True).jobs), cluster(True).nodes)
+    tolerant = Workload(
+        tuple(
+            j
+            if j.name != "a"
+            else JobSummary(
+                "train", "a", 1, 2, "running", tolerations=(Toleration("dedicated", "Equal", "infer"),), nodes=("n1",)
+            )
+            for j in cluster(True).jobs
+        ),
+        cluster(True).nodes,
+    )
     assert defrag_advice(tolerant).moves[0] == Move("a", 2, "n1", "n2")
 
 
@@ -73,33 +87,63 @@ def test_no_advice_when_no_whole_node_gang_waits() -> None:
     assert defrag_advice(workload, nodes_wanted=1).drain == ("n1",)
 
 
-def pod(name: str, gpus: int, *, phase: str = "Running", node: str | None = "n1", group: str = "pg",
-        **spec: Any) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "ml", "labels": {"volcano.sh/queue-name": "train"},
-                         "annotations": {"scheduling.k8s.io/group-name": group,
-                                         "gpu-capacity-predictor/recurring": "true"}},
-            "spec": {"nodeName": node, "priority": 1000, "containers": [
-                {"resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}], **spec},
-            "status": {"phase": phase}}
+def pod(
+    name: str, gpus: int, *, phase: str = "Running", node: str | None = "n1", group: str = "pg", **spec: Any
+) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ml",
+            "labels": {"volcano.sh/queue-name": "train"},
+            "annotations": {"scheduling.k8s.io/group-name": group, "gpu-capacity-predictor/recurring": "true"},
+        },
+        "spec": {
+            "nodeName": node,
+            "priority": 1000,
+            "containers": [{"resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}],
+            **spec,
+        },
+        "status": {"phase": phase},
+    }
 
 
 def node(name: str, gpus: str, **spec: Any) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": {"gpu": "a100"}}, "spec": spec,
-            "status": {"allocatable": {"nvidia.com/gpu": gpus}, "conditions": [{"type": "Ready", "status": "True"}]}}
+    return {
+        "metadata": {"name": name, "labels": {"gpu": "a100"}},
+        "spec": spec,
+        "status": {"allocatable": {"nvidia.com/gpu": gpus}, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
 
 
 def test_workload_from_the_pod_and_node_lists() -> None:
-    pods = {"items": [pod("w-0", 4), pod("w-1", 4, node="n2"), pod("p-0", 8, phase="Pending", node=None, group="p",
-                                                                    tolerations=[{"operator": "Exists"}]),
-                      pod("done", 8, phase="Succeeded"), pod("cpu", 0)]}
-    nodes = {"items": [node("n1", "8"), node("n2", "8", taints=[{"key": "k", "effect": "NoSchedule"}]),
-                       node("off", "8", unschedulable=True), {"metadata": {"name": "cpu"}, "status": {}}]}
+    pods = {
+        "items": [
+            pod("w-0", 4),
+            pod("w-1", 4, node="n2"),
+            pod("p-0", 8, phase="Pending", node=None, group="p", tolerations=[{"operator": "Exists"}]),
+            pod("done", 8, phase="Succeeded"),
+            pod("cpu", 0),
+        ]
+    }
+    nodes = {
+        "items": [
+            node("n1", "8"),
+            node("n2", "8", taints=[{"key": "k", "effect": "NoSchedule"}]),
+            node("off", "8", unschedulable=True),
+            {"metadata": {"name": "cpu"}, "status": {}},
+        ]
+    }
     workload = workload_from_objects(pods, nodes)
     assert [(j.name, j.pods, j.gpus_per_pod, j.phase, j.recurring, j.priority, j.nodes) for j in workload.jobs] == [
-        ("ml/p", 1, 8, "pending", True, 1000, ()), ("ml/pg", 2, 4, "running", True, 1000, ("n1", "n2"))]
+        ("ml/p", 1, 8, "pending", True, 1000, ()),
+        ("ml/pg", 2, 4, "running", True, 1000, ("n1", "n2")),
+    ]
     assert workload.jobs[0].tolerations == (Toleration(operator="Exists"),)
     assert [(n.name, n.gpus, n.used, n.taints) for n in workload.nodes] == [
-        ("n1", 8, 4, ()), ("n2", 8, 4, (Taint("k", "", "NoSchedule"),)), ("off", 0, 0, ())]
+        ("n1", 8, 4, ()),
+        ("n2", 8, 4, (Taint("k", "", "NoSchedule"),)),
+        ("off", 0, 0, ()),
+    ]
     with pytest.raises(InputError, match="live pods: expected a List"):
         workload_from_objects("nope", nodes)
     with pytest.raises(InputError, match=r"pod 'w-0' nvidia\.com/gpu"):

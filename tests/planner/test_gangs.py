@@ -17,19 +17,27 @@ NOW = pd.Timestamp("2026-11-02T00:00:00Z")
 SETTINGS = PlannerSettings()  # type: ignore[call-arg]
 INFER_TAINT = Taint("dedicated", "infer", "NoSchedule")
 NODES = (
-    NodeSummary("a1", 8, labels=(("gpu", "a100"),)), NodeSummary("a2", 8, labels=(("gpu", "a100"),)),
+    NodeSummary("a1", 8, labels=(("gpu", "a100"),)),
+    NodeSummary("a2", 8, labels=(("gpu", "a100"),)),
     NodeSummary("h1", 8, labels=(("gpu", "h100"),)),
-    NodeSummary("i1", 8, taints=(INFER_TAINT,)), NodeSummary("i2", 8, taints=(INFER_TAINT,)),
+    NodeSummary("i1", 8, taints=(INFER_TAINT,)),
+    NodeSummary("i2", 8, taints=(INFER_TAINT,)),
 )
 
 
 def job(queue: str, pods: int, per_pod: int, **kw: object) -> JobSummary:
-    return JobSummary(queue=queue, name=f"{queue}-{pods}x{per_pod}-{kw.get('phase', 'pending')}", pods=pods,
-                      gpus_per_pod=per_pod, **kw)  # type: ignore[arg-type]
+    return JobSummary(
+        queue=queue,
+        name=f"{queue}-{pods}x{per_pod}-{kw.get('phase', 'pending')}",
+        pods=pods,
+        gpus_per_pod=per_pod,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
-def shaped(values: tuple[float, float, float], *jobs: JobSummary, queue: str = "train",
-           nodes: tuple[NodeSummary, ...] = NODES) -> Target:
+def shaped(
+    values: tuple[float, float, float], *jobs: JobSummary, queue: str = "train", nodes: tuple[NodeSummary, ...] = NODES
+) -> Target:
     targets = targets_from_mapping({(queue, GPU): values})
     return shape_targets(targets, Workload(tuple(jobs), nodes), SETTINGS)[(queue, GPU)]
 
@@ -44,8 +52,12 @@ def test_without_job_data_targets_are_unchanged() -> None:
 
 
 def test_capability_is_raised_to_the_largest_pending_or_recurring_gang() -> None:
-    target = shaped((10.0, 12.0, 0.0), job("train", 4, 4), job("train", 1, 2, phase="running"),
-                    job("train", 5, 4, phase="running", recurring=True))
+    target = shaped(
+        (10.0, 12.0, 0.0),
+        job("train", 4, 4),
+        job("train", 1, 2, phase="running"),
+        job("train", 5, 4, phase="running", recurring=True),
+    )
     assert (target.deserved, target.capability, target.guarantee) == (10.0, 20.0, 0.0)  # recurring 20 > pending 16
     assert codes(target) == {"capability": "gang_floor"}
     assert target.capability_floor == 20.0
@@ -92,8 +104,12 @@ def test_a_gang_larger_than_its_pool_says_so_and_stays_at_the_pool() -> None:
 
 def test_guarantee_covers_only_the_steady_high_priority_demand() -> None:
     high = SETTINGS.high_priority
-    target = shaped((24.0, 32.0, 20.0), job("train", 1, 6, recurring=True, priority=high, phase="running"),
-                    job("train", 1, 8, recurring=True, priority=0), job("train", 1, 4, priority=high))
+    target = shaped(
+        (24.0, 32.0, 20.0),
+        job("train", 1, 6, recurring=True, priority=high, phase="running"),
+        job("train", 1, 8, recurring=True, priority=0),
+        job("train", 1, 4, priority=high),
+    )
     assert target.guarantee == 6.0  # recurring and high priority; the low-priority and one-off jobs are not
     assert codes(target)["guarantee"] == "steady_priority"
     low = shaped((24.0, 32.0, 3.0), job("train", 1, 6, recurring=True, priority=high))
@@ -103,18 +119,21 @@ def test_guarantee_covers_only_the_steady_high_priority_demand() -> None:
 
 
 def queue(name: str, capability: float, deserved: float, allocated: float = 0.0) -> QueueState:
-    return QueueState(name, deserved={GPU: deserved}, capability={GPU: capability}, guarantee={GPU: 0.0},
-                      allocated={GPU: allocated})
+    return QueueState(
+        name, deserved={GPU: deserved}, capability={GPU: capability}, guarantee={GPU: 0.0}, allocated={GPU: allocated}
+    )
 
 
 def test_the_gang_floor_and_pool_ceiling_are_hard_in_the_plan() -> None:
     # max_step would let capability grow 8 → 16 and the shrink window would hold 64 for 6 h: both are bypassed.
-    workload = Workload((job("grow", 3, 8), job("shrink", 1, 2, phase="running", nodes=("a1",),
-                                                node_selector=(("gpu", "a100"),))), NODES)
-    targets = shape_targets(targets_from_mapping({("grow", GPU): (8.0, 8.0, 0.0), ("shrink", GPU): (8.0, 64.0, 0.0)}),
-                            workload, SETTINGS)
-    plan = plan_queues([queue("grow", 8.0, 8.0), queue("shrink", 64.0, 8.0, allocated=2.0)], targets, SETTINGS,
-                       now=NOW)
+    workload = Workload(
+        (job("grow", 3, 8), job("shrink", 1, 2, phase="running", nodes=("a1",), node_selector=(("gpu", "a100"),))),
+        NODES,
+    )
+    targets = shape_targets(
+        targets_from_mapping({("grow", GPU): (8.0, 8.0, 0.0), ("shrink", GPU): (8.0, 64.0, 0.0)}), workload, SETTINGS
+    )
+    plan = plan_queues([queue("grow", 8.0, 8.0), queue("shrink", 64.0, 8.0, allocated=2.0)], targets, SETTINGS, now=NOW)
     assert plan.desired["grow"].capability[GPU] == 24.0
     assert plan.desired["shrink"].capability[GPU] == 16.0
     by_queue = {(c.queue, c.field): c for c in plan.changes}
@@ -145,41 +164,58 @@ def test_a_field_already_at_its_shaped_target_is_neither_changed_nor_held() -> N
 def test_queues_confined_to_the_same_nodes_share_them_in_their_guarantees() -> None:
     # infer-a and infer-b tolerate no taint: both are confined to the untainted a1, a2, h1 (24 GPUs), the
     # a100 selector narrows infer-b to a1, a2 (16 GPUs); free tolerates everything (all 40 GPUs).
-    targets = targets_from_mapping({("infer-a", GPU): (24.0, 24.0, 18.0), ("infer-b", GPU): (16.0, 16.0, 12.0),
-                                    ("free", GPU): (40.0, 40.0, 30.0)})
-    jobs = (job("infer-a", 1, 1), job("infer-b", 1, 1, node_selector=(("gpu", "a100"),)),
-            job("free", 1, 1, tolerations=(Toleration(operator="Exists"),)))
+    targets = targets_from_mapping(
+        {("infer-a", GPU): (24.0, 24.0, 18.0), ("infer-b", GPU): (16.0, 16.0, 12.0), ("free", GPU): (40.0, 40.0, 30.0)}
+    )
+    jobs = (
+        job("infer-a", 1, 1),
+        job("infer-b", 1, 1, node_selector=(("gpu", "a100"),)),
+        job("free", 1, 1, tolerations=(Toleration(operator="Exists"),)),
+    )
     out = shape_targets(targets, Workload(jobs, NODES), SETTINGS)
     # pool {a1, a2} (16): infer-b alone, 12 fits. Pool {a1, a2, h1} (24): 18 + 12 = 30 > 24 → × 0.8 → 14, 9.
     # Every node (40 GPUs): 14 + 9 + 30 = 53 > 40 → × 40/53 → 10, 6, 22 (whole GPUs, rounded down).
     assert [out[(q, GPU)].guarantee for q in ("infer-a", "infer-b", "free")] == [10.0, 6.0, 22.0]
     assert codes(out[("infer-a", GPU)])["guarantee"] == "pool"
-    small = shape_targets(targets_from_mapping({("infer-b", GPU): (16.0, 16.0, 12.0)}), Workload(jobs, NODES),
-                          SETTINGS)
+    small = shape_targets(targets_from_mapping({("infer-b", GPU): (16.0, 16.0, 12.0)}), Workload(jobs, NODES), SETTINGS)
     assert small[("infer-b", GPU)].guarantee == 12.0  # alone in its pool: it fits
 
 
 @st.composite
 def workloads(draw: st.DrawFn) -> Workload:
     taints = st.sampled_from([(), (INFER_TAINT,)])
-    nodes = tuple(NodeSummary(f"n{i}", draw(st.sampled_from([0, 8])), labels=(("gpu", draw(st.sampled_from(
-        ["a100", "h100"]))),), taints=draw(taints)) for i in range(draw(st.integers(1, 6))))
-    jobs = tuple(JobSummary(
-        queue=draw(st.sampled_from(["q1", "q2"])), name=f"j{i}", pods=draw(st.integers(1, 4)),
-        gpus_per_pod=draw(st.sampled_from([1, 2, 4, 8])), phase=draw(st.sampled_from(["pending", "running"])),
-        recurring=draw(st.booleans()), priority=draw(st.sampled_from([0, 1000, None])),
-        tolerations=draw(st.sampled_from([(), (Toleration(operator="Exists"),)])),
-        node_selector=draw(st.sampled_from([(), (("gpu", "a100"),)]))) for i in range(draw(st.integers(0, 5))))
+    nodes = tuple(
+        NodeSummary(
+            f"n{i}",
+            draw(st.sampled_from([0, 8])),
+            labels=(("gpu", draw(st.sampled_from(["a100", "h100"]))),),
+            taints=draw(taints),
+        )
+        for i in range(draw(st.integers(1, 6)))
+    )
+    jobs = tuple(
+        JobSummary(
+            queue=draw(st.sampled_from(["q1", "q2"])),
+            name=f"j{i}",
+            pods=draw(st.integers(1, 4)),
+            gpus_per_pod=draw(st.sampled_from([1, 2, 4, 8])),
+            phase=draw(st.sampled_from(["pending", "running"])),
+            recurring=draw(st.booleans()),
+            priority=draw(st.sampled_from([0, 1000, None])),
+            tolerations=draw(st.sampled_from([(), (Toleration(operator="Exists"),)])),
+            node_selector=draw(st.sampled_from([(), (("gpu", "a100"),)])),
+        )
+        for i in range(draw(st.integers(0, 5)))
+    )
     return Workload(jobs, nodes)
 
 
 @given(workloads(), st.lists(st.integers(0, 80), min_size=6, max_size=6))
 @settings(max_examples=200, deadline=None)
-def test_shaped_targets_stay_ordered_inside_their_pool_and_above_their_gang(
-        workload: Workload, raw: list[int]) -> None:
+def test_shaped_targets_stay_ordered_inside_their_pool_and_above_their_gang(workload: Workload, raw: list[int]) -> None:
     values = {}
     for i, queue in enumerate(("q1", "q2")):
-        g, d, c = sorted(float(v) for v in raw[3 * i: 3 * i + 3])
+        g, d, c = sorted(float(v) for v in raw[3 * i : 3 * i + 3])
         values[(queue, GPU)] = (d, c, g)
     out = shape_targets(targets_from_mapping(values), workload, SETTINGS)
     for (queue, _), target in out.items():

@@ -14,14 +14,23 @@ GPU = "nvidia.com/gpu"
 NOW = pd.Timestamp("2026-11-02T00:00:00Z")
 
 
-def planned_guarantee(within: bool, allocated: float, *, guarantee: float = 0.0,
-                      pending: float | None = None) -> tuple[float, str]:
-    queue = QueueState(name="a", guarantee={GPU: guarantee}, deserved={GPU: 40.0}, capability={GPU: 96.0},
-                       allocated={GPU: allocated}, pending={} if pending is None else {GPU: pending})
-    settings = PlannerSettings.model_validate({"guarantee_within_demand": within, "max_step_abs": 1000.0,
-                                               "shrink_window_s": 0.0})
-    result = plan_queues([queue], targets_from_mapping({("a", GPU): (40.0, 96.0, 30.0)}), settings, now=NOW,
-                         allocatable={GPU: 96.0})
+def planned_guarantee(
+    within: bool, allocated: float, *, guarantee: float = 0.0, pending: float | None = None
+) -> tuple[float, str]:
+    queue = QueueState(
+        name="a",
+        guarantee={GPU: guarantee},
+        deserved={GPU: 40.0},
+        capability={GPU: 96.0},
+        allocated={GPU: allocated},
+        pending={} if pending is None else {GPU: pending},
+    )
+    settings = PlannerSettings.model_validate(
+        {"guarantee_within_demand": within, "max_step_abs": 1000.0, "shrink_window_s": 0.0}
+    )
+    result = plan_queues(
+        [queue], targets_from_mapping({("a", GPU): (40.0, 96.0, 30.0)}), settings, now=NOW, allocatable={GPU: 96.0}
+    )
     codes = [c.code for c in result.changes if c.field == "guarantee"]
     return result.desired["a"].guarantee[GPU], codes[0] if codes else ""
 

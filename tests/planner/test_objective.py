@@ -62,10 +62,20 @@ def test_the_solution_minimises_the_stated_expected_cost() -> None:
 
 def test_forecast_targets_follow_the_objective_when_it_is_set() -> None:
     times = pd.date_range(NOW, periods=2, freq="h")
-    forecast = pd.DataFrame({ID: "q", TIME: times, "lo-95": [0.0, 40.0], "lo-80": [0.0, 40.0],
-                             "mean": [20.0, 60.0], "hi-80": [40.0, 80.0], "hi-95": [40.0, 80.0]})
-    settings = PlannerSettings.model_validate({"headroom": 0.0, "objective": {
-        "reclaim_gpu_h": 1.0, "wait_gpu_h": 1.0, "idle_gpu_h": 1.0}})
+    forecast = pd.DataFrame(
+        {
+            ID: "q",
+            TIME: times,
+            "lo-95": [0.0, 40.0],
+            "lo-80": [0.0, 40.0],
+            "mean": [20.0, 60.0],
+            "hi-80": [40.0, 80.0],
+            "hi-95": [40.0, 80.0],
+        }
+    )
+    settings = PlannerSettings.model_validate(
+        {"headroom": 0.0, "objective": {"reclaim_gpu_h": 1.0, "wait_gpu_h": 1.0, "idle_gpu_h": 1.0}}
+    )
     target = forecast_targets(forecast, settings, now=NOW)[("q", "nvidia.com/gpu")]
     assert (target.deserved, target.guarantee) == (40.0, 40.0)  # the median of the mixture, both at p = 0.5
     assert "newsvendor p=0.50" in target.basis

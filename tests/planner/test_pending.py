@@ -27,15 +27,25 @@ def _settings(**changes: object) -> PlannerSettings:
 
 
 def _queue(name: str, deserved: float, allocated: float, pending: float = 0.0) -> QueueState:
-    return QueueState(name=name, deserved={GPU: deserved}, capability={GPU: 200.0}, guarantee={GPU: 0.0},
-                      allocated={GPU: allocated}, pending={GPU: pending})
+    return QueueState(
+        name=name,
+        deserved={GPU: deserved},
+        capability={GPU: 200.0},
+        guarantee={GPU: 0.0},
+        allocated={GPU: allocated},
+        pending={GPU: pending},
+    )
 
 
-def _plan(settings: PlannerSettings, queues: list[QueueState], wanted: Mapping[str, float], allocatable: float,
-          last_changed: dict[str, float] | None = None) -> QueuePlan:
+def _plan(
+    settings: PlannerSettings,
+    queues: list[QueueState],
+    wanted: Mapping[str, float],
+    allocatable: float,
+    last_changed: dict[str, float] | None = None,
+) -> QueuePlan:
     targets = targets_from_mapping({(q, GPU): (d, 200.0, 0.0) for q, d in wanted.items()})
-    plan = plan_queues(queues, targets, settings, now=NOW, allocatable={GPU: allocatable},
-                       last_changed=last_changed)
+    plan = plan_queues(queues, targets, settings, now=NOW, allocatable={GPU: allocatable}, last_changed=last_changed)
     assert check_invariants(queues, dict(plan.desired), {GPU: allocatable}) == []
     return plan
 

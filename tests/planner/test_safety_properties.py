@@ -34,8 +34,15 @@ def queue_states(draw: st.DrawFn, name: str, parent: str | None = None) -> Queue
     g, d, c = sorted(draw(st.lists(gpus, min_size=3, max_size=3)))
     allocated = draw(st.floats(min_value=0, max_value=c * 1.2 + 1, allow_nan=False))
     managed = draw(st.booleans()) if draw(st.integers(0, 9)) == 0 else True
-    return QueueState(name=name, guarantee={GPU: g}, deserved={GPU: d}, capability={GPU: c},
-                      allocated={GPU: round(allocated)}, parent=parent, managed=managed)
+    return QueueState(
+        name=name,
+        guarantee={GPU: g},
+        deserved={GPU: d},
+        capability={GPU: c},
+        allocated={GPU: round(allocated)},
+        parent=parent,
+        managed=managed,
+    )
 
 
 @st.composite
@@ -50,8 +57,13 @@ def clusters(draw: st.DrawFn) -> list[QueueState]:
         g, d = (sum(k.get(f)[GPU] for k in kids) for f in ("guarantee", "deserved"))
         d += draw(gpus)
         c = max(max(k.capability[GPU] for k in kids), d) + draw(gpus)
-        parent = QueueState(name="team-a", guarantee={GPU: g}, deserved={GPU: d}, capability={GPU: c},
-                            allocated={GPU: sum(k.allocated[GPU] for k in kids)})
+        parent = QueueState(
+            name="team-a",
+            guarantee={GPU: g},
+            deserved={GPU: d},
+            capability={GPU: c},
+            allocated={GPU: sum(k.allocated[GPU] for k in kids)},
+        )
         queues += [parent, *kids]
     return queues
 
@@ -120,8 +132,9 @@ def test_cycles_converge_and_then_stay_put(data: st.DataObject) -> None:
 @given(level=st.integers(min_value=0, max_value=150), noise=st.lists(st.floats(-0.99, 0.99), min_size=5, max_size=48))
 def test_no_change_inside_the_dead_band_under_noisy_forecasts(level: int, noise: list[float]) -> None:
     current = float(level)
-    queue = QueueState(name="q", deserved={GPU: current}, capability={GPU: current}, guarantee={GPU: 0.0},
-                       allocated={GPU: 0.0})
+    queue = QueueState(
+        name="q", deserved={GPU: current}, capability={GPU: current}, guarantee={GPU: 0.0}, allocated={GPU: 0.0}
+    )
     band = max(POLICY.dead_band_abs, POLICY.dead_band_rel * current)
     memory = Memory()
     for i, e in enumerate(noise):
@@ -140,8 +153,9 @@ def test_no_shrink_within_the_shrink_window_after_a_grow(targets: list[float]) -
     memory, last_grow = Memory(), None
     for i, value in enumerate(targets):
         now = 1e9 + i * HOUR
-        plan = plan_queues([queue], targets_from_mapping({("q", GPU): (value, 60.0, 0.0)}), policy, now=now,
-                           memory=memory)
+        plan = plan_queues(
+            [queue], targets_from_mapping({("q", GPU): (value, 60.0, 0.0)}), policy, now=now, memory=memory
+        )
         for change in plan.changes:
             if change.field != "deserved":
                 continue
@@ -170,8 +184,7 @@ def test_pending_raises_keep_every_invariant_and_cuts_keep_their_limits(data: st
     allocatable = {GPU: float(data.draw(st.integers(0, 1200)))}
     policy = replace_policy(pending_raise=data.draw(st.sampled_from(["target", "lift"])))
     recent = {q.name: 1e9 - 600 for q in queues if data.draw(st.booleans())}  # in their cooldown
-    plan = plan_queues(queues, targets_from_mapping(raw), policy, now=1e9, allocatable=allocatable,
-                       last_changed=recent)
+    plan = plan_queues(queues, targets_from_mapping(raw), policy, now=1e9, allocatable=allocatable, last_changed=recent)
     assert check_invariants(queues, dict(plan.desired), allocatable) == []
     live = {q.name: q for q in queues}
     for change in plan.changes:

@@ -29,25 +29,42 @@ def family(*series: dict[str, Any]) -> pd.DataFrame:
 
 
 FRAMES = {
-    "pod_gpus": family({"namespace": "ml", "pod": "w-0", "node": "n1", "value": 4},
-                       {"namespace": "ml", "pod": "w-1", "node": "n2", "value": 4},
-                       {"namespace": "ml", "pod": "big-0", "node": "", "value": 8},
-                       {"namespace": "ml", "pod": "gone", "node": "n1", "value": 8}),
-    "pod_phase": family({"namespace": "ml", "pod": "w-0", "phase": "Running"},
-                        {"namespace": "ml", "pod": "w-1", "phase": "Running"},
-                        {"namespace": "ml", "pod": "big-0", "phase": "Pending"}),
-    "pod_labels": family(*({"namespace": "ml", "pod": p, "label_volcano_sh_queue_name": "train",
-                            "label_volcano_sh_job_name": j} for p, j in (("w-0", "w"), ("w-1", "w"),
-                                                                         ("big-0", "big")))),
-    "pod_annotations": family({"namespace": "ml", "pod": "big-0",
-                               "annotation_gpu_capacity_predictor_recurring": "true"}),
-    "pod_tolerations": family({"namespace": "ml", "pod": "big-0", "key": "dedicated", "operator": "Equal",
-                               "toleration_value": "train", "effect": "NoSchedule"}),
+    "pod_gpus": family(
+        {"namespace": "ml", "pod": "w-0", "node": "n1", "value": 4},
+        {"namespace": "ml", "pod": "w-1", "node": "n2", "value": 4},
+        {"namespace": "ml", "pod": "big-0", "node": "", "value": 8},
+        {"namespace": "ml", "pod": "gone", "node": "n1", "value": 8},
+    ),
+    "pod_phase": family(
+        {"namespace": "ml", "pod": "w-0", "phase": "Running"},
+        {"namespace": "ml", "pod": "w-1", "phase": "Running"},
+        {"namespace": "ml", "pod": "big-0", "phase": "Pending"},
+    ),
+    "pod_labels": family(
+        *(
+            {"namespace": "ml", "pod": p, "label_volcano_sh_queue_name": "train", "label_volcano_sh_job_name": j}
+            for p, j in (("w-0", "w"), ("w-1", "w"), ("big-0", "big"))
+        )
+    ),
+    "pod_annotations": family(
+        {"namespace": "ml", "pod": "big-0", "annotation_gpu_capacity_predictor_recurring": "true"}
+    ),
+    "pod_tolerations": family(
+        {
+            "namespace": "ml",
+            "pod": "big-0",
+            "key": "dedicated",
+            "operator": "Equal",
+            "toleration_value": "train",
+            "effect": "NoSchedule",
+        }
+    ),
     "pod_nodeselectors": family({"namespace": "ml", "pod": "big-0", "nodeselector_gpu_vendor_type": "a100"}),
     "node_gpus": family(*({"node": n, "value": 8} for n in ("n1", "n2", "n3", "n4"))),
     "node_taints": family({"node": "n3", "key": "dedicated", "taint_value": "train", "effect": "NoSchedule"}),
-    "node_labels": family({"node": "n3", "label_gpu_vendor_type": "a100"},
-                          {"node": "n4", "label_gpu_vendor_type": "h100"}),
+    "node_labels": family(
+        {"node": "n3", "label_gpu_vendor_type": "a100"}, {"node": "n4", "label_gpu_vendor_type": "h100"}
+    ),
     "node_unschedulable": family(),
     "node_not_ready": family({"node": "n2", "value": 0}),
 }
@@ -56,12 +73,18 @@ FRAMES = {
 def test_gangs_pools_and_nodes_from_kube_state_metrics() -> None:
     workload = workload_from_ksm(FRAMES)
     assert [(j.name, j.pods, j.gpus_per_pod, j.phase, j.recurring, j.priority, j.nodes) for j in workload.jobs] == [
-        ("ml/big", 1, 8, "pending", True, None, ()), ("ml/w", 2, 4, "running", False, None, ("n1", "n2"))]
+        ("ml/big", 1, 8, "pending", True, None, ()),
+        ("ml/w", 2, 4, "running", False, None, ("n1", "n2")),
+    ]
     big = workload.jobs[0]
     assert big.tolerations == (Toleration("dedicated", "Equal", "train", "NoSchedule"),)
     assert big.node_selector == (("gpu_vendor_type", "a100"),)
-    assert [(n.name, n.gpus, n.used) for n in workload.nodes] == [("n1", 8, 4), ("n2", 0, 0), ("n3", 8, 0),
-                                                                   ("n4", 8, 0)]
+    assert [(n.name, n.gpus, n.used) for n in workload.nodes] == [
+        ("n1", 8, 4),
+        ("n2", 0, 0),
+        ("n3", 8, 0),
+        ("n4", 8, 0),
+    ]
     assert workload.nodes[2].taints == (Taint("dedicated", "train", "NoSchedule"),)
     assert pool_gpus([big], workload) == 8.0  # only n3: a100 and the tolerated taint
 
@@ -71,14 +94,15 @@ def test_nan_infinite_or_absurd_gpu_samples_make_the_workload_unknown() -> None:
     then plans without job data) instead of a ValueError crash, or 1e300 GPUs becoming a
     capability floor; a finished pod's sample is not read at all."""
     for bad in (float("nan"), float("inf"), 1e300):
-        pods = family(*({"namespace": "ml", "pod": p, "node": "n1", "value": v} for p, v in (("w-0", bad),
-                                                                                            ("w-1", 4))))
+        pods = family(*({"namespace": "ml", "pod": p, "node": "n1", "value": v} for p, v in (("w-0", bad), ("w-1", 4))))
         with pytest.raises(InputError, match=r"pod ml/w-0 has .* GPUs"):
             workload_from_ksm({**FRAMES, "pod_gpus": pods})
         with pytest.raises(InputError, match=r"node n1 has .* GPUs"):
             workload_from_ksm({**FRAMES, "node_gpus": family({"node": "n1", "value": bad})})
-    finished = family({"namespace": "ml", "pod": "gone", "node": "n1", "value": float("nan")},
-                      {"namespace": "ml", "pod": "w-0", "node": "n1", "value": 4})
+    finished = family(
+        {"namespace": "ml", "pod": "gone", "node": "n1", "value": float("nan")},
+        {"namespace": "ml", "pod": "w-0", "node": "n1", "value": 4},
+    )
     workload = workload_from_ksm({**FRAMES, "pod_gpus": finished})
     assert workload is not None and [j.name for j in workload.jobs] == ["ml/w"]
 
@@ -107,36 +131,47 @@ def _openmetrics(path: Path) -> None:
     series: dict[str, list[tuple[str, float]]] = {
         "kube_pod_container_resource_requests": [
             (f'namespace="ml",pod="{p}",container="c",node="{n}",resource="nvidia_com_gpu",unit="integer"', g)
-            for p, n, g in (("w-0", "n1", 4), ("w-1", "n2", 4), ("big-0", "", 8), ("gone", "n1", 8))],
+            for p, n, g in (("w-0", "n1", 4), ("w-1", "n2", 4), ("big-0", "", 8), ("gone", "n1", 8))
+        ],
         "kube_pod_status_phase": [
             (f'namespace="ml",pod="{p}",phase="{ph}"', float(ph == cur))
             for p, cur in (("w-0", "Running"), ("w-1", "Running"), ("big-0", "Pending"), ("gone", "Succeeded"))
-            for ph in ("Pending", "Running", "Succeeded")],
+            for ph in ("Pending", "Running", "Succeeded")
+        ],
         "kube_pod_labels": [
             (f'namespace="ml",pod="{p}",label_volcano_sh_queue_name="train",label_volcano_sh_job_name="{j}"', 1)
-            for p, j in (("w-0", "w"), ("w-1", "w"), ("big-0", "big"), ("gone", "gone"))],
+            for p, j in (("w-0", "w"), ("w-1", "w"), ("big-0", "big"), ("gone", "gone"))
+        ],
         "kube_pod_annotations": [('namespace="ml",pod="big-0",annotation_gpu_capacity_predictor_recurring="true"', 1)],
         "kube_pod_tolerations": [
-            ('namespace="ml",pod="big-0",key="dedicated",operator="Equal",value="train",effect="NoSchedule"', 1)],
+            ('namespace="ml",pod="big-0",key="dedicated",operator="Equal",value="train",effect="NoSchedule"', 1)
+        ],
         "kube_pod_nodeselectors": [('namespace="ml",pod="big-0",nodeselector_gpu_vendor_type="a100"', 1)],
-        "kube_node_status_allocatable": [(f'node="n{i}",resource="nvidia_com_gpu",unit="integer"', 8)
-                                         for i in range(1, 5)],
+        "kube_node_status_allocatable": [
+            (f'node="n{i}",resource="nvidia_com_gpu",unit="integer"', 8) for i in range(1, 5)
+        ],
         "kube_node_spec_taint": [('node="n3",key="dedicated",value="train",effect="NoSchedule"', 1)],
-        "kube_node_labels": [('node="n3",label_gpu_vendor_type="a100"', 1),
-                             ('node="n4",label_gpu_vendor_type="h100"', 1)],
+        "kube_node_labels": [
+            ('node="n3",label_gpu_vendor_type="a100"', 1),
+            ('node="n4",label_gpu_vendor_type="h100"', 1),
+        ],
         "kube_node_spec_unschedulable": [(f'node="n{i}"', 0) for i in range(1, 5)],
         "kube_node_status_condition": [(f'node="{n}",condition="Ready",status="true"', r) for n, r in ready],
     }
     lines = []
     for name, rows in series.items():
         lines.append(f"# TYPE {name} gauge")
-        lines += [f"{name}{{{labels}}} {value:g} {NOW.timestamp() - lag:.0f}" for labels, value in rows
-                  for lag in (120, 60, 0)]
+        lines += [
+            f"{name}{{{labels}}} {value:g} {NOW.timestamp() - lag:.0f}"
+            for labels, value in rows
+            for lag in (120, 60, 0)
+        ]
     path.write_text("\n".join([*lines, "# EOF", ""]), encoding="utf-8")
 
 
 def test_the_workload_queries_read_the_same_workload_from_a_real_prometheus(
-        tmp_path: Path, prometheus_from_openmetrics: Callable[[Path], LocalPrometheus]) -> None:
+    tmp_path: Path, prometheus_from_openmetrics: Callable[[Path], LocalPrometheus]
+) -> None:
     _openmetrics(tmp_path / "ksm.om")
     prom = prometheus_from_openmetrics(tmp_path / "ksm.om")
     source = PrometheusSource(PrometheusSettings(url=prom.url))  # type: ignore[call-arg]

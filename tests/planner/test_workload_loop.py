@@ -28,8 +28,17 @@ class History:
 class Flat:
     def forecast(self, history: pd.DataFrame, *, horizon: int) -> tuple[pd.DataFrame, dict[str, str]]:
         times = pd.date_range(NOW.floor("h"), periods=horizon, freq="h")
-        return pd.DataFrame({"series_id": "team-a", "timestamp": times, "mean": 20.0, "lo-80": 18.0,
-                             "hi-80": 22.0, "lo-95": 16.0, "hi-95": 24.0}), {"gpu-forecast": "1"}
+        return pd.DataFrame(
+            {
+                "series_id": "team-a",
+                "timestamp": times,
+                "mean": 20.0,
+                "lo-80": 18.0,
+                "hi-80": 22.0,
+                "lo-95": 16.0,
+                "hi-95": 24.0,
+            }
+        ), {"gpu-forecast": "1"}
 
 
 class Reader:
@@ -43,12 +52,20 @@ class Reader:
 
 
 def run(tmp_path: Path, reader: Reader | None) -> tuple[Loop, CollectorRegistry]:
-    settings = load_settings(None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl",
-                                              "plan_dir": tmp_path / "plans"})
+    settings = load_settings(
+        None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
+    )
     metrics = LoopMetrics(CollectorRegistry())
     cluster = FileCluster([queue_object("team-a", deserved=16, capability=32, guarantee=4, allocated=10)])
-    loop = Loop(settings, cluster=cluster, history=History(), forecaster=Flat(), metrics=metrics,
-                clock=lambda: NOW, workload=reader)
+    loop = Loop(
+        settings,
+        cluster=cluster,
+        history=History(),
+        forecaster=Flat(),
+        metrics=metrics,
+        clock=lambda: NOW,
+        workload=reader,
+    )
     return loop, metrics.registry
 
 

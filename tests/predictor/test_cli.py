@@ -28,9 +28,25 @@ def test_console_script_runs_and_bad_config_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("prometheus: {retries: lots}\n")
     done = subprocess.run(
-        [sys.executable, "-m", "predictor.cli", "--config", str(bad), "export", "--query", "up",
-         "--start", "2026-01-01", "--end", "2026-01-02", "--out", str(tmp_path / "x.csv")],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "predictor.cli",
+            "--config",
+            str(bad),
+            "export",
+            "--query",
+            "up",
+            "--start",
+            "2026-01-01",
+            "--end",
+            "2026-01-02",
+            "--out",
+            str(tmp_path / "x.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 1
     assert done.stderr.strip().startswith("error: invalid setting prometheus.retries")

@@ -107,8 +107,22 @@ def test_the_cli_reports_a_deprecated_key_in_one_line(tmp_path: Path, capsys: py
     queues.write_text('{"items": []}')
     forecast = tmp_path / "f.csv"
     forecast.write_text("series_id,timestamp,mean,lo-80,hi-80,lo-95,hi-95\nq,2026-11-02T00:00:00Z,1,1,1,1,1\n")
-    assert main(["--config", str(config), "plan", "--queues", str(queues), "--forecast", str(forecast),
-                 "--out", str(tmp_path / "out")]) == 0
+    assert (
+        main(
+            [
+                "--config",
+                str(config),
+                "plan",
+                "--queues",
+                str(queues),
+                "--forecast",
+                str(forecast),
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["warning: settings key loop.stale_after_s is deprecated: use planner.stale_after_s"]
 

@@ -20,23 +20,28 @@ from tests.actuators.fake_apiserver import queue_object
 SECRET = "hunter2"
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("http://admin:hunter2@prom:9090/api", "http://admin:***@prom:9090/api"),
-    ("https://a:b@c", "https://a:***@c"),
-    ("postgresql://mlflow:p%40ss@db:5432/mlflow", "postgresql://mlflow:***@db:5432/mlflow"),
-    ("http://user:p@ss@host/x?y=1#z", "http://user:***@host/x?y=1#z"),  # an unencoded @: cut at the last one
-    ("Prometheus at http://u:s3@h:1 failed; see https://x:y@z/.", "Prometheus at http://u:***@h:1 failed; "
-     "see https://x:***@z/."),
-    ("'http://u:pw@h'", "'http://u:***@h'"),
-    # Nothing to hide: left exactly as it is.
-    ("http://prom:9090", "http://prom:9090"),
-    ("http://token@host", "http://token@host"),
-    ("http://user:@host", "http://user:@host"),
-    ("sqlite:////var/lib/mlflow.db", "sqlite:////var/lib/mlflow.db"),
-    ("http://h/path?next=http://a:b@c", "http://h/path?next=http://a:***@c"),
-    ("no url here: a:b@c", "no url here: a:b@c"),
-    ("", ""),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("http://admin:hunter2@prom:9090/api", "http://admin:***@prom:9090/api"),
+        ("https://a:b@c", "https://a:***@c"),
+        ("postgresql://mlflow:p%40ss@db:5432/mlflow", "postgresql://mlflow:***@db:5432/mlflow"),
+        ("http://user:p@ss@host/x?y=1#z", "http://user:***@host/x?y=1#z"),  # an unencoded @: cut at the last one
+        (
+            "Prometheus at http://u:s3@h:1 failed; see https://x:y@z/.",
+            "Prometheus at http://u:***@h:1 failed; see https://x:***@z/.",
+        ),
+        ("'http://u:pw@h'", "'http://u:***@h'"),
+        # Nothing to hide: left exactly as it is.
+        ("http://prom:9090", "http://prom:9090"),
+        ("http://token@host", "http://token@host"),
+        ("http://user:@host", "http://user:@host"),
+        ("sqlite:////var/lib/mlflow.db", "sqlite:////var/lib/mlflow.db"),
+        ("http://h/path?next=http://a:b@c", "http://h/path?next=http://a:***@c"),
+        ("no url here: a:b@c", "no url here: a:b@c"),
+        ("", ""),
+    ],
+)
 def test_redact_url(text: str, expected: str) -> None:
     assert redact_url(text) == expected
     assert redact_url(expected) == expected  # idempotent
@@ -51,9 +56,21 @@ def test_every_project_error_redacts_its_message(kind: type[PredictorError]) -> 
 
 def test_the_audit_log_redacts_reasons(tmp_path: Path) -> None:
     log = AuditLog(tmp_path / "audit.jsonl")
-    log.append([AuditRecord(timestamp="t", cycle="c", queue="*", field=None, before=None, after=None,
-                            reason=f"history unavailable: http://u:{SECRET}@prom failed", mode="plan",
-                            outcome="held")])
+    log.append(
+        [
+            AuditRecord(
+                timestamp="t",
+                cycle="c",
+                queue="*",
+                field=None,
+                before=None,
+                after=None,
+                reason=f"history unavailable: http://u:{SECRET}@prom failed",
+                mode="plan",
+                outcome="held",
+            )
+        ]
+    )
     assert SECRET not in (tmp_path / "audit.jsonl").read_text()
     assert log.read()[0]["reason"] == "history unavailable: http://u:***@prom failed"
 

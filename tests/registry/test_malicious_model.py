@@ -50,8 +50,9 @@ def register_payload(settings: Settings, marker: Path) -> str:
                 return model_input
 
         with mlflow.start_run():
-            info = mlflow.pyfunc.log_model(name="model", python_model=Payload(), pip_requirements=["mlflow"],
-                                           registered_model_name=FAMILY)
+            info = mlflow.pyfunc.log_model(
+                name="model", python_model=Payload(), pip_requirements=["mlflow"], registered_model_name=FAMILY
+            )
         version = str(info.registered_model_version)
         client = mlflow.MlflowClient()
         client.set_model_version_tag(FAMILY, version, DIGEST_TAG, "0" * 64)  # a tag alone proves nothing
@@ -78,8 +79,11 @@ def test_a_pickled_champion_is_refused_and_never_unpickled(
     assert ModelRegistry(mlflow_tracking.mlflow).get(FAMILY).version == version  # type: ignore[union-attr]
 
     # a process with no good model yet: refused, naming why
-    with pytest.raises(RegistryError, match=rf"cannot load models:/{FAMILY}@champion .*: v{version} is not a model "
-                                            r"of this project \(a pickled python_model.*nothing was unpickled"):
+    with pytest.raises(
+        RegistryError,
+        match=rf"cannot load models:/{FAMILY}@champion .*: v{version} is not a model "
+        r"of this project \(a pickled python_model.*nothing was unpickled",
+    ):
         ModelRegistry(mlflow_tracking.mlflow).load_estimator(FAMILY)
     assert not marker.exists()
 

@@ -29,9 +29,12 @@ FORECASTERS: dict[str, dict[str, Any]] = {
     "lstm": SMALL_LSTM,
     "auto": {
         "candidates": ("naive", "seasonal_naive_24", "ets", "mstl", "lstm"),
-        "windows": 2, "horizon": H, "step": H,
+        "windows": 2,
+        "horizon": H,
+        "step": H,
         "candidate_params": {"lstm": SMALL_LSTM},
-        "pool": ("lstm", "naive"), "pool_weights": (0.7, 0.3),
+        "pool": ("lstm", "naive"),
+        "pool_weights": (0.7, 0.3),
     },
 }
 
@@ -71,8 +74,9 @@ def test_every_forecaster_round_trips_through_the_registry(
     back = served.estimator
     assert back.get_params() == model.get_params()
     for horizon, levels in ((H, (80, 95)), (6, (50, 90, 99))):
-        pd.testing.assert_frame_equal(back.predict(horizon, level=levels), model.predict(horizon, level=levels),
-                                      check_exact=True)
+        pd.testing.assert_frame_equal(
+            back.predict(horizon, level=levels), model.predict(horizon, level=levels), check_exact=True
+        )
     pd.testing.assert_frame_equal(served.predict(pd.DataFrame({"horizon": [H]})), model.predict(H), check_exact=True)
     assert clone(back).get_params() == clone(model).get_params()  # what the loop refits each cycle
     if name in ("ets", "mstl"):  # both the statsmodels result and the persistence fallback travelled
@@ -124,15 +128,22 @@ def test_mlflow_own_loader_reads_the_same_state(mlflow_tracking: Settings, fitte
     pd.testing.assert_frame_equal(loaded.predict(pd.DataFrame({"horizon": [H]})), model.predict(H))
 
 
-def test_an_unstorable_model_is_refused_at_registration(mlflow_tracking: Settings,
-                                                        fitted: dict[str, BaseForecaster]) -> None:
+def test_an_unstorable_model_is_refused_at_registration(
+    mlflow_tracking: Settings, fitted: dict[str, BaseForecaster]
+) -> None:
     class Custom(NaiveForecaster):
         pass
 
-    model = Custom().fit(pd.DataFrame({"series_id": "q", "timestamp": pd.date_range(
-        "2026-03-02", periods=48, freq="h", tz="UTC"), "value": 1.0}))
+    model = Custom().fit(
+        pd.DataFrame(
+            {"series_id": "q", "timestamp": pd.date_range("2026-03-02", periods=48, freq="h", tz="UTC"), "value": 1.0}
+        )
+    )
     registry = ModelRegistry(mlflow_tracking.mlflow)
-    with pytest.raises(RegistryError, match=r"cannot register Custom as data: cannot store estimator: .*Custom is not "
-                                            r"a known state type"):
+    with pytest.raises(
+        RegistryError,
+        match=r"cannot register Custom as data: cannot store estimator: .*Custom is not "
+        r"a known state type",
+    ):
         registry.log_model("gpu-forecast", model)
     assert registry.get("gpu-forecast", CHALLENGER) is None  # nothing was logged

@@ -80,8 +80,9 @@ def test_a_champion_that_cannot_be_rescored_is_kept(mlflow_tracking: Settings, t
     kept = judge(registry, FAMILY, 0.01, _unscorable, margin=0.0)
     assert not kept.promote and kept.champion_version == "1"
     assert kept.champion_score is not None and math.isnan(kept.champion_score) and kept.rescored_score is None
-    assert kept.reason == ("champion v1 could not be re-evaluated (the champion expects a column the new data "
-                           "lacks); keeping it")
+    assert kept.reason == (
+        "champion v1 could not be re-evaluated (the champion expects a column the new data lacks); keeping it"
+    )
     assert _register(registry, kept) == ("2", False) and _champion(registry) == "1"
 
     # the champion's artifacts are gone (lost volume): a fresh registry cannot load it, so it is kept
@@ -97,8 +98,9 @@ def test_the_forecast_pipeline_keeps_an_unloadable_champion(
     mlflow_tracking: Settings, daily_history: pd.DataFrame, tmp_path: Path
 ) -> None:
     job = ForecastJob(model="naive", horizon=24, windows=1)
-    first = train_forecast(mlflow_tracking, daily_history, job, registry=ModelRegistry(mlflow_tracking.mlflow),
-                           plots=False)
+    first = train_forecast(
+        mlflow_tracking, daily_history, job, registry=ModelRegistry(mlflow_tracking.mlflow), plots=False
+    )
     assert first.promoted
     shutil.rmtree(tmp_path / "mlruns")
     registry = ModelRegistry(mlflow_tracking.mlflow)

@@ -92,8 +92,9 @@ def test_artifacts_go_to_the_configured_location(
         update={"mlflow": mlflow_tracking.mlflow.model_copy(update={"artifact_location": str(tmp_path / "art")})}
     )
     registry = ModelRegistry(settings.mlflow)
-    train_forecast(settings, daily_history, ForecastJob(model="naive", horizon=H, windows=1), registry=registry,
-                   plots=False)
+    train_forecast(
+        settings, daily_history, ForecastJob(model="naive", horizon=H, windows=1), registry=registry, plots=False
+    )
     assert any((tmp_path / "art").rglob("MLmodel"))
     assert not (tmp_path / "mlruns").exists()
     assert registry.load(FAMILY).predict(pd.DataFrame({"horizon": [H]}))["series_id"].nunique() == 2

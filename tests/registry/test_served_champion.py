@@ -21,12 +21,17 @@ from predictor.registry import ModelRegistry
 H = 12
 
 
-def test_the_registered_auto_champion_is_served_as_registered(mlflow_tracking: Settings, daily_history: pd.DataFrame,
-                                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_registered_auto_champion_is_served_as_registered(
+    mlflow_tracking: Settings, daily_history: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cut = daily_history["timestamp"].max() - pd.Timedelta(days=2)
     old, newest = daily_history[daily_history["timestamp"] <= cut], daily_history
-    model = auto.AutoForecaster(windows=2, step=24, horizon=H, candidate_params={
-        "lstm": {"horizon": H, "lookback_days": 2, "hidden_size": 4, "max_epochs": 1}}).fit(old)
+    model = auto.AutoForecaster(
+        windows=2,
+        step=24,
+        horizon=H,
+        candidate_params={"lstm": {"horizon": H, "lookback_days": 2, "hidden_size": 4, "max_epochs": 1}},
+    ).fit(old)
     # the history's daily cycle is strong: the default seasonal pool, so level_profile round-trips through MLflow too
     assert set(model.members_) == {"lstm", "level_profile"}
     registry = ModelRegistry(mlflow_tracking.mlflow)

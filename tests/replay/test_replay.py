@@ -15,8 +15,17 @@ from predictor.planner import PlannerSettings
 from predictor.replay import POLICIES, ReplaySettings, replay
 
 START = pd.Timestamp("2026-03-02", tz="UTC")
-KEYS = {"allocation", "utilisation", "wait_p50_min", "wait_p95_min", "preemptions", "reclaims", "lost_gpu_h",
-        "goodput_gpu_h", "fragmentation"}
+KEYS = {
+    "allocation",
+    "utilisation",
+    "wait_p50_min",
+    "wait_p95_min",
+    "preemptions",
+    "reclaims",
+    "lost_gpu_h",
+    "goodput_gpu_h",
+    "fragmentation",
+}
 
 
 def _jobs(rows):
@@ -28,16 +37,34 @@ def _jobs(rows):
 
 @pytest.fixture(scope="module")
 def recurring(tmp_path_factory):
-    jobs = sim.synthetic_jobs(START - pd.Timedelta(days=7), START + pd.Timedelta(days=1), seed=3, jobs_per_hour=8,
-                              workloads_per_queue=3)
+    jobs = sim.synthetic_jobs(
+        START - pd.Timedelta(days=7), START + pd.Timedelta(days=1), seed=3, jobs_per_hour=8, workloads_per_queue=3
+    )
     path = tmp_path_factory.mktemp("jobs") / "jobs.csv"
     jobs.assign(submit_time=jobs.pop("submit").astype(str)).to_csv(path, index=False)
     return path
 
 
 def test_replay_command_writes_the_summary(recurring, tmp_path, capsys):
-    code = main(["replay", "--jobs", str(recurring), "--nodes", "1", "--start", START.isoformat(), "--weeks",
-                 str(1 / 7), "--policy", "loop", "--seed", "2", "--out", str(tmp_path / "r")])
+    code = main(
+        [
+            "replay",
+            "--jobs",
+            str(recurring),
+            "--nodes",
+            "1",
+            "--start",
+            START.isoformat(),
+            "--weeks",
+            str(1 / 7),
+            "--policy",
+            "loop",
+            "--seed",
+            "2",
+            "--out",
+            str(tmp_path / "r"),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert set(summary) >= KEYS
@@ -47,12 +74,15 @@ def test_replay_command_writes_the_summary(recurring, tmp_path, capsys):
     assert 0 <= summary["fragmentation"] <= 1
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--policy", "best"], "--policy"),
-    (["--policy", "loop", "--nodes", "0"], "--nodes"),
-    (["--policy", "loop", "--start", "2020-01-01"], "no job is submitted"),
-    (["--policy", "loop", "--start", "yesterday-ish"], "--start"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--policy", "best"], "--policy"),
+        (["--policy", "loop", "--nodes", "0"], "--nodes"),
+        (["--policy", "loop", "--start", "2020-01-01"], "no job is submitted"),
+        (["--policy", "loop", "--start", "yesterday-ish"], "--start"),
+    ],
+)
 def test_bad_replay_input_is_one_line(recurring, tmp_path, capsys, args, needle):
     base = {"--nodes": "1", "--start": START.isoformat(), "--weeks": "0.1"}
     for flag, value in zip(args[::2], args[1::2], strict=True):
@@ -120,8 +150,13 @@ def test_deserved_below_allocated_keeps_what_a_queue_holds_above_its_planned_sha
     jobs = _jobs([*history, *[(0, "a", 1, 60)] * 16, *[(36, "b", 1, 10)] * 8])
     summaries = {}
     for below in (False, True):
-        settings = ReplaySettings(nodes=2, start=START, weeks=3 / 7, policy="oracle",
-                                  planner=PlannerSettings.model_validate({"deserved_below_allocated": below}))
+        settings = ReplaySettings(
+            nodes=2,
+            start=START,
+            weeks=3 / 7,
+            policy="oracle",
+            planner=PlannerSettings.model_validate({"deserved_below_allocated": below}),
+        )
         summaries[below] = replay(jobs, settings).summary
     kept, reclaimed = summaries[False], summaries[True]
     assert kept["reclaims"] == 0 and kept["wait_p95_min"] > 20 * 60
@@ -142,8 +177,11 @@ def test_a_reacting_loop_raises_a_waiting_queue_within_minutes_not_at_the_next_h
         s = run.schedule
         assert s is not None
         b = s.queue_names.index("b")
-        raised = [t for t, before, after in zip(s.quota_s[1:], s.deserved[:-1, b], s.deserved[1:, b], strict=True)
-                  if after > before and t >= START.timestamp() + 8.2 * 3600]
+        raised = [
+            t
+            for t, before, after in zip(s.quota_s[1:], s.deserved[:-1, b], s.deserved[1:, b], strict=True)
+            if after > before and t >= START.timestamp() + 8.2 * 3600
+        ]
         delay_min = (raised[0] - (START.timestamp() + 8.2 * 3600)) / 60
         assert (delay_min <= 15) == react, (react, delay_min)
     assert runs[False].react_cycles == 0 and runs[True].react_cycles > 0

@@ -13,8 +13,16 @@ import tempfile
 from pathlib import Path
 
 FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-quic", "--enable-logging=stderr", "--v=0",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--enable-logging=stderr",
+    "--v=0",
 )
 
 
@@ -29,7 +37,10 @@ def run(page: Path, *extra: str, timeout: float = 120) -> subprocess.CompletedPr
     with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
         return subprocess.run(
             [binary, *FLAGS, f"--user-data-dir={profile}", *extra, page.resolve().as_uri()],
-            capture_output=True, text=True, timeout=timeout, check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
 
 

@@ -49,29 +49,48 @@ def _forecast() -> pd.DataFrame:
     }
     for queue, (mean, lo, hi) in spec.items():
         for i, hour in enumerate((30, 36, 42, 48, 54)):
-            rows.append({"series_id": queue, "timestamp": T0 + pd.Timedelta(hours=hour), "mean": float(mean[i]),
-                         "lo-80": float(lo[i]), "hi-80": float(hi[i]), "lo-95": float(lo[i]) - 1,
-                         "hi-95": float(hi[i]) + 1})
+            rows.append(
+                {
+                    "series_id": queue,
+                    "timestamp": T0 + pd.Timedelta(hours=hour),
+                    "mean": float(mean[i]),
+                    "lo-80": float(lo[i]),
+                    "hi-80": float(hi[i]),
+                    "lo-95": float(lo[i]) - 1,
+                    "hi-95": float(hi[i]) + 1,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def fixture_inputs() -> dict[str, Any]:
     """Keyword arguments of ``build_report`` for the hand-computed fixture."""
     return {
-        "quotas": pd.DataFrame({"queue": ["beta", "alpha"], "guarantee": [0.0, 2.0], "deserved": [6.0, 10.0],
-                                "capability": [12.0, 20.0]}),
+        "quotas": pd.DataFrame(
+            {"queue": ["beta", "alpha"], "guarantee": [0.0, 2.0], "deserved": [6.0, 10.0], "capability": [12.0, 20.0]}
+        ),
         "allocated": _history({"alpha": [100, 8, 12, 12, 8], "beta": [100, 8, 8, 9, 7]}),
         "used": _history({"alpha": [100, 4, 10, 8, 6], "beta": [100, 2, 2, 3, None]}),
         "demand": _history({"alpha": [100, 10, 14, 12, 8], "beta": [100, 8, 8, 9, 7]}),
         "forecast": _forecast(),
-        "recommendations": pd.DataFrame({
-            "queue": ["alpha", "beta"], "guarantee": [2.0, 0.0], "deserved": [14.0, 4.0],
-            "capability": [20.0, 8.0], "reason": ["hi-80 peak 18 +10% headroom, max step 4", "shrink to hi-80 5"],
-        }),
-        "rightsize": pd.DataFrame({
-            "workload": ["w1", "w2", "w3"], "queue": ["alpha", "beta", "alpha"], "requested_gpus": [8.0, 1.0, 4.0],
-            "recommended_gpus": [4.0, 1.0, 1.0], "savings_gpu_h": [50.0, 0.0, 120.0],
-        }),
+        "recommendations": pd.DataFrame(
+            {
+                "queue": ["alpha", "beta"],
+                "guarantee": [2.0, 0.0],
+                "deserved": [14.0, 4.0],
+                "capability": [20.0, 8.0],
+                "reason": ["hi-80 peak 18 +10% headroom, max step 4", "shrink to hi-80 5"],
+            }
+        ),
+        "rightsize": pd.DataFrame(
+            {
+                "workload": ["w1", "w2", "w3"],
+                "queue": ["alpha", "beta", "alpha"],
+                "requested_gpus": [8.0, 1.0, 4.0],
+                "recommended_gpus": [4.0, 1.0, 1.0],
+                "savings_gpu_h": [50.0, 0.0, 120.0],
+            }
+        ),
         "total_gpus": 24.0,
         "fragmentation": 0.125,
         "window_days": 1,

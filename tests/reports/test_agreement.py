@@ -22,8 +22,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("sim")
     start = pd.Timestamp("2026-01-05T00:00Z")
     settings = sim.SimSettings(start=start, weeks=2, step_s=300, seed=3, metrics="core")
-    jobs = sim.synthetic_jobs(start - pd.Timedelta(days=3), start + pd.Timedelta(weeks=2), seed=3, jobs_per_hour=2,
-                              workloads_per_queue=6)  # recurring: right-sizing needs each workload's history
+    jobs = sim.synthetic_jobs(
+        start - pd.Timedelta(days=3), start + pd.Timedelta(weeks=2), seed=3, jobs_per_hour=2, workloads_per_queue=6
+    )  # recurring: right-sizing needs each workload's history
     sim.simulate(jobs, sim.ClusterSpec.uniform(4), settings).write(out)
     return out
 
@@ -62,9 +63,19 @@ def test_recommendations_match_predictor_plan(report: Path, tmp_path: Path) -> N
     doc = _doc(report)
     inputs = report / "inputs"
     out = tmp_path / "plan"
-    args = ["plan", "--queues", str(inputs / "queues.json"), "--nodes", str(inputs / "nodes.json"),
-            "--forecast", str(inputs / "forecast.csv"), "--now", str(doc["summary"]["as_of"]),  # type: ignore[index]
-            "--out", str(out)]
+    args = [
+        "plan",
+        "--queues",
+        str(inputs / "queues.json"),
+        "--nodes",
+        str(inputs / "nodes.json"),
+        "--forecast",
+        str(inputs / "forecast.csv"),
+        "--now",
+        str(doc["summary"]["as_of"]),  # type: ignore[index]
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     for row in doc["queues"]:  # type: ignore[attr-defined]
         desired = yaml.safe_load((out / "queues" / f"{row['queue']}.yaml").read_text(encoding="utf-8"))

@@ -64,6 +64,8 @@ def test_detector_sees_a_blocked_request(tmp_path: Path) -> None:
     bad = tmp_path / "bad.html"
     bad.write_text(
         f'<!DOCTYPE html><html><head><meta http-equiv="Content-Security-Policy" content="{CSP}"></head>'
-        '<body><p>x</p><img src="http://127.0.0.1:9/x.png"></body></html>', encoding="utf-8")
+        '<body><p>x</p><img src="http://127.0.0.1:9/x.png"></body></html>',
+        encoding="utf-8",
+    )
     result = chromium.dump_dom(bad)
     assert any("Content Security Policy" in line for line in chromium.console_lines(result.stderr))

@@ -17,8 +17,9 @@ from predictor.cli import main
         (["--history", "MISSING"], "no such directory"),
     ],
 )
-def test_bad_invocation_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str],
-                                    message: str) -> None:
+def test_bad_invocation_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
     out = tmp_path / "report"
     args = [a.replace("MISSING", str(tmp_path / "missing")).replace("X", str(tmp_path)) for a in extra]
     assert main(["report", "--out", str(out), *args]) == 1

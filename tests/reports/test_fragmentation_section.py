@@ -14,8 +14,11 @@ from predictor.reports.html import render_html
 from tests.reports.fixture import fixture_inputs
 
 NODES = (NodeSummary("n1", 8, 2), NodeSummary("n2", 8, 6), NodeSummary("n3", 8, 0))
-JOBS = (JobSummary("q", "a", 1, 2, "running", nodes=("n1",)), JobSummary("q", "b", 1, 6, "running", nodes=("n2",)),
-        JobSummary("q", "g", 2, 8))
+JOBS = (
+    JobSummary("q", "a", 1, 2, "running", nodes=("n1",)),
+    JobSummary("q", "b", 1, 6, "running", nodes=("n2",)),
+    JobSummary("q", "g", 2, 8),
+)
 
 
 def test_lines_state_the_measure_the_drain_and_its_cost() -> None:

@@ -35,8 +35,9 @@ def test_prometheus_and_files_agree(
     files = inputs_from_directory(tmp_path)
     server = prometheus_from_openmetrics(tmp_path / "metrics.om")
     days = 9
-    remote = inputs_from_prometheus(PrometheusSettings(url=server.url), end=files.as_of + pd.Timedelta(minutes=55),
-                                    days=days)
+    remote = inputs_from_prometheus(
+        PrometheusSettings(url=server.url), end=files.as_of + pd.Timedelta(minutes=55), days=days
+    )
     assert remote.total_gpus == files.total_gpus == 16
     pd.testing.assert_frame_equal(remote.quotas, files.quotas)
     for name in ("allocated", "demand", "used"):

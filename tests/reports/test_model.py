@@ -125,14 +125,18 @@ def test_every_format_shows_the_same_queue_cells() -> None:
     doc = json.loads(render_json(report))
     table = list(csv.DictReader(io.StringIO(render_csv(report))))
     expected = [[fmt(q[f], k) for f, _, k in QUEUE_COLUMNS] for q in doc["queues"]]
-    from_csv = [[fmt(None if row[f] == "" else (row[f] if k == "text" else float(row[f])), k)
-                 for f, _, k in QUEUE_COLUMNS] for row in table]
+    from_csv = [
+        [fmt(None if row[f] == "" else (row[f] if k == "text" else float(row[f])), k) for f, _, k in QUEUE_COLUMNS]
+        for row in table
+    ]
     md_rows = [line for line in render_markdown(report).splitlines() if line.startswith(("| alpha", "| beta"))]
     from_md = [[c.strip() for c in line.strip("|").split("|")] for line in md_rows]
     page = render_html(report, plots=False)
-    body = page[page.index("<tbody>"):page.index("</tbody>")]
-    from_html = [[html_lib.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr)]
-                 for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", body)]
+    body = page[page.index("<tbody>") : page.index("</tbody>")]
+    from_html = [
+        [html_lib.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr)]
+        for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", body)
+    ]
     assert expected == from_csv == from_md == from_html
 
 
@@ -144,28 +148,50 @@ def test_energy_per_queue_from_the_rightsize_table() -> None:
     from predictor.reports.inputs import rightsize_savings
 
     inputs = fixture_inputs()
-    inputs["rightsize"] = inputs["rightsize"].assign(energy_kwh=[120.0, 30.5, 40.0],
-                                                     energy_saving_kwh_week=[5.0, float("nan"), 1.25])
+    inputs["rightsize"] = inputs["rightsize"].assign(
+        energy_kwh=[120.0, 30.5, 40.0], energy_saving_kwh_week=[5.0, float("nan"), 1.25]
+    )
     report = build_report(**inputs)
     assert [(e.queue, e.energy_kwh, e.energy_saving_kwh_week, e.capped_workloads) for e in report.energy] == [
-        ("alpha", 160.0, 6.25, 2), ("beta", 30.5, None, 0)]
+        ("alpha", 160.0, 6.25, 2),
+        ("beta", 30.5, None, 0),
+    ]
     markdown = render_markdown(report)
     assert "## Energy per queue" in markdown
     assert "| alpha | 160.0 | 6.2 | 2 |" in markdown and "| beta | 30.5 | n/a | 0 |" in markdown
-    assert json.loads(render_json(report))["energy"][0] == {"queue": "alpha", "energy_kwh": 160.0,
-                                                            "energy_saving_kwh_week": 6.25, "capped_workloads": 2}
+    assert json.loads(render_json(report))["energy"][0] == {
+        "queue": "alpha",
+        "energy_kwh": 160.0,
+        "energy_saving_kwh_week": 6.25,
+        "capped_workloads": 2,
+    }
     page = render_html(report, plots=False)
     assert "Energy per queue" in page and '<td class="num">160.0</td>' in page
     no_power = build_report(**{**inputs, "rightsize": inputs["rightsize"].assign(energy_kwh=float("nan"))})
     assert "No GPU power series" in render_markdown(no_power)
     assert "Energy per queue" not in render_markdown(build_report(**fixture_inputs()))
     # rightsize_savings carries the runs' energy and the advised saving through to that table
-    table = pd.DataFrame({"namespace": ["n", "n"], "workload": ["a", "b"], "queue": ["q1", "q2"],
-                          "gpu_request": [2.0, 1.0], "recommended_gpus": [1.0, 1.0],
-                          "energy_saving_kwh_week": [0.5, float("nan")]})
-    runs = pd.DataFrame({"namespace": "n", "workload": ["a", "a", "b"], "runtime_h": [1.0, 2.0, 1.0],
-                         "energy_kwh": [1.5, 2.5, float("nan")]})
+    table = pd.DataFrame(
+        {
+            "namespace": ["n", "n"],
+            "workload": ["a", "b"],
+            "queue": ["q1", "q2"],
+            "gpu_request": [2.0, 1.0],
+            "recommended_gpus": [1.0, 1.0],
+            "energy_saving_kwh_week": [0.5, float("nan")],
+        }
+    )
+    runs = pd.DataFrame(
+        {
+            "namespace": "n",
+            "workload": ["a", "a", "b"],
+            "runtime_h": [1.0, 2.0, 1.0],
+            "energy_kwh": [1.5, 2.5, float("nan")],
+        }
+    )
     savings = rightsize_savings(table, runs)
     assert savings["energy_kwh"].tolist()[0] == 4.0 and pd.isna(savings["energy_kwh"].tolist()[1])
-    assert [(e.queue, e.energy_kwh, e.energy_saving_kwh_week) for e in build_report(
-        **{**inputs, "rightsize": savings}).energy] == [("q1", 4.0, 0.5), ("q2", None, None)]
+    assert [
+        (e.queue, e.energy_kwh, e.energy_saving_kwh_week)
+        for e in build_report(**{**inputs, "rightsize": savings}).energy
+    ] == [("q1", 4.0, 0.5), ("q2", None, None)]

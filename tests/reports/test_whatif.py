@@ -22,9 +22,16 @@ def _attempts() -> pd.DataFrame:
 
 
 def test_jobs_from_attempts_keeps_one_row_per_job_with_its_last_run_time() -> None:
-    a = pd.DataFrame({"job_id": ["x", "x"], "queue": ["q", "q"], "num_gpus": [2, 2],
-                      "submit": [T0, T0], "start": [T0, T0 + pd.Timedelta(hours=2)],
-                      "end": [T0 + pd.Timedelta(hours=1), T0 + pd.Timedelta(hours=5)]})
+    a = pd.DataFrame(
+        {
+            "job_id": ["x", "x"],
+            "queue": ["q", "q"],
+            "num_gpus": [2, 2],
+            "submit": [T0, T0],
+            "start": [T0, T0 + pd.Timedelta(hours=2)],
+            "end": [T0 + pd.Timedelta(hours=1), T0 + pd.Timedelta(hours=5)],
+        }
+    )
     jobs = jobs_from_attempts(a)
     assert len(jobs) == 1 and jobs["duration_s"].iloc[0] == 3 * 3600 and jobs["submit"].iloc[0] == T0
 
@@ -33,8 +40,10 @@ def test_whatif_shows_the_starvation_a_larger_quota_avoids() -> None:
     jobs = jobs_from_attempts(_attempts())
     today = pd.DataFrame({"queue": ["a", "b"], "guarantee": 0.0, "deserved": [3.0, 5.0], "capability": [3.0, 5.0]})
     rec = pd.DataFrame({"queue": ["a", "b"], "guarantee": 0.0, "deserved": [6.0, 2.0], "capability": [6.0, 2.0]})
-    rows = {r.measure: r for r in whatif_rows(jobs, today, rec, total_gpus=8, as_of=T0 + pd.Timedelta(days=7),
-                                              window_days=7)}
+    rows = {
+        r.measure: r
+        for r in whatif_rows(jobs, today, rec, total_gpus=8, as_of=T0 + pd.Timedelta(days=7), window_days=7)
+    }
     starved = rows["starvation: pending GPU-hours"]
     assert starved.as_run > 0 and starved.recommended < starved.as_run and starved.verdict == "better"
     util = rows["quota utilisation (allocated / deserved)"]
@@ -47,10 +56,13 @@ def test_starvation_avoided_states_the_numbers_or_that_there_are_none() -> None:
     from predictor.reports.whatif import starvation_avoided
 
     def rows(pending: tuple[float, float], wait: tuple[float, float]) -> tuple[WhatIfRow, ...]:
-        return (WhatIfRow("starvation: pending GPU-hours", "num", *pending, "better"),
-                WhatIfRow("wait p95, min", "num", *wait, "better"))
+        return (
+            WhatIfRow("starvation: pending GPU-hours", "num", *pending, "better"),
+            WhatIfRow("wait p95, min", "num", *wait, "better"),
+        )
 
     assert starvation_avoided(rows((1200.0, 200.0), (95.0, 12.0))) == (
-        "1,000 pending GPU-h avoided in the replayed what-if (1,200 → 200), p95 wait 95 → 12 min")
+        "1,000 pending GPU-h avoided in the replayed what-if (1,200 → 200), p95 wait 95 → 12 min"
+    )
     assert starvation_avoided(rows((0.0, 0.0), (0.1, 0.1))).startswith("no pending GPU-h avoided")
     assert starvation_avoided(()) == "starvation avoided not measured (no what-if replay)"

@@ -51,8 +51,15 @@ def test_idle_gpu_hours() -> None:
 
 def test_forecast_window_p50_is_the_mean_and_p90_the_largest_hi80() -> None:
     times = [T0 + pd.Timedelta(hours=h) for h in range(4)]
-    fc = pd.DataFrame({"queue": "a", "resource": GPU, "timestamp": times, "mean": [9.0, 1.0, 2.0, 3.0],
-                       "hi-80": [99.0, 2.0, 5.0, 4.0]})
+    fc = pd.DataFrame(
+        {
+            "queue": "a",
+            "resource": GPU,
+            "timestamp": times,
+            "mean": [9.0, 1.0, 2.0, 3.0],
+            "hi-80": [99.0, 2.0, 5.0, 4.0],
+        }
+    )
     part, p50, p90 = forecast_window(fc, KEY, T0, pd.Timedelta(hours=3))
     assert len(part) == 3 and (p50, p90) == (2.0, 5.0)
     assert forecast_window(fc, ("b", GPU), T0, pd.Timedelta(hours=3))[1:] == (None, None)

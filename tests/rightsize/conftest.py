@@ -19,8 +19,9 @@ from tests.rightsize.simdata import FAMILIES, START
 
 @pytest.fixture(scope="session")
 def demand_run() -> sim.SimResult:
-    jobs = sim.synthetic_jobs(START - pd.Timedelta(days=1), START + pd.Timedelta(days=3), seed=11, jobs_per_hour=8,
-                              workloads_per_queue=6)
+    jobs = sim.synthetic_jobs(
+        START - pd.Timedelta(days=1), START + pd.Timedelta(days=3), seed=11, jobs_per_hour=8, workloads_per_queue=6
+    )
     settings = sim.SimSettings(start=START, weeks=3 / 7, step_s=300, seed=11, warmup_days=1, metrics=FAMILIES)
     return sim.simulate(jobs, sim.ClusterSpec.uniform(4), settings)
 

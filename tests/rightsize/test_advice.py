@@ -21,8 +21,7 @@ def test_elastic_worker_advice() -> None:
     idle = _runs("idle", 0.3 + rng.normal(0, 0.01, 12), request=8.0).assign(pods=4, util_mean=15.0)
     busy = _runs("busy", 0.3 + rng.normal(0, 0.01, 12), request=8.0).assign(pods=4, util_mean=90.0)
     single = _runs("one", 0.3 + rng.normal(0, 0.01, 12), request=1.0)
-    half = _runs("half", 0.3 + rng.normal(0, 0.01, 12), request=8.0).assign(pods=4, util_mean=90.0,
-                                                                             gpus_used_p95=4.0)
+    half = _runs("half", 0.3 + rng.normal(0, 0.01, 12), request=8.0).assign(pods=4, util_mean=90.0, gpus_used_p95=4.0)
     table = recommend(pd.concat([idle, busy, single, half], ignore_index=True), RightsizeSettings(risk=0.1))
     table = table.set_index("workload")
     assert table.loc["idle", "recommended_workers"] == 1  # ceil(4 × 15 % / 80 %)
@@ -88,8 +87,9 @@ def test_growth_where_progress_lags_and_the_queue_has_idle_quota() -> None:
     waiting = recommend(_lagging("waiting", util=45.0, last_runtime_h=4.0), settings, {"q": 6.0}).iloc[0]
     assert waiting["recommended_workers"] == 4 and "more" not in str(waiting["reason"])
     # two lagging workloads of one queue share its idle quota: the first takes the 6 GPUs, the second none
-    both = recommend(pd.concat([lagging, _lagging("slow2", util=90.0, last_runtime_h=4.0)], ignore_index=True),
-                     settings, {"q": 6.0}).set_index("workload")
+    both = recommend(
+        pd.concat([lagging, _lagging("slow2", util=90.0, last_runtime_h=4.0)], ignore_index=True), settings, {"q": 6.0}
+    ).set_index("workload")
     assert both.loc["slow", "recommended_workers"] == 7 and both.loc["slow2", "recommended_workers"] == 4
     assert "has 0 idle GPUs of quota" in str(both.loc["slow2", "reason"])
 
@@ -130,11 +130,24 @@ def test_volcano_queue_gauges_feed_growth_advice(demand_out: Path) -> None:
     frame = read_metrics(demand_out / "metrics", FAMILIES.split(","))
     queue = str(frame.loc[frame["__name__"] == "kube_pod_labels", "label_volcano_sh_queue_name"].dropna().iloc[0])
     times = pd.date_range(START, periods=12, freq="1h")
-    gauges = pd.concat([
-        pd.DataFrame({"__name__": f"volcano_queue_{field}_scalar_resources", "queue_name": queue,
-                      "resource": resource, "timestamp": times, "value": value})
-        for field, resource, value in (("deserved", "nvidia.com/gpu", 8000.0), ("allocated", "nvidia.com/gpu", 5000.0),
-                                       ("deserved", "cpu", 64000.0))])
+    gauges = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "__name__": f"volcano_queue_{field}_scalar_resources",
+                    "queue_name": queue,
+                    "resource": resource,
+                    "timestamp": times,
+                    "value": value,
+                }
+            )
+            for field, resource, value in (
+                ("deserved", "nvidia.com/gpu", 8000.0),
+                ("allocated", "nvidia.com/gpu", 5000.0),
+                ("deserved", "cpu", 64000.0),
+            )
+        ]
+    )
     with_quota = from_frame(pd.concat([frame, gauges], ignore_index=True), "test")
     assert with_quota.deserved.groupby("queue_name")["value"].max().to_dict() == {queue: 8.0}
     assert idle_quota(with_quota.deserved, with_quota.allocated, 6.0) == {queue: 3.0}
@@ -149,14 +162,22 @@ def test_nan_volcano_gauges_are_no_quota_not_zero(demand_out: Path) -> None:
     times = pd.date_range(START, periods=4, freq="1h")
 
     def gauge(field: str, values: list[float]) -> pd.DataFrame:
-        return pd.DataFrame({"__name__": f"volcano_queue_{field}_scalar_resources", "queue_name": "q",
-                             "resource": "nvidia.com/gpu", "timestamp": times, "value": values})
+        return pd.DataFrame(
+            {
+                "__name__": f"volcano_queue_{field}_scalar_resources",
+                "queue_name": "q",
+                "resource": "nvidia.com/gpu",
+                "timestamp": times,
+                "value": values,
+            }
+        )
 
     nan = np.nan
     no_data = from_frame(pd.concat([frame, gauge("deserved", [nan] * 4), gauge("allocated", [1000.0] * 4)]), "t")
     assert no_data.deserved.empty and any("no growth advice" in n for n in no_data.notes)
-    gappy = from_frame(pd.concat([frame, gauge("deserved", [8000.0, nan, 8000.0, 8000.0]),
-                                  gauge("allocated", [1000.0] * 4)]), "t")
+    gappy = from_frame(
+        pd.concat([frame, gauge("deserved", [8000.0, nan, 8000.0, 8000.0]), gauge("allocated", [1000.0] * 4)]), "t"
+    )
     assert idle_quota(gappy.deserved, gappy.allocated, 12.0) == {"q": 7.0}
 
 

@@ -57,8 +57,9 @@ def test_run_features_never_look_ahead(demand_out: Path) -> None:
 
 def test_missing_pod_label_is_named() -> None:
     t = pd.Timestamp("2026-01-01", tz="UTC")
-    frame = pd.DataFrame({"series_id": ["a"], "timestamp": [t], "value": [50.0],
-                          "__name__": ["DCGM_FI_DEV_GPU_UTIL"], "gpu": ["0"]})
+    frame = pd.DataFrame(
+        {"series_id": ["a"], "timestamp": [t], "value": [50.0], "__name__": ["DCGM_FI_DEV_GPU_UTIL"], "gpu": ["0"]}
+    )
     with pytest.raises(DataSourceError, match="no 'pod' label"):
         from_frame(frame, "f.csv")
     with pytest.raises(InputError, match="__name__"):
@@ -101,10 +102,24 @@ def test_labels_and_job_stems_group_runs_into_workloads() -> None:
             t = t0 + pd.Timedelta(minutes=5 * i)
             base = {"namespace": "ns", "pod": pod, "timestamp": t, "series_id": pod}
             rows.append({**base, "__name__": "DCGM_FI_DEV_GPU_UTIL", "value": 50.0, "UUID": f"g{k}"})
-            rows.append({**base, "__name__": "kube_pod_container_resource_requests", "value": 1.0,
-                         "resource": "nvidia_com_gpu", "container": "main"})
-            rows.append({**base, "__name__": "kube_pod_labels", "value": 1.0, "label_volcano_sh_job_name": job,
-                         "label_app": app})
+            rows.append(
+                {
+                    **base,
+                    "__name__": "kube_pod_container_resource_requests",
+                    "value": 1.0,
+                    "resource": "nvidia_com_gpu",
+                    "container": "main",
+                }
+            )
+            rows.append(
+                {
+                    **base,
+                    "__name__": "kube_pod_labels",
+                    "value": 1.0,
+                    "label_volcano_sh_job_name": job,
+                    "label_app": app,
+                }
+            )
     _, runs = rightsize(from_frame(pd.DataFrame(rows), "f"), RightsizeSettings())
     assert sorted(runs["workload"]) == ["api", "etl", "etl"]
     assert sorted(runs.loc[runs["workload"] == "etl", "run"]) == [0, 1]

@@ -71,7 +71,8 @@ def test_train_demand_cli(demand_out: Path, tmp_path: Path, monkeypatch: pytest.
 
 
 def test_train_demand_fits_the_queue_regressor_the_loop_serves(
-        runs: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runs: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Given the queues' hourly demand (as the loop reads it), the registered version predicts queue peaks."""
     monkeypatch.chdir(tmp_path)
     settings = Settings(mlflow=MlflowSettings(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}"))

@@ -49,11 +49,25 @@ def test_rightsize_from_history(demand_out: Path, tmp_path: Path) -> None:
 
 
 def test_sharing_sizes_give_fractions(demand_out: Path, tmp_path: Path) -> None:
-    table = _rightsize(["--history", str(demand_out / "metrics"), "--sharing-size", "0.25", "--sharing-size", "0.5"],
-                       tmp_path / "rs.csv")
+    table = _rightsize(
+        ["--history", str(demand_out / "metrics"), "--sharing-size", "0.25", "--sharing-size", "0.5"],
+        tmp_path / "rs.csv",
+    )
     assert set(table["recommended_gpus"].unique()) - {0.25, 0.5} <= set(range(1, 65))
-    assert main(["rightsize", "--history", str(demand_out / "metrics"), "--sharing-size", "2",
-                 "--out", str(tmp_path / "x.csv")]) == 1
+    assert (
+        main(
+            [
+                "rightsize",
+                "--history",
+                str(demand_out / "metrics"),
+                "--sharing-size",
+                "2",
+                "--out",
+                str(tmp_path / "x.csv"),
+            ]
+        )
+        == 1
+    )
 
 
 def test_rightsize_against_real_prometheus(
@@ -88,8 +102,19 @@ def test_missing_dcgm_pod_labels_are_named(
         from_source(source, START, START + pd.Timedelta(hours=1), pd.Timedelta(minutes=5))
     with pytest.raises(DataSourceError, match="no DCGM_FI_DEV_GPU_UTIL series"):
         from_source(source, START - pd.Timedelta(days=5), START - pd.Timedelta(days=4), pd.Timedelta(minutes=5))
-    code = main(["rightsize", "--prometheus-url", prom.url, "--start", START.isoformat(),
-                 "--end", (START + pd.Timedelta(hours=1)).isoformat(), "--out", str(tmp_path / "x.csv")])
+    code = main(
+        [
+            "rightsize",
+            "--prometheus-url",
+            prom.url,
+            "--start",
+            START.isoformat(),
+            "--end",
+            (START + pd.Timedelta(hours=1)).isoformat(),
+            "--out",
+            str(tmp_path / "x.csv"),
+        ]
+    )
     assert code == 1
     assert not (tmp_path / "x.csv").exists()
 

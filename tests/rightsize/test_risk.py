@@ -22,21 +22,41 @@ T0 = pd.Timestamp("2026-01-05", tz="UTC")
 CARD_MIB = 81920.0
 
 
-def _runs(workload: str, mem_frac: np.ndarray, *, queue: str = "q", request: float = 1.0,
-          every_h: float = 6.0, first: int = 0) -> pd.DataFrame:
+def _runs(
+    workload: str, mem_frac: np.ndarray, *, queue: str = "q", request: float = 1.0, every_h: float = 6.0, first: int = 0
+) -> pd.DataFrame:
     """One row per run (RUN_COLUMNS) with the given peak-memory shares of an 80 GiB card."""
     n = len(mem_frac)
     start = T0 + pd.to_timedelta((first + np.arange(n)) * every_h, unit="h")
     mem = np.asarray(mem_frac) * CARD_MIB
-    return pd.DataFrame({
-        "namespace": queue, "workload": workload, "run": np.arange(n), "queue": queue, "gpu_type": "H100",
-        "pods": 1, "start": start, "end": start + pd.Timedelta(hours=2), "runtime_h": 2.0,
-        "job": [f"{workload}-{i}" for i in range(n)],
-        "gpu_request": request, "gpus_used_p95": request, "gpus_used_max": request, "gpu_equiv_p95": 0.8 * request,
-        "util_mean": 80.0, "util_p95": 90.0, "mem_peak_mib": mem, "mem_p99_mib": mem * 0.99,
-        "gpu_mem_total_mib": CARD_MIB, "early_gpus_used": request, "early_gpu_equiv": 0.8 * request,
-        "early_mem_peak_mib": mem * 0.9, "early_util_mean": 80.0, "samples": 24,
-    })
+    return pd.DataFrame(
+        {
+            "namespace": queue,
+            "workload": workload,
+            "run": np.arange(n),
+            "queue": queue,
+            "gpu_type": "H100",
+            "pods": 1,
+            "start": start,
+            "end": start + pd.Timedelta(hours=2),
+            "runtime_h": 2.0,
+            "job": [f"{workload}-{i}" for i in range(n)],
+            "gpu_request": request,
+            "gpus_used_p95": request,
+            "gpus_used_max": request,
+            "gpu_equiv_p95": 0.8 * request,
+            "util_mean": 80.0,
+            "util_p95": 90.0,
+            "mem_peak_mib": mem,
+            "mem_p99_mib": mem * 0.99,
+            "gpu_mem_total_mib": CARD_MIB,
+            "early_gpus_used": request,
+            "early_gpu_equiv": 0.8 * request,
+            "early_mem_peak_mib": mem * 0.9,
+            "early_util_mean": 80.0,
+            "samples": 24,
+        }
+    )
 
 
 def test_conformal_quantile_needs_enough_scores() -> None:
@@ -77,8 +97,14 @@ def test_held_out_underprovisioning_stays_within_risk() -> None:
     """Stationary workloads with their own noise: over later runs, the under-sized share is at most R,
     and a larger R buys less slack."""
     rng = np.random.default_rng(1)
-    parts = [_runs(f"w{k}", np.clip(rng.uniform(0.1, 0.8) + rng.normal(0, rng.uniform(0.01, 0.05), 80), 0.01, 1),
-                   queue=f"q{k % 3}") for k in range(30)]
+    parts = [
+        _runs(
+            f"w{k}",
+            np.clip(rng.uniform(0.1, 0.8) + rng.normal(0, rng.uniform(0.01, 0.05), 80), 0.01, 1),
+            queue=f"q{k % 3}",
+        )
+        for k in range(30)
+    ]
     runs = pd.concat(parts, ignore_index=True)
     table = backtest(runs, T0 + pd.Timedelta(hours=6 * 60), (0.02, 0.05, 0.1))
     front = pareto(table, "mem")
@@ -113,11 +139,12 @@ def test_cli_risk_flag(demand_out: Path, tmp_path: Path, capsys: pytest.CaptureF
     out = tmp_path / "rs.csv"
     assert main(["rightsize", "--history", str(demand_out / "metrics"), "--risk", "0.1", "--out", str(out)]) == 0
     assert (pd.read_csv(out)["risk"] == 0.1).all()
-    assert main(["rightsize", "--history", str(demand_out / "metrics"), "--risk", "0.7",
-                 "--out", str(tmp_path / "x.csv")]) == 1
+    assert (
+        main(["rightsize", "--history", str(demand_out / "metrics"), "--risk", "0.7", "--out", str(tmp_path / "x.csv")])
+        == 1
+    )
     assert "--risk 0.7" in capsys.readouterr().err
     assert not (tmp_path / "x.csv").exists()
-
 
 
 def test_no_recommendation_beats_the_least_slack_at_a_given_underprovisioning() -> None:

@@ -44,8 +44,12 @@ def check_fault(fault: pd.Series, get: Getter, step: pd.Timedelta) -> tuple[bool
         crc_rate = sum(_rate(g) for _, g in crc.groupby("pod")) if len(crc) else float("nan")
         return bool(crc_rate > 1), f"crc errors/s {crc_rate}"
     if cause == "gpu_oom":
-        reason = get("kube_pod_container_status_last_terminated_reason", {"reason": "Error"},
-                     fault["start"], fault["end"] + 10 * step)
+        reason = get(
+            "kube_pod_container_status_last_terminated_reason",
+            {"reason": "Error"},
+            fault["start"],
+            fault["end"] + 10 * step,
+        )
         pods = set(reason["pod"]) if len(reason) else set()
         fb = get("DCGM_FI_DEV_FB_USED", {"Hostname": node, "gpu": gpu}, fault["start"], fault["end"])["value"]
         crashed = any(p.startswith(f"job-{fault['job_id']}-worker-") for p in pods)
@@ -54,8 +58,9 @@ def check_fault(fault: pd.Series, get: Getter, step: pd.Timedelta) -> tuple[bool
         cap = get("volcano_queue_capacity_scalar_resources", {"queue_name": fault["queue"]}, start, end)["value"]
         return bool(len(cap) and (cap == 0).all()), f"capability {set(cap)}"
     if cause == "node_not_ready":
-        ready = get("kube_node_status_condition", {"node": node, "condition": "Ready", "status": "true"},
-                    start, end)["value"]
+        ready = get("kube_node_status_condition", {"node": node, "condition": "Ready", "status": "true"}, start, end)[
+            "value"
+        ]
         util = get("DCGM_FI_DEV_GPU_UTIL", {"Hostname": node}, start + 5 * step, end)
         fresh = util[util["timestamp"] >= start + 5 * step] if len(util) else util
         return bool(len(ready) and (ready == 0).all()), f"ready {set(ready)}, fresh util samples {len(fresh)}"
@@ -65,8 +70,15 @@ def check_fault(fault: pd.Series, get: Getter, step: pd.Timedelta) -> tuple[bool
         return _host_fault(cause, nodes, get, start, end, before_start, before_end)
 
 
-def _host_fault(cause: str, nodes: list[str], get: Getter, start: pd.Timestamp, end: pd.Timestamp,
-                before_start: pd.Timestamp, before_end: pd.Timestamp) -> tuple[bool, str]:
+def _host_fault(
+    cause: str,
+    nodes: list[str],
+    get: Getter,
+    start: pd.Timestamp,
+    end: pd.Timestamp,
+    before_start: pd.Timestamp,
+    before_end: pd.Timestamp,
+) -> tuple[bool, str]:
     if cause == "network_congestion":
         during = [_rate(get("node_netstat_Tcp_RetransSegs", {"node": n}, start, end)) for n in nodes]
         before = [_rate(get("node_netstat_Tcp_RetransSegs", {"node": n}, before_start, before_end)) for n in nodes]

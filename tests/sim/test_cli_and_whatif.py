@@ -13,18 +13,49 @@ def test_simulate_command_writes_every_output(tmp_path, capsys):
     out = tmp_path / "out"
     schedule = tmp_path / "quota.csv"
     schedule.write_text("timestamp,queue,deserved,capability\n2026-03-02T06:00:00Z,6214e9,2,3\n")
-    code = main(["simulate", "--synthetic", "--start", "2026-03-02", "--weeks", "0.1", "--nodes", "4",
-                 "--gpu-types", "H100:2,A100:2", "--quota-schedule", str(schedule),
-                 "--step", "10m", "--seed", "5", "--faults", "20", "--jobs-per-hour", "10", "--metrics", "core",
-                 "--out", str(out), "--openmetrics"])
+    code = main(
+        [
+            "simulate",
+            "--synthetic",
+            "--start",
+            "2026-03-02",
+            "--weeks",
+            "0.1",
+            "--nodes",
+            "4",
+            "--gpu-types",
+            "H100:2,A100:2",
+            "--quota-schedule",
+            str(schedule),
+            "--step",
+            "10m",
+            "--seed",
+            "5",
+            "--faults",
+            "20",
+            "--jobs-per-hour",
+            "10",
+            "--metrics",
+            "core",
+            "--out",
+            str(out),
+            "--openmetrics",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     util = read_metrics(out / "metrics", ["DCGM_FI_DEV_GPU_UTIL"])
     assert set(util["modelName"]) == {"NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"}
     cap = read_metrics(out / "metrics", ["volcano_queue_capacity_scalar_resources"])
     cap = cap[cap["queue_name"] == "6214e9"].set_index("timestamp")["value"]
     assert cap[cap.index >= pd.Timestamp("2026-03-02T06:00Z")].eq(3000).all() and cap.iloc[0] == 32000
-    for name in ("jobs_out.parquet", "faults.csv", "summary.parquet", "queues.parquet", "profiles.parquet",
-                 "metrics.om"):
+    for name in (
+        "jobs_out.parquet",
+        "faults.csv",
+        "summary.parquet",
+        "queues.parquet",
+        "profiles.parquet",
+        "metrics.om",
+    ):
         assert (out / name).is_file(), name
     queues = pd.read_parquet(out / "queues.parquet")
     late = queues[(queues["queue"] == "6214e9") & (queues["timestamp"] >= pd.Timestamp("2026-03-02T06:00Z"))]
@@ -35,8 +66,22 @@ def test_simulate_command_writes_every_output(tmp_path, capsys):
 
 
 def test_philly_sample_replays_with_default_start(tmp_path, capsys):
-    code = main(["simulate", "--philly-sample", "--weeks", "0.2", "--nodes", "8", "--step", "30m",
-                 "--metrics", "volcano_*", "--out", str(tmp_path)])
+    code = main(
+        [
+            "simulate",
+            "--philly-sample",
+            "--weeks",
+            "0.2",
+            "--nodes",
+            "8",
+            "--step",
+            "30m",
+            "--metrics",
+            "volcano_*",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     summary = pd.read_parquet(tmp_path / "summary.parquet")
     assert summary["allocated_gpus"].max() > 32
@@ -47,8 +92,23 @@ def test_bad_flags_are_one_line_errors(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == "error: give exactly one of --jobs FILE, --synthetic or --philly-sample"
     assert main(["simulate", "--synthetic", "--step", "soon", "--out", str(tmp_path)]) == 1
     assert "--step" in capsys.readouterr().err
-    assert main(["simulate", "--synthetic", "--metrics", "nope_*", "--weeks", "0.05", "--nodes", "2",
-                 "--out", str(tmp_path)]) == 1
+    assert (
+        main(
+            [
+                "simulate",
+                "--synthetic",
+                "--metrics",
+                "nope_*",
+                "--weeks",
+                "0.05",
+                "--nodes",
+                "2",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 1
+    )
     assert "selects no metric family" in capsys.readouterr().err
 
 
@@ -72,8 +132,10 @@ def test_quota_policy_closes_the_loop():
     alloc = looped.schedule.allocated[:, looped.schedule.queue_names.index("6214e9")]
     late = looped.schedule.timeline_s >= cut.timestamp()
     assert alloc[late].max() <= alloc[~late][-1]  # running gangs keep their GPUs (no reclaim), none added
-    a, b = sim.summary_totals(static.summary, static.schedule.attempts), sim.summary_totals(
-        looped.summary, looped.schedule.attempts)
+    a, b = (
+        sim.summary_totals(static.summary, static.schedule.attempts),
+        sim.summary_totals(looped.summary, looped.schedule.attempts),
+    )
     assert b["mean_pending_gpus"] > a["mean_pending_gpus"]
 
 
@@ -88,21 +150,63 @@ def test_fragmentation_follows_fgd():
 
 def test_public_api_is_pinned():
     assert sorted(sim.__all__) == [
-        "CAUSES", "ClusterSpec", "Family", "GPU_TYPES", "GpuType", "METRIC_SETS", "QueueSpec", "QuotaChange",
-        "QuotaPolicy", "Scheduler", "SchedulerResult", "SimResult", "SimSettings", "StepGrid", "VolcanoSettings",
+        "CAUSES",
+        "ClusterSpec",
+        "Family",
+        "GPU_TYPES",
+        "GpuType",
+        "METRIC_SETS",
+        "QueueSpec",
+        "QuotaChange",
+        "QuotaPolicy",
+        "Scheduler",
+        "SchedulerResult",
+        "SimResult",
+        "SimSettings",
+        "StepGrid",
+        "VolcanoSettings",
         "default_queues",
-        "fragmentation", "load_jobs", "normalise_jobs", "parse_gpu_types", "philly_sample", "queue_summary",
-        "queues_from_frame", "quota_schedule_from_frame", "simulate", "summary_totals",
-        "synthetic_jobs", "write_openmetrics", "write_parquet",
+        "fragmentation",
+        "load_jobs",
+        "normalise_jobs",
+        "parse_gpu_types",
+        "philly_sample",
+        "queue_summary",
+        "queues_from_frame",
+        "quota_schedule_from_frame",
+        "simulate",
+        "summary_totals",
+        "synthetic_jobs",
+        "write_openmetrics",
+        "write_parquet",
     ]
     assert all(hasattr(sim, name) for name in sim.__all__)
 
 
 def test_simulate_workloads_per_queue_makes_jobs_recur(tmp_path, capsys):
     out = tmp_path / "out"
-    code = main(["simulate", "--synthetic", "--start", "2026-03-02", "--weeks", "0.1", "--nodes", "2",
-                 "--step", "10m", "--jobs-per-hour", "10", "--metrics", "kube_pod_labels",
-                 "--workloads-per-queue", "3", "--out", str(out)])
+    code = main(
+        [
+            "simulate",
+            "--synthetic",
+            "--start",
+            "2026-03-02",
+            "--weeks",
+            "0.1",
+            "--nodes",
+            "2",
+            "--step",
+            "10m",
+            "--jobs-per-hour",
+            "10",
+            "--metrics",
+            "kube_pod_labels",
+            "--workloads-per-queue",
+            "3",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     labels = read_metrics(out / "metrics", ["kube_pod_labels"])
     jobs = labels["label_volcano_sh_job_name"].drop_duplicates()

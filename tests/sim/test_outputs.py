@@ -52,9 +52,18 @@ def test_openmetrics_is_what_promtool_wants(small_out):
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
 def test_promtool_accepts_the_file(small_out, tmp_path):
     done = subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=500h",
-         str(small_out / "metrics.om"), str(tmp_path / "db")],
-        capture_output=True, text=True, check=False,
+        [
+            "promtool",
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            "--max-block-duration=500h",
+            str(small_out / "metrics.om"),
+            str(tmp_path / "db"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     with (small_out / "metrics.om").open() as text:

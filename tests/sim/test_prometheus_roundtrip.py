@@ -20,14 +20,27 @@ from predictor.sources.promql import Selector
 
 PHILLY = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "philly" / "jobs.csv"
 STEP = pd.Timedelta(hours=1)
-FAMILIES = ",".join([
-    "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
-    "DCGM_FI_DEV_FB_USED",
-    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "volcano_queue_allocated_scalar_resources",
-    "volcano_queue_capacity_scalar_resources", "kube_node_status_condition", "kube_pod_container_resource_requests",
-    "kube_pod_container_status_last_terminated_reason", "node_netstat_Tcp_RetransSegs", "node_cpu_seconds_total",
-    "node_load1", "node_ethtool_rx_prio3_pause", "node_ethtool_np_cnp_sent", "node_network_carrier_changes_total",
-])
+FAMILIES = ",".join(
+    [
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_XID_ERRORS",
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "volcano_queue_allocated_scalar_resources",
+        "volcano_queue_capacity_scalar_resources",
+        "kube_node_status_condition",
+        "kube_pod_container_resource_requests",
+        "kube_pod_container_status_last_terminated_reason",
+        "node_netstat_Tcp_RetransSegs",
+        "node_cpu_seconds_total",
+        "node_load1",
+        "node_ethtool_rx_prio3_pause",
+        "node_ethtool_np_cnp_sent",
+        "node_network_carrier_changes_total",
+    ]
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -37,8 +50,14 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def philly_run(tmp_path_factory):
-    settings = sim.SimSettings(start=pd.Timestamp("2017-10-02", tz="UTC"), weeks=5, step_s=int(STEP.total_seconds()),
-                               seed=11, fault_rate_per_day=3, metrics=FAMILIES)
+    settings = sim.SimSettings(
+        start=pd.Timestamp("2017-10-02", tz="UTC"),
+        weeks=5,
+        step_s=int(STEP.total_seconds()),
+        seed=11,
+        fault_rate_per_day=3,
+        metrics=FAMILIES,
+    )
     result = sim.simulate(sim.load_jobs(PHILLY), sim.ClusterSpec.uniform(64), settings)
     out = tmp_path_factory.mktemp("philly-5w")
     result.write(out, openmetrics=True, parquet=False)
@@ -60,12 +79,16 @@ def test_allocation_never_exceeds_capacity(philly_run, source):
     result, _ = philly_run
     start, end = _window(result)
     volcano = source.query_range(
-        'sum(volcano_queue_allocated_scalar_resources{resource="nvidia.com/gpu"}) / 1000', start, end, STEP)
+        'sum(volcano_queue_allocated_scalar_resources{resource="nvidia.com/gpu"}) / 1000', start, end, STEP
+    )
     assert len(volcano) == result.grid.n_steps
     assert volcano["value"].max() <= 512 and volcano["value"].mean() > 300  # a busy Philly cluster
     per_node = source.query_range(
         'max(sum by (node) (kube_pod_container_resource_requests{resource="nvidia_com_gpu",node!=""}))',
-        start, end, STEP)
+        start,
+        end,
+        STEP,
+    )
     assert per_node["value"].max() <= 8
 
 
@@ -85,7 +108,10 @@ def test_gang_jobs_start_whole(philly_run, source):
     assert len(gangs) >= 5
     requests = source.query_range(
         Selector.of("kube_pod_container_resource_requests", resource="nvidia_com_gpu").where("node", ".+", "=~"),
-        start, end, STEP)
+        start,
+        end,
+        STEP,
+    )
     for job in gangs.itertuples():
         pods = requests[requests["pod"].str.startswith(f"job-{job.job_id}-worker-")]
         pods = pods[(pods["timestamp"] >= job.start) & (pods["timestamp"] < job.end)]
@@ -106,8 +132,9 @@ def test_injected_faults_are_visible(philly_run, source, signatures):
         if k1 < k0:
             return pd.DataFrame(columns=["timestamp", "value", *labels])
         index = grid.index()
-        return source.query_range(Selector.of(metric, labels), index[max(k0, 0)],
-                                  index[min(k1, grid.n_steps - 1)], STEP)
+        return source.query_range(
+            Selector.of(metric, labels), index[max(k0, 0)], index[min(k1, grid.n_steps - 1)], STEP
+        )
 
     faults = result.faults
     assert len(faults) >= 50 and len(set(faults["cause"])) == len(sim.CAUSES)

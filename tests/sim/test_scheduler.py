@@ -39,8 +39,9 @@ def test_gang_binpack_and_capacity():
 def test_fifo_reservation_after_long_wait():
     cluster = sim.ClusterSpec.uniform(1)
     jobs = _jobs([(0, "a", 8, 10_000), (1, "a", 8, 100), (2, "a", 1, 100)])
-    s = sim.Scheduler(jobs, cluster, [sim.QueueSpec("a", deserved=8, capability=8)], start=T0, period_s=1,
-                      reserve_after_s=0)
+    s = sim.Scheduler(
+        jobs, cluster, [sim.QueueSpec("a", deserved=8, capability=8)], start=T0, period_s=1, reserve_after_s=0
+    )
     s.run_until(T0 + pd.Timedelta(hours=5))
     a = s.result().attempts.set_index("job_id")
     assert a.loc["2", "start"] >= a.loc["1", "start"]  # the 1-GPU job did not jump the waiting gang

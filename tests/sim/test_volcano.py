@@ -38,8 +38,10 @@ def _at(s, seconds):
 
 
 def _two_queues(**a):
-    return [sim.QueueSpec("a", deserved=a.pop("deserved", 8), capability=16, **a),
-            sim.QueueSpec("b", deserved=8, capability=16)]
+    return [
+        sim.QueueSpec("a", deserved=a.pop("deserved", 8), capability=16, **a),
+        sim.QueueSpec("b", deserved=8, capability=16),
+    ]
 
 
 BORROW = [(0, "a", 8, 10_000), (0, "a", 8, 10_000), (100, "b", 8, 1_000)]  # a borrows b's half, then b asks
@@ -80,8 +82,10 @@ def test_a_queue_that_is_not_reclaimable_never_gives_back():
 
 def test_reclaim_never_takes_a_queue_below_its_guarantee():
     jobs = _jobs([(0, "a", 8, 10_000), (0, "b", 8, 10_000), (100, "b", 2, 1_000)])
-    guarded = [sim.QueueSpec("a", deserved=6, capability=16, guarantee=6),
-               sim.QueueSpec("b", deserved=10, capability=16)]
+    guarded = [
+        sim.QueueSpec("a", deserved=6, capability=16, guarantee=6),
+        sim.QueueSpec("b", deserved=10, capability=16),
+    ]
     s = _sched(jobs, guarded)
     _at(s, 200)
     assert s.allocated == {"a": 8, "b": 8} and s.pending["b"] == 2  # 8 − 8 = 0 < guarantee 6: no victim
@@ -111,8 +115,7 @@ def test_guarantee_is_kept_out_of_other_queues_real_capability():
     # Volcano's realCapability = min(capability, total − Σ guarantee + own guarantee): b's idle guarantee of 8
     # is not lent to a, even though a's capability is the whole cluster.
     jobs = _jobs([(0, "a", 8, 1_000), (0, "a", 8, 1_000)])
-    queues = [sim.QueueSpec("a", deserved=8, capability=16), sim.QueueSpec("b", deserved=8, capability=16,
-                                                                           guarantee=8)]
+    queues = [sim.QueueSpec("a", deserved=8, capability=16), sim.QueueSpec("b", deserved=8, capability=16, guarantee=8)]
     s = _sched(jobs, queues, volcano=sim.VolcanoSettings())
     _at(s, 10)
     assert s.allocated == {"a": 8, "b": 0} and s.pending["a"] == 8
@@ -150,8 +153,12 @@ def test_losing_one_node_of_a_gang_stops_the_whole_job():
 
 
 def test_an_evicted_job_keeps_work_to_its_last_checkpoint_and_pays_the_restart():
-    jobs = _jobs([(0, "a", 8, 10_000), (8_000, "a", 8, 1_000)], priority=[0, 1], checkpoint_s=[3_600, 3_600],
-                 restart_s=[300, 300])
+    jobs = _jobs(
+        [(0, "a", 8, 10_000), (8_000, "a", 8, 1_000)],
+        priority=[0, 1],
+        checkpoint_s=[3_600, 3_600],
+        restart_s=[300, 300],
+    )
     s = _sched(jobs, [sim.QueueSpec("a", deserved=8, capability=8)], nodes=1)
     a = _at(s, 20_000)
     first, second = a[a["job_id"] == "0"].iloc[0], a[a["job_id"] == "0"].iloc[1]

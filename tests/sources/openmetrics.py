@@ -32,9 +32,7 @@ def write_openmetrics(series: Iterable[Series], path: Path) -> Path:
         for metric, members in by_metric.items():
             out.write(f"# TYPE {metric} gauge\n")
             for member in members:
-                labels = ",".join(
-                    f'{k}="{escape_label_value(v)}"' for k, v in sorted(member.labels.items())
-                )
+                labels = ",".join(f'{k}="{escape_label_value(v)}"' for k, v in sorted(member.labels.items()))
                 head = f"{metric}{{{labels}}}" if labels else metric
                 for stamp, value in sorted(member.samples):
                     out.write(f"{head} {_format_value(value)} {stamp}\n")

@@ -36,10 +36,14 @@ def configs(central_store: Store, tmp_path_factory: pytest.TempPathFactory) -> d
     store, _ = central_store
     folder = tmp_path_factory.mktemp("fleet-settings")
     out = {"central": folder / "central.yaml", "own": folder / "own.yaml"}
-    out["central"].write_text(yaml.safe_dump({"prometheus": {"url": store.url},
-                                              "clusters": [{"name": name} for name in SEEDS]}))
-    out["own"].write_text(yaml.safe_dump({"clusters": [{"name": name, "prometheus": {"url": url}}
-                                                       for name, url in store.clusters.items()]}))
+    out["central"].write_text(
+        yaml.safe_dump({"prometheus": {"url": store.url}, "clusters": [{"name": name} for name in SEEDS]})
+    )
+    out["own"].write_text(
+        yaml.safe_dump(
+            {"clusters": [{"name": name, "prometheus": {"url": url}} for name, url in store.clusters.items()]}
+        )
+    )
     return out
 
 
@@ -118,29 +122,60 @@ def test_training_history_per_cluster(central_store: Store, configs: dict[str, P
     assert {f"{c}/{q}" for c in SEEDS for q in shared} <= set(hours["series_id"])
 
 
-def test_unknown_cluster_is_one_line_error(central_store: Store, configs: dict[str, Path], tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_cluster_is_one_line_error(
+    central_store: Store, configs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _, start = central_store
-    assert main(["--config", str(configs["central"]), "rightsize", "--cluster", "c", *_window(start),
-                 "--out", str(tmp_path / "x.csv")]) == 1
+    assert (
+        main(
+            [
+                "--config",
+                str(configs["central"]),
+                "rightsize",
+                "--cluster",
+                "c",
+                *_window(start),
+                "--out",
+                str(tmp_path / "x.csv"),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err.strip()
     assert "unknown cluster c: the settings list a, b" in err and len(err.splitlines()) == 1
 
 
 def test_report_per_cluster(central_store: Store, configs: dict[str, Path], tmp_path: Path) -> None:
     store, start = central_store
-    args = ["report", "--end", (start + pd.Timedelta(days=DAYS)).isoformat(), "--days", "8", "--window-days", "1",
-            "--model", "seasonal_naive_24", "--no-rightsize"]  # rightsize: test_rightsize_per_cluster
+    args = [
+        "report",
+        "--end",
+        (start + pd.Timedelta(days=DAYS)).isoformat(),
+        "--days",
+        "8",
+        "--window-days",
+        "1",
+        "--model",
+        "seasonal_naive_24",
+        "--no-rightsize",
+    ]  # rightsize: test_rightsize_per_cluster
     assert main(["--config", str(configs["central"]), *args, "--out", str(tmp_path / "fleet")]) == 0
     fleet = pd.read_csv(tmp_path / "fleet" / "report.csv")
     assert fleet.columns[0] == "cluster" and set(fleet["cluster"]) == set(SEEDS)
     assert set(json.loads((tmp_path / "fleet" / "report.json").read_text())["clusters"]) == set(SEEDS)
     for name, url in store.clusters.items():
         assert main([*args, "--prometheus-url", url, "--out", str(tmp_path / name)]) == 0
-        for table in ("report.csv", "report-summary.csv", "inputs/demand.csv", "inputs/recommendations.csv",
-                      "inputs/quotas.csv", "inputs/forecast.csv"):
-            pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "fleet" / name / table),
-                                          pd.read_csv(tmp_path / name / table))
+        for table in (
+            "report.csv",
+            "report-summary.csv",
+            "inputs/demand.csv",
+            "inputs/recommendations.csv",
+            "inputs/quotas.csv",
+            "inputs/forecast.csv",
+        ):
+            pd.testing.assert_frame_equal(
+                pd.read_csv(tmp_path / "fleet" / name / table), pd.read_csv(tmp_path / name / table)
+            )
         mine = fleet[fleet["cluster"] == name].drop(columns="cluster").reset_index(drop=True)
         pd.testing.assert_frame_equal(mine, pd.read_csv(tmp_path / name / "report.csv"))
 
@@ -148,11 +183,36 @@ def test_report_per_cluster(central_store: Store, configs: dict[str, Path], tmp_
 def test_report_with_one_cluster_down_writes_nothing(central_store: Store, tmp_path: Path) -> None:
     store, start = central_store
     settings = tmp_path / "one-down.yaml"
-    settings.write_text(yaml.safe_dump({"clusters": [
-        {"name": "a", "prometheus": {"url": store.clusters["a"]}},
-        {"name": "b", "prometheus": {"url": "http://127.0.0.1:1", "retries": 0, "timeout_s": 2}}]}))
+    settings.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [
+                    {"name": "a", "prometheus": {"url": store.clusters["a"]}},
+                    {"name": "b", "prometheus": {"url": "http://127.0.0.1:1", "retries": 0, "timeout_s": 2}},
+                ]
+            }
+        )
+    )
     out = tmp_path / "fleet"
-    assert main(["--config", str(settings), "report", "--end", (start + pd.Timedelta(days=DAYS)).isoformat(),
-                 "--days", "8", "--window-days", "1", "--model", "seasonal_naive_24", "--no-rightsize",
-                 "--out", str(out)]) == 1
+    assert (
+        main(
+            [
+                "--config",
+                str(settings),
+                "report",
+                "--end",
+                (start + pd.Timedelta(days=DAYS)).isoformat(),
+                "--days",
+                "8",
+                "--window-days",
+                "1",
+                "--model",
+                "seasonal_naive_24",
+                "--no-rightsize",
+                "--out",
+                str(out),
+            ]
+        )
+        == 1
+    )
     assert not out.exists()  # not a's report without b's, nor fleet files of a alone

@@ -25,11 +25,21 @@ from tests.support.centralprom import CentralStore
 from tests.support.localprom import prometheus_available
 from tests.support.scoped_queries import PROJECT_QUERIES, random_scoped_queries
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not prometheus_available(), reason="prometheus not installed (Debian 'prometheus')")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not prometheus_available(), reason="prometheus not installed (Debian 'prometheus')"),
+]
 # Families the "core" simulator metrics lack (the comparison still runs on them: both answers empty).
-SIM_LACKS = {"pod_annotations", "pod_tolerations", "pod_nodeselectors", "node_taints", "node_unschedulable",
-             "node_not_ready", "node_labels"}
+SIM_LACKS = {
+    "pod_annotations",
+    "pod_tolerations",
+    "pod_nodeselectors",
+    "node_taints",
+    "node_unschedulable",
+    "node_not_ready",
+    "node_labels",
+}
+
 
 def _sources(store: CentralStore, name: str) -> tuple[PrometheusSource, ScopedSource]:
     own = PrometheusSource(PrometheusSettings(url=store.clusters[name]))
@@ -42,7 +52,8 @@ def _same(own: pd.DataFrame, central: pd.DataFrame) -> None:
 
 @pytest.mark.parametrize("name", sorted(PROJECT_QUERIES))
 def test_every_project_query_reads_one_cluster_out_of_the_central_store(
-        central_store: tuple[CentralStore, pd.Timestamp], name: str) -> None:
+    central_store: tuple[CentralStore, pd.Timestamp], name: str
+) -> None:
     store, start = central_store
     end = start + pd.Timedelta(days=DAYS) - STEP
     answers = []
@@ -89,10 +100,12 @@ def test_equal_queue_names_stay_apart(central_store: tuple[CentralStore, pd.Time
 @settings(max_examples=60)
 @given(case=random_scoped_queries())
 def test_a_real_prometheus_accepts_scoped_random_queries(
-        central_store: tuple[CentralStore, pd.Timestamp], case: tuple[str, dict[str, str], str]) -> None:
+    central_store: tuple[CentralStore, pd.Timestamp], case: tuple[str, dict[str, str], str]
+) -> None:
     store, start = central_store
     query, matchers, _ = case
     for text in (query, scope_query(query, matchers)):
-        answer = requests.get(f"{store.url}/api/v1/query", params={"query": text, "time": str(start.timestamp())},
-                              timeout=10)
+        answer = requests.get(
+            f"{store.url}/api/v1/query", params={"query": text, "time": str(start.timestamp())}, timeout=10
+        )
         assert answer.json()["status"] == "success", (text, answer.text)

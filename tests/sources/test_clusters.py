@@ -50,8 +50,13 @@ def test_no_clusters_is_todays_single_unnamed_cluster() -> None:
 
 
 def test_clusters_read_their_own_prometheus_or_the_central_store_scoped() -> None:
-    settings = _settings(clusters=[{"name": "a"}, {"name": "b", "prometheus": {"url": "http://b:9090"}},
-                                   {"name": "c", "label_value": "prod-c"}])
+    settings = _settings(
+        clusters=[
+            {"name": "a"},
+            {"name": "b", "prometheus": {"url": "http://b:9090"}},
+            {"name": "c", "label_value": "prod-c"},
+        ]
+    )
     assert _urls(settings) == [("a", CENTRAL, True), ("b", "http://b:9090", False), ("c", CENTRAL, True)]
     sources = cluster_sources(settings, make_source=lambda p: p)  # type: ignore[arg-type,return-value]
     scoped = {c.name: s.matchers for c in sources if isinstance(s := _unnamed(c), ScopedSource)}
@@ -101,9 +106,15 @@ def test_only_narrows_in_settings_order_and_unknown_names_are_one_line_errors() 
         cluster_sources(_settings(), only=["a"])
 
 
-@pytest.mark.parametrize("clusters", [
-    [{"name": "a"}, {"name": "a"}], [{"name": "A"}], [{"name": "a/b"}], [{"name": "a", "colour": "red"}],
-])
+@pytest.mark.parametrize(
+    "clusters",
+    [
+        [{"name": "a"}, {"name": "a"}],
+        [{"name": "A"}],
+        [{"name": "a/b"}],
+        [{"name": "a", "colour": "red"}],
+    ],
+)
 def test_bad_cluster_lists_are_refused(clusters: list[dict[str, str]]) -> None:
     with pytest.raises(ValidationError):
         _settings(clusters=clusters)
@@ -126,21 +137,27 @@ def test_two_clusters_reading_one_label_value_of_the_central_store_are_refused()
     assert [name for name, _, _ in _urls(own)] == ["a", "b"]
 
 
-@given(cluster=st.from_regex(r"[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?", fullmatch=True),
-       queue=st.from_regex(r"[a-z0-9]([-a-z0-9.]{0,20}[a-z0-9])?", fullmatch=True))
+@given(
+    cluster=st.from_regex(r"[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?", fullmatch=True),
+    queue=st.from_regex(r"[a-z0-9]([-a-z0-9.]{0,20}[a-z0-9])?", fullmatch=True),
+)
 def test_qualified_names_split_back(cluster: str, queue: str) -> None:
     assert split_qualified(qualify(cluster, queue)) == (cluster, queue)
     assert qualify(None, queue) == queue and split_qualified(queue) == (None, queue)
 
 
-@pytest.mark.parametrize(("command", "out_name"), [
-    (["rightsize", "--start", "2026-11-01", "--end", "2026-11-02"], "out.csv"),
-    (["diagnose", "--at", "2026-11-02"], "out.json"),
-    (["report"], "out"),
-    (["export", "--query", "up", "--start", "2026-11-01", "--end", "2026-11-02"], "out.csv"),
-])
+@pytest.mark.parametrize(
+    ("command", "out_name"),
+    [
+        (["rightsize", "--start", "2026-11-01", "--end", "2026-11-02"], "out.csv"),
+        (["diagnose", "--at", "2026-11-02"], "out.json"),
+        (["report"], "out"),
+        (["export", "--query", "up", "--start", "2026-11-01", "--end", "2026-11-02"], "out.csv"),
+    ],
+)
 def test_cluster_option_without_clusters_listed_names_it_before_any_other_option(
-        command: list[str], out_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    command: list[str], out_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from predictor.cli import main
 
     settings = tmp_path / "settings.yaml"
@@ -151,36 +168,58 @@ def test_cluster_option_without_clusters_listed_names_it_before_any_other_option
     assert not out.exists()
 
 
-@pytest.mark.parametrize(("command", "out_name"), [
-    (["rightsize"], "out.csv"),
-    (["diagnose", "--at", "2026-11-02"], "out.json"),
-    (["report"], "out"),
-])
+@pytest.mark.parametrize(
+    ("command", "out_name"),
+    [
+        (["rightsize"], "out.csv"),
+        (["diagnose", "--at", "2026-11-02"], "out.json"),
+        (["report"], "out"),
+    ],
+)
 def test_cluster_option_with_a_history_file_is_refused_not_ignored(
-        command: list[str], out_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    command: list[str], out_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from predictor.cli import main
 
     settings = tmp_path / "settings.yaml"
     settings.write_text("clusters: [{name: a}, {name: b}]\n")
     history, out = tmp_path / "history.csv", tmp_path / out_name
     history.write_text("series_id,timestamp,value\na/team-a,2026-11-01T00:00:00Z,1\n")
-    assert main(["--config", str(settings), *command, "--history", str(history), "--out", str(out),
-                 "--cluster", "b"]) == 1
+    assert (
+        main(["--config", str(settings), *command, "--history", str(history), "--out", str(out), "--cluster", "b"]) == 1
+    )
     assert capsys.readouterr().err.strip() == (
         f"error: --cluster b with --history {history}: --cluster picks the clusters read from Prometheus; "
-        "a --history file is read whole")
+        "a --history file is read whole"
+    )
     assert not out.exists()
 
 
 def test_train_forecast_with_cluster_and_history_registers_nothing(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from predictor.cli import main
 
     settings = tmp_path / "settings.yaml"
     settings.write_text("clusters: [{name: a}, {name: b}]\n")
     history, registry = tmp_path / "history.csv", tmp_path / "mlflow.db"
     history.write_text("series_id,timestamp,value\na/team-a,2026-11-01T00:00:00Z,1\n")
-    assert main(["--config", str(settings), "train", "forecast", "--history", str(history), "--cluster", "b",
-                 "--tracking-uri", f"sqlite:///{registry}"]) == 1
+    assert (
+        main(
+            [
+                "--config",
+                str(settings),
+                "train",
+                "forecast",
+                "--history",
+                str(history),
+                "--cluster",
+                "b",
+                "--tracking-uri",
+                f"sqlite:///{registry}",
+            ]
+        )
+        == 1
+    )
     assert "--cluster b with --history" in capsys.readouterr().err
     assert not registry.exists()

@@ -30,12 +30,28 @@ class FakeNvml:
 
     def read(self, index: int) -> GpuReading:
         if index == 0:
-            return GpuReading(gpu_util_pct=87, mem_copy_util_pct=30, fb_used_bytes=40_000 * 2**20,
-                              fb_free_bytes=41_000 * 2**20, fb_reserved_bytes=559 * 2**20, power_mw=612_500,
-                              energy_mj=9e9, temperature_c=71, sm_clock_mhz=1980, mem_clock_mhz=2619,
-                              throttle_reasons=0x20, pcie_replays=3)
-        return GpuReading(gpu_util_pct=0, fb_used_bytes=0, fb_free_bytes=81_000 * 2**20, power_mw=70_000,
-                          temperature_c=33, sm_clock_mhz=345)
+            return GpuReading(
+                gpu_util_pct=87,
+                mem_copy_util_pct=30,
+                fb_used_bytes=40_000 * 2**20,
+                fb_free_bytes=41_000 * 2**20,
+                fb_reserved_bytes=559 * 2**20,
+                power_mw=612_500,
+                energy_mj=9e9,
+                temperature_c=71,
+                sm_clock_mhz=1980,
+                mem_clock_mhz=2619,
+                throttle_reasons=0x20,
+                pcie_replays=3,
+            )
+        return GpuReading(
+            gpu_util_pct=0,
+            fb_used_bytes=0,
+            fb_free_bytes=81_000 * 2**20,
+            power_mw=70_000,
+            temperature_c=33,
+            sm_clock_mhz=345,
+        )
 
     def xid_events(self) -> list[tuple[int, int]]:
         seen, self.xids = self.xids, []
@@ -67,8 +83,13 @@ def test_readings_map_to_dcgm_names_units_and_labels():
     assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION untyped" in text  # names are not renamed to _total
     family = next(f for f in text_string_to_metric_families(text) if f.name == "DCGM_FI_DEV_GPU_TEMP")
     assert family.samples[0].labels == {
-        "gpu": "0", "UUID": "GPU-aaaa", "pci_bus_id": "00000000:18:00.0", "device": "nvidia0",
-        "modelName": "NVIDIA H100 80GB HBM3", "Hostname": "node-007", "DCGM_FI_DRIVER_VERSION": "550.54.15",
+        "gpu": "0",
+        "UUID": "GPU-aaaa",
+        "pci_bus_id": "00000000:18:00.0",
+        "device": "nvidia0",
+        "modelName": "NVIDIA H100 80GB HBM3",
+        "Hostname": "node-007",
+        "DCGM_FI_DRIVER_VERSION": "550.54.15",
     }
 
 
@@ -92,8 +113,9 @@ def test_serve_exposes_metrics_over_http():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    thread = threading.Thread(target=serve, args=(backend,), kwargs={"port": port, "address": "127.0.0.1",
-                                                                       "interval_s": 0.05, "stop": stop})
+    thread = threading.Thread(
+        target=serve, args=(backend,), kwargs={"port": port, "address": "127.0.0.1", "interval_s": 0.05, "stop": stop}
+    )
     thread.start()
     try:
         for _ in range(100):

@@ -84,8 +84,23 @@ def test_export_returns_exactly_the_backfilled_samples_across_chunks(
     end = pd.Timestamp(T0 + DAYS * 86400, unit="s", tz="UTC").isoformat()
     start = pd.Timestamp(T0, unit="s", tz="UTC").isoformat()
     # 10 days at 1 m = 14,401 points per series: more than one request's 11,000.
-    rc = main(["export", "--prometheus-url", prom.url, "--query", "gcp_test_gpus",
-               "--start", start, "--end", end, "--step", "1m", "--out", str(out)])
+    rc = main(
+        [
+            "export",
+            "--prometheus-url",
+            prom.url,
+            "--query",
+            "gcp_test_gpus",
+            "--start",
+            start,
+            "--end",
+            end,
+            "--step",
+            "1m",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     got = pd.read_csv(out, keep_default_na=False, na_values=[""])
     assert set(got.columns) >= {"series_id", "timestamp", "value", "__name__", "queue", "node"}
@@ -104,9 +119,10 @@ def test_small_chunks_have_no_duplicate_or_missing_sample_at_the_seams(
 ) -> None:
     source = _source(proxy.url, max_points_per_request=97)
     start = pd.Timestamp(T0, unit="s", tz="UTC")
-    frame = source.query_range(Selector.of("gcp_test_gpus", queue="alpha"), start,
-                               start + pd.Timedelta(days=1), pd.Timedelta(minutes=1))
-    want = _frame_of(expected[0]).iloc[: 1441]
+    frame = source.query_range(
+        Selector.of("gcp_test_gpus", queue="alpha"), start, start + pd.Timedelta(days=1), pd.Timedelta(minutes=1)
+    )
+    want = _frame_of(expected[0]).iloc[:1441]
     assert frame["timestamp"].is_unique
     np.testing.assert_array_equal(frame["timestamp"].to_numpy(), want["timestamp"].to_numpy())
     np.testing.assert_array_equal(frame["value"].to_numpy(), want["value"].to_numpy())
@@ -120,8 +136,9 @@ def test_small_chunks_have_no_duplicate_or_missing_sample_at_the_seams(
 def test_label_values_are_escaped_so_odd_names_match_exactly(prom: LocalPrometheus) -> None:
     source = _source(prom.url)
     start = pd.Timestamp(T0, unit="s", tz="UTC")
-    frame = source.query_range(Selector.of("gcp_test_gpus", queue=ODD_QUEUE), start,
-                               start + pd.Timedelta(hours=1), pd.Timedelta(minutes=1))
+    frame = source.query_range(
+        Selector.of("gcp_test_gpus", queue=ODD_QUEUE), start, start + pd.Timedelta(hours=1), pd.Timedelta(minutes=1)
+    )
     assert set(frame["queue"]) == {ODD_QUEUE}
     assert frame["series_id"].iloc[0] == 'gcp_test_gpus{node="n2",queue="a\\"b\\\\c}d"}'
     # An injection attempt is just a value that matches nothing: empty, not other series.
@@ -209,8 +226,23 @@ def test_export_to_unreachable_server_fails_in_one_line_within_the_budget(
     out = tmp_path / "never.parquet"
     url = f"http://127.0.0.1:{free_port()}"
     started = time.monotonic()
-    rc = main(["export", "--prometheus-url", url, "--query", "up", "--start", "2026-10-01T00:00:00Z",
-               "--end", "2026-10-02T00:00:00Z", "--out", str(out), "--retries", "2"])
+    rc = main(
+        [
+            "export",
+            "--prometheus-url",
+            url,
+            "--query",
+            "up",
+            "--start",
+            "2026-10-01T00:00:00Z",
+            "--end",
+            "2026-10-02T00:00:00Z",
+            "--out",
+            str(out),
+            "--retries",
+            "2",
+        ]
+    )
     elapsed = time.monotonic() - started
     err = capsys.readouterr().err.strip()
     assert rc == 1
@@ -232,12 +264,20 @@ def test_export_to_unreachable_server_fails_in_one_line_within_the_budget(
     ],
 )
 def test_export_bad_input_is_one_line_and_writes_nothing(
-    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    base = {"--prometheus-url": "http://127.0.0.1:1", "--query": "up", "--start": "2026-10-01T00:00:00Z",
-            "--end": "2026-10-02T00:00:00Z", "--out": "out.csv"}
+    base = {
+        "--prometheus-url": "http://127.0.0.1:1",
+        "--query": "up",
+        "--start": "2026-10-01T00:00:00Z",
+        "--end": "2026-10-02T00:00:00Z",
+        "--out": "out.csv",
+    }
     base.update(dict(zip(args[::2], args[1::2], strict=True)))
     rc = main(["export", *[x for kv in base.items() for x in kv]])
     err = capsys.readouterr().err.strip()

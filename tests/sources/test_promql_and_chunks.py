@@ -15,8 +15,9 @@ from predictor.sources.promql import Matcher, Selector, escape_label_value, seri
 
 # Characters a JSON decoder and PromQL agree on: printable text plus \n, \r, \t, quotes, backslashes.
 label_text = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\x0b\x0c")
-    .filter(lambda c: ord(c) >= 0x20 or c in "\n\r\t"),
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\x0b\x0c").filter(
+        lambda c: ord(c) >= 0x20 or c in "\n\r\t"
+    ),
     max_size=40,
 )
 

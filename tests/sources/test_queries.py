@@ -40,8 +40,9 @@ class RecordingSource:
 
     def query_range(self, query: str, start: pd.Timestamp, end: pd.Timestamp, step: pd.Timedelta) -> pd.DataFrame:
         self.asked.append(query)
-        return pd.DataFrame({"series_id": ['{queue_name="a"}'], "timestamp": [end], "value": [1.0],
-                             "queue_name": ["a"]})
+        return pd.DataFrame(
+            {"series_id": ['{queue_name="a"}'], "timestamp": [end], "value": [1.0], "queue_name": ["a"]}
+        )
 
 
 def _loop_query() -> str:
@@ -148,8 +149,9 @@ def histories(
         sim.write_openmetrics(path, result.families(families), result.grid)
         servers[name] = prometheus_from_openmetrics(path)
     end = START + pd.Timedelta(days=2) - pd.Timedelta(hours=1)
-    return Histories(servers["volcano"], servers["ksm"], sorted(q.name for q in result.queues),
-                    START + pd.Timedelta(hours=6), end)
+    return Histories(
+        servers["volcano"], servers["ksm"], sorted(q.name for q in result.queues), START + pd.Timedelta(hours=6), end
+    )
 
 
 def _per_queue(prom: LocalPrometheus, h: Histories) -> pd.DataFrame:
@@ -182,8 +184,9 @@ def test_queue_demand_gives_one_series_per_queue_with_or_without_volcano(histori
 def test_training_and_the_loop_read_the_same_queue_history(histories: Histories, which: str) -> None:
     prom: LocalPrometheus = getattr(histories, which)
     settings = Settings(prometheus=PrometheusSettings(url=prom.url))  # type: ignore[call-arg]
-    trained = load_prometheus_history(settings, family="queue", start=histories.end - pd.Timedelta(days=1),
-                                      end=histories.end, step="1h")
+    trained = load_prometheus_history(
+        settings, family="queue", start=histories.end - pd.Timedelta(days=1), end=histories.end, step="1h"
+    )
     served = SourceHistory(PrometheusSource(settings.prometheus), lookback_h=24).history(histories.end)
     cols = ["series_id", "timestamp", "value"]
     a = trained[cols].sort_values(cols[:2]).reset_index(drop=True)
@@ -211,21 +214,23 @@ def test_ksm_fallback_survives_overlapping_phases_and_ignores_pods_without_a_que
     t0 = int(START.timestamp())
     minutes = [t0 + 60 * i for i in range(30)]
     pod_a, pod_b = 'namespace="ns",pod="a"', 'namespace="ns",pod="b"'
-    text = _openmetrics({
-        "kube_pod_container_resource_requests": [
-            (f'{pod_a},resource="nvidia_com_gpu"', [(t, 4.0) for t in minutes]),
-            (f'{pod_b},resource="nvidia_com_gpu"', [(t, 2.0) for t in minutes]),
-        ],
-        "kube_pod_status_phase": [
-            (f'{pod_a},phase="Pending"', [(t, 1.0) for t in minutes[:10]]),
-            (f'{pod_a},phase="Running"', [(t, 1.0) for t in minutes[10:]]),
-            (f'{pod_b},phase="Running"', [(t, 1.0) for t in minutes]),
-        ],
-        "kube_pod_labels": [
-            (f'{pod_a},label_volcano_sh_queue_name="q1"', [(t, 1.0) for t in minutes]),
-            (pod_b, [(t, 1.0) for t in minutes]),
-        ],
-    })
+    text = _openmetrics(
+        {
+            "kube_pod_container_resource_requests": [
+                (f'{pod_a},resource="nvidia_com_gpu"', [(t, 4.0) for t in minutes]),
+                (f'{pod_b},resource="nvidia_com_gpu"', [(t, 2.0) for t in minutes]),
+            ],
+            "kube_pod_status_phase": [
+                (f'{pod_a},phase="Pending"', [(t, 1.0) for t in minutes[:10]]),
+                (f'{pod_a},phase="Running"', [(t, 1.0) for t in minutes[10:]]),
+                (f'{pod_b},phase="Running"', [(t, 1.0) for t in minutes]),
+            ],
+            "kube_pod_labels": [
+                (f'{pod_a},label_volcano_sh_queue_name="q1"', [(t, 1.0) for t in minutes]),
+                (pod_b, [(t, 1.0) for t in minutes]),
+            ],
+        }
+    )
     path = tmp_path / "ksm.om"
     path.write_text(text, encoding="utf-8")
     prom = prometheus_from_openmetrics(path)
@@ -233,8 +238,7 @@ def test_ksm_fallback_survives_overlapping_phases_and_ignores_pods_without_a_que
     frame = source.query_range(queries.QUEUE_DEMAND, START, START + pd.Timedelta(minutes=29), pd.Timedelta("1min"))
     assert sorted(frame["queue_name"].unique()) == ["q1"]
     assert (frame["value"] == 4.0).all() and len(frame) == 30
-    cluster = source.query_range(queries.CLUSTER_DEMAND, START, START + pd.Timedelta(minutes=29),
-                                 pd.Timedelta("1min"))
+    cluster = source.query_range(queries.CLUSTER_DEMAND, START, START + pd.Timedelta(minutes=29), pd.Timedelta("1min"))
     assert (cluster["value"] == 6.0).all()
 
 
@@ -249,16 +253,20 @@ def test_queue_pending_with_or_without_volcano_and_zero_only_where_pods_are_seen
     minutes = [t0 + 60 * i for i in range(30)]
     pod_a = 'namespace="ns",pod="a"'
     gpu = 'resource="nvidia.com/gpu"'
-    text = _openmetrics({
-        "volcano_queue_request_scalar_resources": [(f'queue_name="v1",{gpu}', [(t, 6000.0) for t in minutes])],
-        "volcano_queue_allocated_scalar_resources": [(f'queue_name="v1",{gpu}', [(t, 4000.0) for t in minutes])],
-        "kube_pod_container_resource_requests": [(f'{pod_a},resource="nvidia_com_gpu"', [(t, 4.0) for t in minutes])],
-        "kube_pod_status_phase": [
-            (f'{pod_a},phase="Pending"', [(t, 1.0) for t in minutes[:10]]),
-            (f'{pod_a},phase="Running"', [(t, 1.0) for t in minutes[10:]]),
-        ],
-        "kube_pod_labels": [(f'{pod_a},label_volcano_sh_queue_name="k1"', [(t, 1.0) for t in minutes])],
-    })
+    text = _openmetrics(
+        {
+            "volcano_queue_request_scalar_resources": [(f'queue_name="v1",{gpu}', [(t, 6000.0) for t in minutes])],
+            "volcano_queue_allocated_scalar_resources": [(f'queue_name="v1",{gpu}', [(t, 4000.0) for t in minutes])],
+            "kube_pod_container_resource_requests": [
+                (f'{pod_a},resource="nvidia_com_gpu"', [(t, 4.0) for t in minutes])
+            ],
+            "kube_pod_status_phase": [
+                (f'{pod_a},phase="Pending"', [(t, 1.0) for t in minutes[:10]]),
+                (f'{pod_a},phase="Running"', [(t, 1.0) for t in minutes[10:]]),
+            ],
+            "kube_pod_labels": [(f'{pod_a},label_volcano_sh_queue_name="k1"', [(t, 1.0) for t in minutes])],
+        }
+    )
     path = tmp_path / "pending.om"
     path.write_text(text, encoding="utf-8")
     prom = prometheus_from_openmetrics(path)

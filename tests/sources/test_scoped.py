@@ -23,7 +23,8 @@ from tests.support.scoped_queries import PROJECT_QUERIES, TEXT, random_scoped_qu
 
 @given(case=random_scoped_queries())
 def test_every_selector_of_a_random_query_is_scoped_and_nothing_else_changes(
-        case: tuple[str, dict[str, str], str]) -> None:
+    case: tuple[str, dict[str, str], str],
+) -> None:
     query, matchers, expected = case
     assert scope_query(query, matchers) == expected
 
@@ -52,7 +53,8 @@ def test_unterminated_selector_is_one_line_error() -> None:
 
 
 def test_comments_are_left_alone() -> None:
-    query = "sum(up) # per job: {job} and up\n+ sum(x{a=\"#\"})"
+    query = 'sum(up) # per job: {job} and up\n+ sum(x{a="#"})'
     assert scope_query(query, {"cluster": "a"}) == (
-        'sum(up{cluster="a"}) # per job: {job} and up\n+ sum(x{cluster="a",a="#"})')
+        'sum(up{cluster="a"}) # per job: {job} and up\n+ sum(x{cluster="a",a="#"})'
+    )
     assert scope_query("sum # all\n (up)", {"cluster": "a"}) == 'sum # all\n (up{cluster="a"})'

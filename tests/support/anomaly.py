@@ -24,8 +24,9 @@ class AnomalyInputError(ValueError):
     """The frames or the k-of-n settings cannot be used."""
 
 
-def band_flags(history: pd.DataFrame, forecast: pd.DataFrame, *, level: int = 80, k: int = 3, n: int = 5
-               ) -> pd.DataFrame:
+def band_flags(
+    history: pd.DataFrame, forecast: pd.DataFrame, *, level: int = 80, k: int = 3, n: int = 5
+) -> pd.DataFrame:
     """Per (series, timestamp) in both frames: the band, whether the value is outside, and the k-of-n flag.
 
     Columns: ``series_id, timestamp, value, mean, lower, upper, outside`` (-1 below, +1 above, 0 inside)

@@ -55,8 +55,9 @@ def openmetrics_series(path: Path) -> list[Series]:
             head, value, stamp = line.rstrip("\n").rsplit(" ", 2)
             if head not in by_head:
                 name, _, rest = head.partition("{")
-                labels = {k: re.sub(r"\\.", lambda m: _UNESCAPE.get(m.group(), m.group()), v)
-                          for k, v in _LABEL.findall(rest)}
+                labels = {
+                    k: re.sub(r"\\.", lambda m: _UNESCAPE.get(m.group(), m.group()), v) for k, v in _LABEL.findall(rest)
+                }
                 by_head[head] = ({"__name__": name, **labels}, [])
             by_head[head][1].append((int(float(stamp) * 1000), float(value)))
     return [(labels, sorted(samples)) for labels, samples in by_head.values()]
@@ -89,7 +90,7 @@ def _snappy_literal(data: bytes) -> bytes:
     """Snappy block format with literals only: valid input for any snappy decoder, no compression library."""
     out = bytearray(_varint(len(data)))
     for at in range(0, len(data), 65536):
-        chunk = data[at:at + 65536]
+        chunk = data[at : at + 65536]
         n = len(chunk) - 1
         if n < 60:
             out += bytes([n << 2])
@@ -101,10 +102,13 @@ def _snappy_literal(data: bytes) -> bytes:
 
 def push(url: str, series: Sequence[Series], *, batch: int = 500) -> None:
     """Write ``series`` to a Prometheus remote-write receiver at ``url`` (``/api/v1/write`` is appended)."""
-    headers = {"Content-Encoding": "snappy", "Content-Type": "application/x-protobuf",
-               "X-Prometheus-Remote-Write-Version": "0.1.0"}
+    headers = {
+        "Content-Encoding": "snappy",
+        "Content-Type": "application/x-protobuf",
+        "X-Prometheus-Remote-Write-Version": "0.1.0",
+    }
     for at in range(0, len(series), batch):
-        body = _snappy_literal(_write_request(series[at:at + batch]))
+        body = _snappy_literal(_write_request(series[at : at + batch]))
         answer = requests.post(f"{url}/api/v1/write", data=body, headers=headers, timeout=60)
         if answer.status_code // 100 != 2:
             raise EnvironmentUnsupportedError(f"{url} refused remote write: {answer.status_code} {answer.text[:200]}")
@@ -122,11 +126,19 @@ class _Server:
         self.log = workdir / f"{name}.log"
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
-                [binary, f"--config.file={workdir / f'{name}.yml'}", f"--storage.tsdb.path={workdir / name}",
-                 f"--web.listen-address=127.0.0.1:{self.port}", f"--storage.tsdb.min-block-duration={_BLOCK}",
-                 f"--storage.tsdb.max-block-duration={_BLOCK}", "--storage.tsdb.retention.time=100y",
-                 "--log.level=warn", *extra],
-                stdout=log, stderr=subprocess.STDOUT,
+                [
+                    binary,
+                    f"--config.file={workdir / f'{name}.yml'}",
+                    f"--storage.tsdb.path={workdir / name}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    f"--storage.tsdb.min-block-duration={_BLOCK}",
+                    f"--storage.tsdb.max-block-duration={_BLOCK}",
+                    "--storage.tsdb.retention.time=100y",
+                    "--log.level=warn",
+                    *extra,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
 
     @property
@@ -144,8 +156,9 @@ class CentralStore:
     """``with CentralStore({"a": series_a, "b": series_b}) as store``: ``store.url`` is the central store,
     ``store.clusters[name]`` each cluster's own Prometheus; both hold every sample when ``start`` returns."""
 
-    def __init__(self, history: Mapping[str, Sequence[Series]], *, label: str = "cluster",
-                 timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, history: Mapping[str, Sequence[Series]], *, label: str = "cluster", timeout_s: float = 60.0
+    ) -> None:
         self.history, self.label, self.timeout_s = dict(history), label, timeout_s
         self.servers: dict[str, _Server] = {}
         self.timings: dict[str, float] = {}
@@ -176,9 +189,11 @@ class CentralStore:
         central = self.servers["central"] = _Server(self._workdir, "central", "global: {}\n", receiver)
         central.wait_ready(started + self.timeout_s)
         for name in self.history:
-            config = (f"global:\n  external_labels: {{{self.label}: {name}}}\nscrape_configs: []\n"
-                      f"remote_write:\n  - url: {central.url}/api/v1/write\n"
-                      "    queue_config: {batch_send_deadline: 200ms, min_backoff: 50ms, max_backoff: 1s}\n")
+            config = (
+                f"global:\n  external_labels: {{{self.label}: {name}}}\nscrape_configs: []\n"
+                f"remote_write:\n  - url: {central.url}/api/v1/write\n"
+                "    queue_config: {batch_send_deadline: 200ms, min_backoff: 50ms, max_backoff: 1s}\n"
+            )
             self.servers[name] = _Server(self._workdir, name, config, receiver)
         for name in self.history:
             self.servers[name].wait_ready(started + self.timeout_s)
@@ -220,6 +235,7 @@ class CentralStore:
     def __enter__(self) -> CentralStore:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()

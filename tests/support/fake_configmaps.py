@@ -27,11 +27,14 @@ class FakeApiServerWithConfigMaps(FakeApiServer):
     def add_configmap(self, namespace: str, name: str, data: dict[str, str] | None = None) -> None:
         self._version += 1
         self.configmaps[(namespace, name)] = {
-            "apiVersion": "v1", "kind": "ConfigMap", "data": dict(data or {}),
-            "metadata": {"name": name, "namespace": namespace, "resourceVersion": str(self._version)}}
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "data": dict(data or {}),
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": str(self._version)},
+        }
 
     def _serve(self, method: str, path: str, query: dict[str, list[str]], ctype: str, body: Any) -> tuple[int, Any]:
-        parts = path[len(CORE):].strip("/").split("/") if path.startswith(CORE) else []
+        parts = path[len(CORE) :].strip("/").split("/") if path.startswith(CORE) else []
         if len(parts) < 2 or parts[1] != "configmaps":
             return super()._serve(method, path, query, ctype, body)
         if len(parts) != 3:
@@ -57,5 +60,11 @@ class FakeApiServerWithConfigMaps(FakeApiServer):
 
 def _status(code: int, message: str) -> dict[str, Any]:
     reasons = {404: "NotFound", 405: "MethodNotAllowed", 415: "UnsupportedMediaType"}
-    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
-            "reason": reasons.get(code, "Unknown"), "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": message,
+        "reason": reasons.get(code, "Unknown"),
+        "code": code,
+    }

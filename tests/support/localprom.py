@@ -34,9 +34,7 @@ def prometheus_available() -> bool:
 def _require(binary: str) -> str:
     path = shutil.which(binary)
     if path is None:
-        raise EnvironmentUnsupportedError(
-            f"{binary} not found on PATH (install the Debian package 'prometheus')"
-        )
+        raise EnvironmentUnsupportedError(f"{binary} not found on PATH (install the Debian package 'prometheus')")
     return path
 
 
@@ -79,10 +77,17 @@ def backfill(openmetrics_path: Path, tsdb_dir: Path) -> float:
     started = time.perf_counter()
     done = subprocess.run(
         [
-            promtool, "tsdb", "create-blocks-from", "openmetrics",
-            f"--max-block-duration={_MAX_BLOCK_DURATION}", str(openmetrics_path), str(tsdb_dir),
+            promtool,
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            f"--max-block-duration={_MAX_BLOCK_DURATION}",
+            str(openmetrics_path),
+            str(tsdb_dir),
         ],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -93,8 +98,9 @@ def backfill(openmetrics_path: Path, tsdb_dir: Path) -> float:
 class LocalPrometheus:
     """Context manager: ``with LocalPrometheus(tsdb) as prom: prom.url`` serves that TSDB on loopback."""
 
-    def __init__(self, tsdb_dir: Path, *, port: int | None = None, ready_timeout_s: float = 60.0,
-                 scrape: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, tsdb_dir: Path, *, port: int | None = None, ready_timeout_s: float = 60.0, scrape: tuple[str, ...] = ()
+    ) -> None:
         """``scrape``: ``host:port`` targets scraped every second as job ``scraped`` (none by default)."""
         self.tsdb_dir = tsdb_dir
         self.scrape = scrape
@@ -114,8 +120,10 @@ class LocalPrometheus:
         jobs = "scrape_configs: []\n"
         if self.scrape:
             targets = ", ".join(f'"{t}"' for t in self.scrape)
-            jobs = ("scrape_configs:\n  - job_name: scraped\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
-                    f"    static_configs:\n      - targets: [{targets}]\n")
+            jobs = (
+                "scrape_configs:\n  - job_name: scraped\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
+                f"    static_configs:\n      - targets: [{targets}]\n"
+            )
         config.write_text("global:\n  scrape_interval: 1m\n" + jobs, encoding="utf-8")
         log = (self._workdir / "prometheus.log").open("wb")
         self._process = subprocess.Popen(
@@ -139,8 +147,9 @@ class LocalPrometheus:
     def _wait_ready(self) -> None:
         assert self._process is not None
         try:
-            wait_ready(self._process, self.url, time.monotonic() + self.ready_timeout_s,
-                       f"prometheus (log: {self.log_path})")
+            wait_ready(
+                self._process, self.url, time.monotonic() + self.ready_timeout_s, f"prometheus (log: {self.log_path})"
+            )
         except EnvironmentUnsupportedError:
             self.stop()
             raise

@@ -22,7 +22,8 @@ __all__ = ["PROJECT_QUERIES", "TEXT", "random_scoped_queries"]
 
 # Every query the project sends to Prometheus outside the loop's own modules.
 PROJECT_QUERIES = {
-    **CATALOGUE, **WORKLOAD,
+    **CATALOGUE,
+    **WORKLOAD,
     "fresh_pod_samples": fresh_pod_samples("DCGM_FI_DEV_FB_USED", 300),
     "per_pod_max": per_pod_max(Selector("DCGM_FI_DEV_FB_USED").where("pod", "", "!="), 3600),
     "series_count": series_count("kube_pod_labels"),
@@ -93,15 +94,28 @@ def _expr(draw: st.DrawFn, added: str, depth: int = 3) -> Scoped:
             return f"{agg} {mod} ({labels}) ({left})", f"{agg} {mod} ({labels}) ({left_scoped})", True
         return f"{agg}({left}) {mod} ({labels})", f"{agg}({left_scoped}) {mod} ({labels})", True
     if kind == 4:
-        tail = f"\"d_{draw(_NAME)}\", {_string('$' + draw(TEXT))}, \"{draw(_NAME)}\", {_string(draw(_REGEX))}"
+        tail = f'"d_{draw(_NAME)}", {_string("$" + draw(TEXT))}, "{draw(_NAME)}", {_string(draw(_REGEX))}'
         return f"label_replace({left}, {tail})", f"label_replace({left_scoped}, {tail})", True
     if kind == 5:
         step = draw(_DURATION)
         return f"max_over_time(({left})[1h:{step}])", f"max_over_time(({left_scoped})[1h:{step}])", True
-    op = draw(st.sampled_from([
-        "+", "*", "/", "and", "or", "unless", "> bool", "== bool", "* on(namespace, pod) group_left(l_x)",
-        "/ ignoring(l_y) group_right()", "atan2",
-    ]))
+    op = draw(
+        st.sampled_from(
+            [
+                "+",
+                "*",
+                "/",
+                "and",
+                "or",
+                "unless",
+                "> bool",
+                "== bool",
+                "* on(namespace, pod) group_left(l_x)",
+                "/ ignoring(l_y) group_right()",
+                "atan2",
+            ]
+        )
+    )
     if op in ("+", "*", "/", "> bool", "== bool") and draw(st.booleans()):
         right, right_scoped, _ = draw(_expr(added, depth - 1))  # a scalar is fine on one side of arithmetic
     else:
@@ -111,6 +125,7 @@ def _expr(draw: st.DrawFn, added: str, depth: int = 3) -> Scoped:
 
 def random_scoped_queries() -> st.SearchStrategy[tuple[str, dict[str, str], str]]:
     """``(query, matchers, expected scoped query)`` over random valid PromQL (also sent to a real server)."""
+
     @st.composite
     def draw_one(draw: st.DrawFn) -> tuple[str, dict[str, str], str]:
         label, value = draw(st.sampled_from(["cluster", "k8s_cluster", "region"])), draw(TEXT)
