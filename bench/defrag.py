@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,12 +27,11 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from predictor.planner.fragmentation import defrag_advice
+from predictor.planner.workload import JobSummary, NodeSummary, Workload
+from predictor.sim import ClusterSpec, QueueSpec, Scheduler, normalise_jobs
 
-from predictor.planner.fragmentation import defrag_advice  # noqa: E402
-from predictor.planner.workload import JobSummary, NodeSummary, Workload  # noqa: E402
-from predictor.sim import ClusterSpec, QueueSpec, Scheduler, normalise_jobs  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 START = pd.Timestamp("2026-11-02", tz="UTC")
 NODES, G = 16, 8

@@ -27,14 +27,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from models.demand import DemandRegressor, metrics_table, provisioning_metrics, round_up_to_sizes
+from models.demand_eval import evaluate_queue, evaluate_runs, quantile_curve
+from predictor import sim
+from predictor.rightsize import from_history, rightsize
+from predictor.rightsize.recommend import RightsizeSettings
 
-from models.demand import DemandRegressor, metrics_table, provisioning_metrics, round_up_to_sizes  # noqa: E402
-from models.demand_eval import evaluate_queue, evaluate_runs, quantile_curve  # noqa: E402
-from predictor import sim  # noqa: E402
-from predictor.rightsize import from_history, rightsize  # noqa: E402
-from predictor.rightsize.recommend import RightsizeSettings  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 SHARED = REPO.parent / "shared" / "data"
 GENAI = SHARED / "alibaba" / "genai_pod_usage.csv"

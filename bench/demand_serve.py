@@ -12,19 +12,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from models.demand_eval import RunDemandModel
+from models.demand_features import QUEUE_FEATURES, feature_matrix, queue_features
+from predictor.loop.demand import EstimatorDemand, FrameJobs
 
-from models.demand_eval import RunDemandModel  # noqa: E402
-from models.demand_features import QUEUE_FEATURES, feature_matrix, queue_features  # noqa: E402
-from predictor.loop.demand import EstimatorDemand, FrameJobs  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 NOW = pd.Timestamp("2026-11-12T00:00:00Z")
 

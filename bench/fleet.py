@@ -29,7 +29,6 @@ import math
 import os
 import resource
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -39,17 +38,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from models.forecast.chunked import chunk_series
+from pipelines.fanout import Executor, ProcessExecutor, SerialExecutor, make_executor
+from pipelines.forecast import make_model
+from predictor.planner import PlannerSettings, QueueState
+from predictor.planner.cycle import plan_cycle
+from predictor.sim.openmetrics import write_openmetrics
+from predictor.sim.series import Family, Series, StepGrid
+from predictor.sources.files import write_frame
 
-from models.forecast.chunked import chunk_series  # noqa: E402
-from pipelines.fanout import Executor, ProcessExecutor, SerialExecutor, make_executor  # noqa: E402
-from pipelines.forecast import make_model  # noqa: E402
-from predictor.planner import PlannerSettings, QueueState  # noqa: E402
-from predictor.planner.cycle import plan_cycle  # noqa: E402
-from predictor.sim.openmetrics import write_openmetrics  # noqa: E402
-from predictor.sim.series import Family, Series, StepGrid  # noqa: E402
-from predictor.sources.files import write_frame  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 GPU = "nvidia.com/gpu"
 HORIZON = 168

@@ -52,23 +52,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.forecast_cache import claim_cache
+from bench.forecast_global import GLOBAL, GLOBAL_POOLS, GLOBAL_WEIGHTED, backtest_global, global_jobs
+from bench.forecast_intervals import GAP
+from bench.forecast_report import INNER, INNER_STEP, LEVELS, SLOW, STEP, H, mase_scales, model_rows, report
+from bench.forecast_traces import load_traces
+from models.forecast import forecasters, run_backtest
+from models.forecast.auto import DEFAULT_CANDIDATES
+from models.forecast.decomposition import daily_strength
+from models.forecast.frozen import train_once
+from models.forecast.gate import GATE_DAYS
+from models.forecast.prep import regularize
+from models.forecast.selection import DEFAULT_RULE, SelectionRule, choose
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from forecast_cache import claim_cache  # noqa: E402
-from forecast_global import GLOBAL, GLOBAL_POOLS, GLOBAL_WEIGHTED, backtest_global, global_jobs  # noqa: E402
-from forecast_intervals import GAP  # noqa: E402
-from forecast_report import INNER, INNER_STEP, LEVELS, SLOW, STEP, H, mase_scales, model_rows, report  # noqa: E402
-from forecast_traces import load_traces  # noqa: E402
-
-from models.forecast import forecasters, run_backtest  # noqa: E402
-from models.forecast.auto import DEFAULT_CANDIDATES  # noqa: E402
-from models.forecast.decomposition import daily_strength  # noqa: E402
-from models.forecast.frozen import train_once  # noqa: E402
-from models.forecast.gate import GATE_DAYS  # noqa: E402
-from models.forecast.prep import regularize  # noqa: E402
-from models.forecast.selection import DEFAULT_RULE, SelectionRule, choose  # noqa: E402
 
 FROZEN = -1  # --slow-inner's value under --frozen
 FRESH = "lstm_fresh"  # --calibration fresh: the LSTM fitted at every origin up to the newest inner one

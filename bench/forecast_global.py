@@ -28,15 +28,12 @@ from typing import Any
 
 import pandas as pd
 
+from bench.forecast_traces import load_traces
+from models.forecast import run_backtest
+from models.forecast.frozen import FrozenForecaster
+from models.forecast.lstm import LSTMForecaster
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from forecast_traces import load_traces  # noqa: E402
-
-from models.forecast import run_backtest  # noqa: E402
-from models.forecast.frozen import FrozenForecaster  # noqa: E402
-from models.forecast.lstm import LSTMForecaster  # noqa: E402
 
 GLOBAL = ("lstm_global",)
 # Every training origin of the other traces (≤ ~36k) is used: the network is trained three times in all,

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from forecast_selftune import pooled_shift, self_tuned_gamma
 
+from bench.experiments.forecast_selftune import pooled_shift, self_tuned_gamma
 from models.forecast.base import _tidy
 from models.forecast.memberwise import scaled_shift
 from models.forecast.selection import cqr_shift

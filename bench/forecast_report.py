@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from forecast_intervals import calibrated, fit_gammas
 
+from bench.forecast_intervals import calibrated, fit_gammas
 from models.forecast.selection import DEFAULT_RULE, SelectionRule
 
 __all__ = [

@@ -25,15 +25,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.forecast_traces import simulated_trace
+from models.forecast import LSTMForecaster
+from models.forecast.parallel import available_workers
+from pipelines.forecast import make_model, run_forecast
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from forecast_traces import simulated_trace  # noqa: E402
-
-from models.forecast import LSTMForecaster  # noqa: E402
-from models.forecast.parallel import available_workers  # noqa: E402
-from pipelines.forecast import make_model, run_forecast  # noqa: E402
 
 
 def cpu_seconds() -> float:

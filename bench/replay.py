@@ -57,13 +57,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from predictor.planner import PlannerSettings
+from predictor.replay import POLICIES, ReplaySettings, replay
+from predictor.replay.demand import zero_wait_demand
+from predictor.sim import load_jobs, normalise_jobs
 
-from predictor.planner import PlannerSettings  # noqa: E402
-from predictor.replay import POLICIES, ReplaySettings, replay  # noqa: E402
-from predictor.replay.demand import zero_wait_demand  # noqa: E402
-from predictor.sim import load_jobs, normalise_jobs  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 DATA = REPO.parent / "shared" / "data"
 COLUMNS = (

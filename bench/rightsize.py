@@ -32,15 +32,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from models.demand import metrics_table, provisioning_metrics, round_up_to_sizes
+from models.demand_risk import conformal_quantile
+from predictor import sim
+from predictor.rightsize import from_history, rightsize
+from predictor.rightsize.backtest import backtest, least_slack, pareto, rule_curve
+from predictor.rightsize.recommend import RightsizeSettings
 
-from models.demand import metrics_table, provisioning_metrics, round_up_to_sizes  # noqa: E402
-from models.demand_risk import conformal_quantile  # noqa: E402
-from predictor import sim  # noqa: E402
-from predictor.rightsize import from_history, rightsize  # noqa: E402
-from predictor.rightsize.backtest import backtest, least_slack, pareto, rule_curve  # noqa: E402
-from predictor.rightsize.recommend import RightsizeSettings  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 GENAI = REPO.parent / "shared" / "data" / "alibaba" / "genai_pod_usage.csv"
 FAMILIES = "DCGM_FI_DEV_GPU_UTIL,DCGM_FI_DEV_FB_USED,kube_pod_container_resource_requests,kube_pod_labels"

@@ -27,12 +27,11 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the local Prometheus helper lives with the tests
+from predictor import sim
+from predictor.timeparse import parse_duration
+from tests.support.localprom import backfill, prometheus_available
 
-from predictor import sim  # noqa: E402
-from predictor.timeparse import parse_duration  # noqa: E402
-from tests.support.localprom import backfill, prometheus_available  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 SHARED = REPO.parent / "shared" / "data" / "philly"
 START = pd.Timestamp("2017-10-02", tz="UTC")  # first Monday of Philly's demand_hourly.csv

@@ -23,14 +23,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from predictor.actuators import xdp
+from predictor.actuators.xdp_libbpf import Libbpf
+from predictor.planner.xdp_slots import build_table, moved_fraction, total_variation
+from predictor.planner.xdp_types import Profile
+from tests.support.xdp_frames import arp, eth, ipv4, ipv6, tcp, udp
 
-from predictor.actuators import xdp  # noqa: E402
-from predictor.actuators.xdp_libbpf import Libbpf  # noqa: E402
-from predictor.planner.xdp_slots import build_table, moved_fraction, total_variation  # noqa: E402
-from predictor.planner.xdp_types import Profile  # noqa: E402
-from tests.support.xdp_frames import arp, eth, ipv4, ipv6, tcp, udp  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 @contextmanager

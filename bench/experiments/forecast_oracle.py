@@ -28,13 +28,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
+from bench.forecast_traces import LATER_SEEDS, load_traces, simulated_components
+from models.forecast import forecasters
 
-from forecast_traces import LATER_SEEDS, load_traces, simulated_components  # noqa: E402
-
-from models.forecast import forecasters  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 H, STEP, DAY = 168, 24, 24
 SEEDS = {"sim": 7, **LATER_SEEDS}

@@ -26,10 +26,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench.experiments.forecast_selftune import self_tuned_gamma
 
-from forecast_selftune import self_tuned_gamma  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 H, W, OUTER, LEVELS = 168, 29, 8, (80, 95)
 RULES = {  # chosen by bench/forecast.py --outer 8 --frozen on the other two traces (docs/design.md)

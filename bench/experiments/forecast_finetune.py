@@ -22,15 +22,12 @@ from pathlib import Path
 
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
+from bench.forecast_global import global_jobs, global_net
+from bench.forecast_traces import load_traces
+from models.forecast import run_backtest
+from models.forecast.lstm import LSTMForecaster
 
-from forecast_global import global_jobs, global_net  # noqa: E402
-from forecast_traces import load_traces  # noqa: E402
-
-from models.forecast import run_backtest  # noqa: E402
-from models.forecast.lstm import LSTMForecaster  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 H, STEP, LEVELS, WINDOWS = 168, 24, (80, 95), 29
 FT_EPOCHS, FT_LR = 10, 1e-3

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 H, LEVELS, OUTER, WINDOWS = 168, (80, 95), 8, 29  # bench/forecast.py: h, levels, --outer 8, its w29 records
 BASELINES = (
     "naive",
@@ -74,11 +74,9 @@ SF_MODELS = ("AutoETS", "AutoTheta", "AutoARIMA", "MSTL", "ETS_AAdN", "SeasonalN
 
 
 def export(work: Path, data: Path, cache: Path, traces: list[str], outer: int) -> None:
-    sys.path.insert(0, str(REPO))
-    sys.path.insert(0, str(REPO / "bench"))
-    from forecast_cache import code_digest
-    from forecast_traces import load_traces
-
+    # imported here, not at the top: ``score`` runs in a side venv that has neither pandas 3 nor the project
+    from bench.forecast_cache import code_digest
+    from bench.forecast_traces import load_traces
     from models.forecast.prep import regularize
 
     work.mkdir(parents=True, exist_ok=True)
