@@ -13,7 +13,7 @@ Both copies run ``--horizon`` hours. The table gives, per paused moment and in t
 extra wait, FGD before and after, the GPU-hours the restarts lost and the GPU-hours allocated in the
 horizon, so the gain is set against the cost in the same units.
 
-    .venv/bin/python bench/defrag.py [--days 4] [--every 2] [--horizon 12] [--seed 0]
+    python -m bench.defrag [--days 4] [--every 2] [--horizon 12] [--seed 0]
 """
 
 from __future__ import annotations

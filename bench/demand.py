@@ -1,6 +1,7 @@
 """Benchmark the demand regressors against the request, VPA (p90+15 %) and KRR (max+15 %) rules.
 
-Usage: .venv/bin/python bench/demand.py [--days 7] [--nodes 8] [--skip-sim]   (about 2-3 min, ~4 GB)
+Usage, from the repository root (a few minutes and a few GB of memory at the defaults):
+    python -m bench.demand [--days 7] [--nodes 8] [--skip-sim]
 
 1. Simulated history: train on one simulated cluster (seed 1, Philly-like queue mix, 10 jobs/h, 15 % of
    jobs widened to 2/4/8 GPUs), test on another (seed 2, another queue mix, 12 jobs/h growing 15 %/week,

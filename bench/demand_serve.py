@@ -1,6 +1,7 @@
 """Time the loop's demand step: the gpu-demand queue-peak regressor served for N queues (28 days hourly).
 
-Usage: .venv/bin/python bench/demand_serve.py [--queues 100 1000] [--repeats 3]   (about a minute)
+Usage, from the repository root (about a minute):
+    python -m bench.demand_serve [--queues 100 1000] [--repeats 3]
 
 Two ways to build the newest hour's features, same model, same numbers (tests/models/test_demand.py pins
 them equal): the baseline runs ``queue_features(serving=True)``'s per-series rolling windows and keeps each

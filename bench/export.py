@@ -4,7 +4,7 @@ Prints the time of ``PrometheusSource.query_range`` (prometheus-api-client, chun
 building) next to a plain ``requests`` loop over the same chunked queries with JSON decoding only,
 measured in the same run against the same server, and their ratio.
 
-    .venv/bin/python bench/export.py [--weeks 5] [--series 64] [--repeat 3]
+    python -m bench.export [--weeks 5] [--series 64] [--repeat 3]
 """
 
 from __future__ import annotations

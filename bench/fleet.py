@@ -1,7 +1,8 @@
 """Benchmark a simulated fleet: 5 clusters × 2,048 GPUs, 2,000 queues.
 
-Usage: .venv/bin/python bench/fleet.py [--clusters 5] [--gpus 2048] [--queues 2000] [--weeks 4]
-       [--subset 16] [--workers 2] [--export 10000] [--no-ray] [--cycles-only]
+Usage, from the repository root:
+    python -m bench.fleet [--clusters 5] [--gpus 2048] [--queues 2000] [--weeks 4]
+        [--subset 16] [--workers 2] [--export 10000] [--no-ray] [--cycles-only]
 
 1. History: hourly GPU demand per (cluster, queue) for ``--weeks`` weeks, generated vectorised.
 2. Forecast throughput of ``auto`` (fit + 168-step forecast, the served model), series per second, on a

@@ -1,4 +1,4 @@
-"""``bench/forecast.py``'s scoring and report: per-trace tables, the leave-one-trace-out headline, coverage.
+"""``python -m bench.forecast``'s scoring and report: per-trace tables, the leave-one-trace-out headline, coverage.
 
 Split from the benchmark run (backtests, cubes, ``auto``'s replay) so each stays one idea: this module only
 reads what the run recorded. The constants below are the benchmark's shape, shared by the run and its
@@ -234,7 +234,7 @@ def report(
     print(f"# rule tuned on all traces: {replace(everywhere)} gamma={gamma}")
     plain = SelectionRule(pool=DEFAULT_RULE.pool, weights=DEFAULT_RULE.weights)
     for label, rule in (
-        ("shipped until session 10, no seasonal pool", plain),
+        ("shipped pool without the seasonal pool", plain),
         ("shipped default", DEFAULT_RULE),
         ("tuned on all traces", everywhere),
     ):

@@ -1,10 +1,11 @@
 """Benchmark the scheduling loop: a 1,000-queue planning cycle, and 4-week Philly replays in the simulator.
 
-Usage: .venv/bin/python bench/loop.py [--jobs PATH] [--weeks 4] [--nodes 96] [--cycle-only] [--queues 1000]
-       .venv/bin/python bench/loop.py --served [--queues 1000] [--history-weeks 5] [--cycles 5] [--refits 1]
+Usage, from the repository root:
+    python -m bench.loop [--jobs PATH] [--weeks 4] [--nodes 96] [--cycle-only] [--queues 1000]
+    python -m bench.loop --served [--queues 1000] [--history-weeks 5] [--cycles 5] [--refits 1]
 
 ``--served``: one whole loop cycle serving a registered ``auto`` champion (LSTM included) from a local
-MLflow registry, against the same cycle refitting the champion (``bench/loop_serve.py`` says how).
+MLflow registry, against the same cycle refitting the champion (``bench.loop_serve`` says how).
 
 1. Cycle timing: one planning cycle (targets from a forecast frame, the safety policy, the invariant check,
    the patch rendering) for 1,000 queues with a hierarchy, median of several runs.

@@ -1,4 +1,4 @@
-"""``bench/forecast.py``'s record cache: a directory is stamped with the digest of the forecasting code that
+"""``bench.forecast``'s record cache: a directory is stamped with the digest of the forecasting code that
 wrote it, and records of other code (or of unknown code) are refused, never mixed into a table."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``bench/forecast.py``'s coverage resolution: a trace's coverage is counted per series, and its standard error
+"""``bench.forecast``'s coverage resolution: a trace's coverage is counted per series, and its standard error
 resamples whole series (a series' hours are correlated), so a table can say whether a miss is beyond noise."""
 
 from __future__ import annotations

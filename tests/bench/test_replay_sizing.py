@@ -1,4 +1,4 @@
-"""``bench/replay.py``'s cluster sizing: the ``drain`` rule is the smallest cluster on which the fluid,
+"""``bench.replay``'s cluster sizing: the ``drain`` rule is the smallest cluster on which the fluid,
 work-conserving scheduler leaves no backlog at the end, never below the ``mean`` rule; ``mean`` is kept as it
 was. On a trace whose demand grows, ``mean`` leaves work that no scheduler can start."""
 
