@@ -395,6 +395,11 @@ def main(argv: list[str] | None = None) -> int:
         for (p, w), t in itertools.product(SEASONAL_POOLS, SEASONAL_FROM)
         if all(m in models for m in (*plain.pool, *p))
     ]
+    if not rules:
+        raise SystemExit(
+            f"bench.forecast: --models {args.models} holds no whole pool for auto to choose from "
+            "(the smallest: seasonal_median_24,window_mean_168; every pool is in POOLS)"
+        )
     results: dict[str, dict[SelectionRule, Any]] = {t: {} for t in per_trace}
     for trace, entry in per_trace.items():
         gate = strengths(entry["frame"], entry["outer"])

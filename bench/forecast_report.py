@@ -251,8 +251,9 @@ def report(
 
 
 def _describe(rule: SelectionRule) -> str:
-    """``{lstm: 0.8, ...}``, and the seasonal pool with its threshold where the rule has one."""
-    text = str(dict(zip(rule.pool, rule.weights, strict=True)))
+    """``{lstm: 0.8, ...}`` (or the pool auto chooses from, for a rule without weights), and the seasonal pool
+    with its threshold where the rule has one."""
+    text = str(dict(zip(rule.pool, rule.weights, strict=True))) if rule.weights else f"choice among {rule.pool}"
     if rule.seasonal_pool:
         seasonal = dict(zip(rule.seasonal_pool, rule.seasonal_weights, strict=True))
         text += f", {seasonal} where the daily cycle's strength ≥ {rule.seasonal_from}"
