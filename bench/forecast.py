@@ -21,7 +21,9 @@ rule on every trace it was not tuned on), and the held-out coverage with its sta
 (``bench.forecast_report.series_bootstrap``).
 
 Flags:
-- ``--quick`` drops mstl and lstm and scores at most 8 origins.
+- ``--models`` (default: every baseline, lstm and lstm_global) and ``--traces`` (``bench.forecast_traces``;
+  Philly and Alibaba read from ``--data``) choose what is backtested; ``--jobs`` backtests in parallel.
+- ``--quick`` drops mstl, lstm and lstm_global and scores at most 8 origins.
 - ``--outer N`` scored origins per trace. mstl and lstm (fits of many seconds per origin) are backtested at
   the scored origins and, with ``--slow-inner N``, at the inner origins of the first N scored ones. With
   N ≥ --outer they are full candidates, so every rule, per-series choices included, sees them at every
