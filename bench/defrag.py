@@ -13,14 +13,13 @@ Both copies run ``--horizon`` hours. The table gives, per paused moment and in t
 extra wait, FGD before and after, the GPU-hours the restarts lost and the GPU-hours allocated in the
 horizon, so the gain is set against the cost in the same units.
 
-    .venv/bin/python bench/defrag.py [--days 4] [--every 2] [--horizon 12] [--seed 0]
+    python -m bench.defrag [--days 4] [--every 2] [--horizon 12] [--seed 0]
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,12 +27,11 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from predictor.planner.fragmentation import defrag_advice
+from predictor.planner.workload import JobSummary, NodeSummary, Workload
+from predictor.sim import ClusterSpec, QueueSpec, Scheduler, normalise_jobs
 
-from predictor.planner.fragmentation import defrag_advice  # noqa: E402
-from predictor.planner.workload import JobSummary, NodeSummary, Workload  # noqa: E402
-from predictor.sim import ClusterSpec, QueueSpec, Scheduler, normalise_jobs  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 START = pd.Timestamp("2026-11-02", tz="UTC")
 NODES, G = 16, 8

@@ -1,6 +1,7 @@
 """Benchmark the demand regressors against the request, VPA (p90+15 %) and KRR (max+15 %) rules.
 
-Usage: .venv/bin/python bench/demand.py [--days 7] [--nodes 8] [--skip-sim]   (about 2-3 min, ~4 GB)
+Usage, from the repository root (a few minutes and a few GB of memory at the defaults):
+    python -m bench.demand [--days 7] [--nodes 8] [--skip-sim]
 
 1. Simulated history: train on one simulated cluster (seed 1, Philly-like queue mix, 10 jobs/h, 15 % of
    jobs widened to 2/4/8 GPUs), test on another (seed 2, another queue mix, 12 jobs/h growing 15 %/week,
@@ -27,14 +28,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from models.demand import DemandRegressor, metrics_table, provisioning_metrics, round_up_to_sizes
+from models.demand_eval import evaluate_queue, evaluate_runs, quantile_curve
+from predictor import sim
+from predictor.rightsize import from_history, rightsize
+from predictor.rightsize.recommend import RightsizeSettings
 
-from models.demand import DemandRegressor, metrics_table, provisioning_metrics, round_up_to_sizes  # noqa: E402
-from models.demand_eval import evaluate_queue, evaluate_runs, quantile_curve  # noqa: E402
-from predictor import sim  # noqa: E402
-from predictor.rightsize import from_history, rightsize  # noqa: E402
-from predictor.rightsize.recommend import RightsizeSettings  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 SHARED = REPO.parent / "shared" / "data"
 GENAI = SHARED / "alibaba" / "genai_pod_usage.csv"

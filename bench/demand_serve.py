@@ -1,6 +1,7 @@
 """Time the loop's demand step: the gpu-demand queue-peak regressor served for N queues (28 days hourly).
 
-Usage: .venv/bin/python bench/demand_serve.py [--queues 100 1000] [--repeats 3]   (about a minute)
+Usage, from the repository root (about a minute):
+    python -m bench.demand_serve [--queues 100 1000] [--repeats 3]
 
 Two ways to build the newest hour's features, same model, same numbers (tests/models/test_demand.py pins
 them equal): the baseline runs ``queue_features(serving=True)``'s per-series rolling windows and keeps each
@@ -12,19 +13,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from models.demand_eval import RunDemandModel
+from models.demand_features import QUEUE_FEATURES, feature_matrix, queue_features
+from predictor.loop.demand import EstimatorDemand, FrameJobs
 
-from models.demand_eval import RunDemandModel  # noqa: E402
-from models.demand_features import QUEUE_FEATURES, feature_matrix, queue_features  # noqa: E402
-from predictor.loop.demand import EstimatorDemand, FrameJobs  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 NOW = pd.Timestamp("2026-11-12T00:00:00Z")
 

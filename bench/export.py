@@ -4,7 +4,7 @@ Prints the time of ``PrometheusSource.query_range`` (prometheus-api-client, chun
 building) next to a plain ``requests`` loop over the same chunked queries with JSON decoding only,
 measured in the same run against the same server, and their ratio.
 
-    .venv/bin/python bench/export.py [--weeks 5] [--series 64] [--repeat 3]
+    python -m bench.export [--weeks 5] [--series 64] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -21,12 +21,11 @@ import requests
 from rich.console import Console
 from rich.table import Table
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the local Prometheus helper lives with the tests
+from predictor.config import PrometheusSettings
+from predictor.sources.prometheus import PrometheusSource, chunk_ranges
+from tests.support.localprom import LocalPrometheus, backfill, prometheus_available
 
-from predictor.config import PrometheusSettings  # noqa: E402
-from predictor.sources.prometheus import PrometheusSource, chunk_ranges  # noqa: E402
-from tests.support.localprom import LocalPrometheus, backfill, prometheus_available  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 STEP_S = 60
 START = int(pd.Timestamp("2026-09-01T00:00:00Z").timestamp())

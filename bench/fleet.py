@@ -1,7 +1,8 @@
 """Benchmark a simulated fleet: 5 clusters × 2,048 GPUs, 2,000 queues.
 
-Usage: .venv/bin/python bench/fleet.py [--clusters 5] [--gpus 2048] [--queues 2000] [--weeks 4]
-       [--subset 16] [--workers 2] [--export 10000] [--no-ray] [--cycles-only]
+Usage, from the repository root:
+    python -m bench.fleet [--clusters 5] [--gpus 2048] [--queues 2000] [--weeks 4]
+        [--subset 16] [--workers 2] [--export 10000] [--no-ray] [--cycles-only]
 
 1. History: hourly GPU demand per (cluster, queue) for ``--weeks`` weeks, generated vectorised.
 2. Forecast throughput of ``auto`` (fit + 168-step forecast, the served model), series per second, on a
@@ -29,7 +30,6 @@ import math
 import os
 import resource
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -39,17 +39,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from models.forecast.chunked import chunk_series
+from pipelines.fanout import Executor, ProcessExecutor, SerialExecutor, make_executor
+from pipelines.forecast import make_model
+from predictor.planner import PlannerSettings, QueueState
+from predictor.planner.cycle import plan_cycle
+from predictor.sim.openmetrics import write_openmetrics
+from predictor.sim.series import Family, Series, StepGrid
+from predictor.sources.files import write_frame
 
-from models.forecast.chunked import chunk_series  # noqa: E402
-from pipelines.fanout import Executor, ProcessExecutor, SerialExecutor, make_executor  # noqa: E402
-from pipelines.forecast import make_model  # noqa: E402
-from predictor.planner import PlannerSettings, QueueState  # noqa: E402
-from predictor.planner.cycle import plan_cycle  # noqa: E402
-from predictor.sim.openmetrics import write_openmetrics  # noqa: E402
-from predictor.sim.series import Family, Series, StepGrid  # noqa: E402
-from predictor.sources.files import write_frame  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 GPU = "nvidia.com/gpu"
 HORIZON = 168

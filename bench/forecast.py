@@ -1,39 +1,49 @@
 """Benchmark every forecaster and ``auto`` across traces, worst held-out trace first.
 
-Usage: python bench/forecast.py [--data ../shared/data] [--traces philly,alibaba,sim,sim2,sim3] [--quick] [--jobs N]
-       [--outer 8] [--slow-inner 2 | --frozen] [--calibration weekly|daily|self|fresh|fresh-abs]
+Usage, from the repository root:
+    python -m bench.forecast [--data ../shared/data] [--traces philly,alibaba,sim,sim2,sim3] [--models a,b]
+        [--quick] [--jobs N] [--outer 8] [--slow-inner 2 | --frozen] [--cache DIR]
+        [--calibration weekly|daily|self|fresh|fresh-abs]
 
-Every model is backtested once per trace over many rolling origins (h = 168, a new origin every 24 h;
-cached under --cache, a directory stamped with the forecasting code's digest: records another code state
-wrote are refused, ``bench/forecast_cache.py``). ``auto`` is replayed on those records exactly as
-``AutoForecaster`` would choose at each origin: from the windows whose actuals all precede the origin, a week
-apart (its ``step``). Its
-selection rule is tuned leave-one-trace-out: for each held-out trace the rule with the lowest worst-case
-MAE ratio to the best baseline on the *other* traces is scored on the held-out one; the interval ``gamma``
-is tuned the same way on coverage. Since session 11 the rules include the shipped pool with a seasonal pool
+Every model is backtested once per trace over many rolling origins (h = 168, a new origin every 24 h; cached
+under --cache, a directory stamped with the forecasting code's digest: records another code state wrote are
+refused, ``bench.forecast_cache``). ``auto`` is replayed on those records exactly as ``AutoForecaster``
+would choose at each origin: from the windows whose actuals all precede the origin, a week apart (its
+``step``). Its selection rule is tuned leave-one-trace-out: for each held-out trace the rule with the lowest
+worst-case MAE ratio to the best baseline on the *other* traces is scored on the held-out one; the interval
+``gamma`` is tuned the same way on coverage. The rules include the shipped pool with a seasonal pool
 (``SEASONAL_POOLS``) served where a series' daily cycle is strong (``SEASONAL_FROM``, the strength measured
 over the 14 days before each origin, as ``auto``'s gate does); ``level_profile`` is a model, not a baseline.
-Headline: the worst held-out trace's MAE relative to its best
-baseline. Prints one table per trace (MAE in GPUs, MASE, pinball p90, coverage 80/95, seconds per fit),
-and the held-out coverage with its standard error over series (``forecast_report.series_bootstrap``).
---quick drops mstl and lstm and scores fewer origins. mstl and lstm are backtested at the scored origins
-and, with --slow-inner N, at the inner origins of the first N scored ones (their fits cost 10-30 s per
-origin on 2 shared cores). With N ≥ --outer (the recorded run: --outer 8 --slow-inner 8, ~7 min cold on
-2 cores, seconds from the cache) they are full candidates, so every rule, per-series choices included,
-sees them at every origin; with fewer, pools that contain them are scored as fixed pools (always served)
-and their coverage only where their bands could be conformalised.
-With --frozen the slow models' inner origins are forecast as ``auto``'s own backtest forecasts them: by one
-network trained at the oldest origin and fed each newer history (``models.forecast.frozen``; one network
-per trace, so at the first scored origins a little staler than auto's own), while the scored origins keep
-a network trained there, as auto serves one. --calibration picks how ``auto``'s intervals are replayed
-(``bench/forecast_intervals.py``): ``weekly`` (shipped until session 7), ``daily`` or ``self`` (the fit's
-self-tuned multiplier, ``bench/forecast_selftune.py``; no gamma tuned across traces), ``fresh`` (what auto
-serves: each member's bands on its own errors, the LSTM's from one network trained at the newest inner
-origin and in units of that network's band, ``models.forecast.memberwise``; LSTM records
-``{trace}-lstm-w{outer + 7}.pkl``, a fit at every origin; gamma 1, nothing tuned across traces) or
-``fresh-abs`` (the same with the LSTM's shift in GPUs, served in sessions 7–9). The recorded calibration run:
-``--outer 8 --frozen --models <every baseline but mstl>,lstm`` (cached networks: minutes).
-``lstm_global`` (bench/forecast_global.py) is one LSTM per held-out trace trained on the other traces and
+
+Output: one table per trace (MAE in GPUs, MASE, pinball p90, coverage 80/95, seconds per fit); then the
+headline, the worst held-out trace's MAE relative to its best baseline (below 1: ``auto`` beats every simple
+rule on every trace it was not tuned on), and the held-out coverage with its standard error over series
+(``bench.forecast_report.series_bootstrap``).
+
+Flags:
+- ``--models`` (default: every baseline, lstm and lstm_global) and ``--traces`` (``bench.forecast_traces``;
+  Philly and Alibaba read from ``--data``) choose what is backtested; ``--jobs`` backtests in parallel.
+- ``--quick`` drops mstl, lstm and lstm_global and scores at most 8 origins.
+- ``--outer N`` scored origins per trace. mstl and lstm (fits of many seconds per origin) are backtested at
+  the scored origins and, with ``--slow-inner N``, at the inner origins of the first N scored ones. With
+  N ≥ --outer they are full candidates, so every rule, per-series choices included, sees them at every
+  origin; with fewer, pools that contain them are scored as fixed pools (always served) and their coverage
+  only where their bands could be conformalised. The full run is ``--outer 8 --slow-inner 8`` (minutes with
+  a cold cache, seconds from a warm one).
+- ``--frozen``: the slow models' inner origins are forecast as ``auto``'s own backtest forecasts them: by one
+  network trained at the oldest origin and fed each newer history (``models.forecast.frozen``; one network
+  per trace, so at the first scored origins a little staler than auto's own), while the scored origins keep
+  a network trained there, as auto serves one.
+- ``--calibration`` picks how ``auto``'s intervals are replayed (``bench.forecast_intervals``): ``fresh`` is
+  what auto serves (each member's bands on its own errors, the LSTM's from one network trained at the newest
+  inner origin and in units of that network's band, ``models.forecast.memberwise``; LSTM records
+  ``{trace}-lstm-w{outer + 7}.pkl``, a fit at every origin; gamma 1, nothing tuned across traces);
+  ``fresh-abs`` the same with the LSTM's shift in GPUs (an earlier design); ``weekly`` CQR on the weekly inner
+  windows (the design before ``fresh``); ``daily`` on daily ones; ``self`` the fit's self-tuned multiplier
+  (``bench.experiments.forecast_selftune``; no gamma tuned across traces). The calibration run is
+  ``--outer 8 --frozen --models <every baseline but mstl>,lstm``.
+
+``lstm_global`` (``bench.forecast_global``) is one LSTM per held-out trace trained on the other traces and
 served frozen, so it is a full candidate at every origin whatever --slow-inner is.
 """
 
@@ -52,27 +62,24 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.forecast_cache import claim_cache
+from bench.forecast_global import GLOBAL, GLOBAL_POOLS, GLOBAL_WEIGHTED, backtest_global, global_jobs
+from bench.forecast_intervals import GAP
+from bench.forecast_report import INNER, INNER_STEP, LEVELS, SLOW, STEP, H, mase_scales, model_rows, report
+from bench.forecast_traces import load_traces
+from models.forecast import forecasters, run_backtest
+from models.forecast.auto import DEFAULT_CANDIDATES
+from models.forecast.decomposition import daily_strength
+from models.forecast.frozen import train_once
+from models.forecast.gate import GATE_DAYS
+from models.forecast.prep import regularize
+from models.forecast.selection import DEFAULT_RULE, SelectionRule, choose
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from forecast_cache import claim_cache  # noqa: E402
-from forecast_global import GLOBAL, GLOBAL_POOLS, GLOBAL_WEIGHTED, backtest_global, global_jobs  # noqa: E402
-from forecast_intervals import GAP  # noqa: E402
-from forecast_report import INNER, INNER_STEP, LEVELS, SLOW, STEP, H, mase_scales, model_rows, report  # noqa: E402
-from forecast_traces import load_traces  # noqa: E402
-
-from models.forecast import forecasters, run_backtest  # noqa: E402
-from models.forecast.auto import DEFAULT_CANDIDATES  # noqa: E402
-from models.forecast.decomposition import daily_strength  # noqa: E402
-from models.forecast.frozen import train_once  # noqa: E402
-from models.forecast.gate import GATE_DAYS  # noqa: E402
-from models.forecast.prep import regularize  # noqa: E402
-from models.forecast.selection import DEFAULT_RULE, SelectionRule, choose  # noqa: E402
 
 FROZEN = -1  # --slow-inner's value under --frozen
 FRESH = "lstm_fresh"  # --calibration fresh: the LSTM fitted at every origin up to the newest inner one
-# level_profile is a model this project built (session 11, a decomposition fitted to no trace): not a baseline
+# level_profile is a model this project built (a decomposition fitted to no trace): not a baseline
 LEARNT = ("lstm", "level_profile")
 BASELINES = tuple(name for name in DEFAULT_CANDIDATES if name not in LEARNT)  # every other candidate
 POOLS = {
@@ -87,7 +94,7 @@ POOLS = {
     "n+d+w168+sm24": ("naive", "drift", "window_mean_168", "seasonal_mean_24"),
     "w24+w168+sm24+ets+mstl": ("window_mean_24", "window_mean_168", "seasonal_mean_24", "ets", "mstl"),
     "w168+sm24+ets+lstm": ("window_mean_168", "seasonal_mean_24", "ets", "lstm"),
-    # session 8: the seasonal median, robust to drains (the simulated traces' best baseline)
+    # the seasonal median, robust to drains (the simulated traces' best baseline)
     "smed24+w168": ("seasonal_median_24", "window_mean_168"),
     "d+smed24": ("drift", "seasonal_median_24"),
     "n+d+smed24+sm24": ("naive", "drift", "seasonal_median_24", "seasonal_mean_24"),
@@ -124,7 +131,7 @@ WEIGHTED = tuple(
 POOLS.update(GLOBAL_POOLS)  # pools led by, or containing, the network trained on the other traces
 WEIGHTED = (*WEIGHTED, *GLOBAL_WEIGHTED)
 MARGINS = (0.0, 0.05, 0.1, 0.2, 1.0)  # 1: the pool is always served
-# Session 11: the shipped pool, with a seasonal pool where a series' daily cycle is at least this strong
+# The shipped pool, with a seasonal pool where a series' daily cycle is at least this strong
 SEASONAL_POOLS = (
     (("lstm", "level_profile"), (0.5, 0.5)),
     (("lstm", "level_profile"), (0.3, 0.7)),
@@ -326,9 +333,9 @@ def main(argv: list[str] | None = None) -> int:
         "--calibration",
         choices=("weekly", "daily", "self", "fresh", "fresh-abs"),
         default="weekly",
-        help="auto's intervals: CQR on its weekly inner windows (shipped until session 7), on 7 daily ones, "
+        help="auto's intervals: CQR on its weekly inner windows (an earlier design), on 7 daily ones, "
         "daily with the fit's self-tuned multiplier (then no gamma is tuned across traces), per member as auto "
-        "serves them (fresh), or so with the LSTM's shift in GPUs (fresh-abs, sessions 7-9)",
+        "serves them (fresh), or so with the LSTM's shift in GPUs (fresh-abs, an earlier design)",
     )
     parser.add_argument("--cache", type=Path, default=Path("/tmp/bench-forecast-cache"))
     args = parser.parse_args(argv)
@@ -346,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs: list[tuple[Any, ...]] = [
         (t, f, m, windows, args.cache, args.slow_inner) for t, f in traces.items() for m in models if m not in GLOBAL
     ]
-    # lstm_global: one network per held-out trace, trained on the other traces (bench/forecast_global.py)
+    # lstm_global: one network per held-out trace, trained on the other traces (bench.forecast_global)
     gjobs = global_jobs(traces, windows, args.cache, H, STEP, LEVELS) if any(m in GLOBAL for m in models) else []
     with ProcessPoolExecutor(args.jobs) as pool:
         done = list(pool.map(backtest_global, gjobs)) + list(pool.map(_backtest_one, jobs))
@@ -390,6 +397,11 @@ def main(argv: list[str] | None = None) -> int:
         for (p, w), t in itertools.product(SEASONAL_POOLS, SEASONAL_FROM)
         if all(m in models for m in (*plain.pool, *p))
     ]
+    if not rules:
+        raise SystemExit(
+            f"bench.forecast: --models {args.models} holds no whole pool for auto to choose from "
+            "(the smallest: seasonal_median_24,window_mean_168; every pool is in POOLS)"
+        )
     results: dict[str, dict[SelectionRule, Any]] = {t: {} for t in per_trace}
     for trace, entry in per_trace.items():
         gate = strengths(entry["frame"], entry["outer"])

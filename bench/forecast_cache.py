@@ -1,12 +1,11 @@
 """The benchmark's record cache belongs to the code that wrote it.
 
-Why: ``bench/forecast.py`` caches every backtest under ``--cache`` by trace, model and window count only. A
-cache that outlives a change to a forecaster (or to the simulated traces) silently serves the old records,
-and the tables then mix code states. Session 9's cold rebuild of the recorded run gave the shipped pool
-0.922 of the best baseline on Philly and 0.965 on Alibaba, where session 8's figures, from a cache kept across
-code changes, had been 0.879 and 0.886; one LSTM fit is bit-for-bit repeatable on one machine, so which code
-or machine wrote the old records cannot be told afterwards. So a cache directory is stamped with a digest of
-the code that produces its records, and a run on other code refuses it with a clear message.
+Why: ``python -m bench.forecast`` caches every backtest under ``--cache`` by trace, model and window count
+only. A cache that outlives a change to a forecaster (or to the simulated traces) silently serves the old
+records, and the tables then mix code states; a cold rebuild once moved the headline ratios by several
+points, and which code or machine wrote the old records could not be told afterwards. So a cache directory
+is stamped with a digest of the code that produces its records, and a run on other code refuses it with a
+clear message.
 """
 
 from __future__ import annotations

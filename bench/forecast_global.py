@@ -1,20 +1,20 @@
-"""``lstm_global`` for ``bench/forecast.py``: one LSTM trained on the *other* traces, serving the held-out one.
+"""``lstm_global`` for ``python -m bench.forecast``: one LSTM trained on the *other* traces, serving the held-out one.
 
-Why: the issue asks for the design's 7-day model as a network trained across all series of all training
-traces, judged on a trace it never saw. ``lstm`` in the bench is retrained at every origin on the held-out
-trace's own history; ``lstm_global`` is the opposite end: for each held-out trace one ``LSTMForecaster``
-is fitted once on every series of the other traces (their full histories: those are training traces),
-with no fine-tuning on the held-out trace, and every origin of the held-out trace (scored and inner) is
-forecast through ``update`` (``FrozenForecaster``): the frozen network fed the held-out history up to that
-origin. Nothing at or after an origin is seen, and nothing of the held-out trace is trained on at all, so
-its records exist at every origin and it is a full candidate of every ``auto`` rule, per-series ones too.
+Why: the 7-day model can be one network trained across all series of all training traces, judged on a trace
+it never saw. ``lstm`` in the bench is retrained at every origin on the held-out trace's own history;
+``lstm_global`` is the opposite end: for each held-out trace one ``LSTMForecaster`` is fitted once on every
+series of the other traces (their full histories: those are training traces), with no fine-tuning on the
+held-out trace, and every origin of the held-out trace (scored and inner) is forecast through ``update``
+(``FrozenForecaster``): the frozen network fed the held-out history up to that origin. Nothing at or after an
+origin is seen, and nothing of the held-out trace is trained on at all, so its records exist at every origin
+and it is a full candidate of every ``auto`` rule, per-series ones too.
 
 Per-series scaling (each series divided by its mean over the window it is served from) and calendar
 features are the LSTM's own; the traces' scales differ by three orders of magnitude (Alibaba's ``HN_all``
 ~3,000 GPUs, ``openb2023/BE`` ~2), which the scaling is meant to absorb.
 
-Standalone (fills the cache ``bench/forecast.py`` reads, prints the trainings' cost):
-    python bench/forecast_global.py [--traces philly,alibaba,sim] [--windows 29] [--cache DIR]
+Standalone, it fills the cache ``python -m bench.forecast`` reads and prints the trainings' cost:
+    python -m bench.forecast_global [--traces philly,alibaba,sim] [--windows 29] [--cache DIR]
 """
 
 from __future__ import annotations
@@ -28,21 +28,18 @@ from typing import Any
 
 import pandas as pd
 
+from bench.forecast_traces import load_traces
+from models.forecast import run_backtest
+from models.forecast.frozen import FrozenForecaster
+from models.forecast.lstm import LSTMForecaster
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from forecast_traces import load_traces  # noqa: E402
-
-from models.forecast import run_backtest  # noqa: E402
-from models.forecast.frozen import FrozenForecaster  # noqa: E402
-from models.forecast.lstm import LSTMForecaster  # noqa: E402
 
 GLOBAL = ("lstm_global",)
 # Every training origin of the other traces (≤ ~36k) is used: the network is trained three times in all,
 # not once per origin, so the 20k cap the per-trace LSTM uses to bound its cost is not needed here.
 MAX_SAMPLES = 60_000
-# auto's pools with the global network as a member, scored like bench/forecast.py's own.
+# auto's pools with the global network as a member, scored like bench.forecast's own.
 GLOBAL_POOLS = {
     "w168+sm24+ets+lstm_global": ("window_mean_168", "seasonal_mean_24", "ets", "lstm_global"),
     "n+d+lstm_global": ("naive", "drift", "lstm_global"),
@@ -77,7 +74,7 @@ def global_net(held: str, others: dict[str, pd.DataFrame], cache: Path) -> tuple
 def backtest_global(
     job: tuple[str, pd.DataFrame, dict[str, pd.DataFrame], int, Path, int, int, tuple[int, ...]],
 ) -> tuple[str, pd.DataFrame, float, int]:
-    """``bench/forecast.py``'s ``(model, records, seconds, fits)`` for ``lstm_global`` on the held-out trace.
+    """``bench.forecast``'s ``(model, records, seconds, fits)`` for ``lstm_global`` on the held-out trace.
 
     ``seconds`` is the training plus every origin's ``update`` and forecast, so the bench's seconds per
     fit is the training amortised over the origins (the training alone is kept in the cache's note).
@@ -120,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     parser.add_argument("--traces", default="philly,alibaba,sim")
-    parser.add_argument("--windows", type=int, default=29, help="origins per trace (bench/forecast.py: outer + 21)")
+    parser.add_argument("--windows", type=int, default=29, help="origins per trace (bench.forecast: outer + 21)")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/bench-forecast-cache"))
     args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)

@@ -1,13 +1,13 @@
-"""``auto``'s served intervals replayed on benchmark records: how ``bench/forecast.py --calibration`` bands.
+"""``auto``'s served intervals replayed on benchmark records: how ``python -m bench.forecast --calibration`` bands.
 
 ``fresh`` is what ``auto`` serves (``models.forecast.memberwise``: every member's bands on its own backtest
 errors, the LSTM's on its newest window only, by a network trained there and in units of that window's band,
-then weighted like the means); ``fresh-abs`` the same with the LSTM's shift in GPUs (served until session 10);
-``weekly`` is what ``auto`` shipped before (two-sided CQR on its inner windows a week apart, at miscoverage
+then weighted like the means); ``fresh-abs`` the same with the LSTM's shift in GPUs (an earlier design);
+``weekly`` is what ``auto`` served before (two-sided CQR on its inner windows a week apart, at miscoverage
 ``(1 − L) · gamma``); ``daily`` calibrates on the ``DAILY`` newest windows a day apart whose actuals all
 precede the origin (the newest ``GAP`` days back); ``self`` multiplies ``gamma`` by the multiplier one fit
-gives itself (``bench/forecast_selftune.py``): pooled over every series served at that origin, from up to
-``TESTS`` of its own older windows, each calibrated the same way on the windows before it.
+gives itself (``bench.experiments.forecast_selftune``): pooled over every series served at that origin, from
+up to ``TESTS`` of its own older windows, each calibrated the same way on the windows before it.
 """
 
 from __future__ import annotations
@@ -15,20 +15,20 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from forecast_selftune import pooled_shift, self_tuned_gamma
 
+from bench.experiments.forecast_selftune import pooled_shift, self_tuned_gamma
 from models.forecast.base import _tidy
 from models.forecast.memberwise import scaled_shift
 from models.forecast.selection import cqr_shift
 
 __all__ = ["DAILY", "GAP", "TESTS", "calibrated", "fit_gammas"]
 
-GAP, DAILY, TESTS = 168 // 24, 7, 7  # bench/forecast.py: horizon 168 h, a new origin every 24 h
+GAP, DAILY, TESTS = 168 // 24, 7, 7  # bench.forecast: horizon 168 h, a new origin every 24 h
 
 
 def fit_gammas(rep: dict[str, Any], how: str) -> dict[tuple[int, int], float]:
     """Per (level, origin): the multiplier one ``auto`` fit at that origin gives itself (1 unless ``self``),
-    pooled over every series it serves there, as ``bench/forecast_selftune.py`` does."""
+    pooled over every series it serves there, as ``bench.experiments.forecast_selftune`` does."""
     out: dict[tuple[int, int], float] = {}
     levels = tuple(rep["bands"])
     if how != "self":

@@ -1,4 +1,4 @@
-"""``bench/forecast.py``'s scoring and report: per-trace tables, the leave-one-trace-out headline, coverage.
+"""``python -m bench.forecast``'s scoring and report: per-trace tables, the leave-one-trace-out headline, coverage.
 
 Split from the benchmark run (backtests, cubes, ``auto``'s replay) so each stays one idea: this module only
 reads what the run recorded. The constants below are the benchmark's shape, shared by the run and its
@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from forecast_intervals import calibrated, fit_gammas
 
+from bench.forecast_intervals import calibrated, fit_gammas
 from models.forecast.selection import DEFAULT_RULE, SelectionRule
 
 __all__ = [
@@ -234,7 +234,7 @@ def report(
     print(f"# rule tuned on all traces: {replace(everywhere)} gamma={gamma}")
     plain = SelectionRule(pool=DEFAULT_RULE.pool, weights=DEFAULT_RULE.weights)
     for label, rule in (
-        ("shipped until session 10, no seasonal pool", plain),
+        ("shipped pool without the seasonal pool", plain),
         ("shipped default", DEFAULT_RULE),
         ("tuned on all traces", everywhere),
     ):
@@ -251,8 +251,9 @@ def report(
 
 
 def _describe(rule: SelectionRule) -> str:
-    """``{lstm: 0.8, ...}``, and the seasonal pool with its threshold where the rule has one."""
-    text = str(dict(zip(rule.pool, rule.weights, strict=True)))
+    """``{lstm: 0.8, ...}`` (or the pool auto chooses from, for a rule without weights), and the seasonal pool
+    with its threshold where the rule has one."""
+    text = str(dict(zip(rule.pool, rule.weights, strict=True))) if rule.weights else f"choice among {rule.pool}"
     if rule.seasonal_pool:
         seasonal = dict(zip(rule.seasonal_pool, rule.seasonal_weights, strict=True))
         text += f", {seasonal} where the daily cycle's strength ≥ {rule.seasonal_from}"

@@ -1,17 +1,18 @@
-"""How long ``predictor forecast --model auto`` takes on many series: the issue's 1,000 series × 5 weeks.
+"""How long ``predictor forecast --model auto`` takes on many series (up to 1,000 series × 5 weeks).
 
-Usage: python bench/forecast_speed.py [--series 20,100] [--weeks 5] [--model auto] [--baseline naive]
-                                     [--lstm-bags K]
+Usage, from the repository root:
+    python -m bench.forecast_speed [--series 20,100] [--weeks 5] [--model auto] [--baseline naive]
+        [--lstm-bags K]
 
-Series come from the benchmark's simulated queues (``bench/forecast_traces.py``: daily rhythm, level shifts,
+Series come from the benchmark's simulated queues (``bench.forecast_traces``: daily rhythm, level shifts,
 drains), hourly. Each size runs ``pipelines.forecast.run_forecast`` (the code path of ``predictor forecast``)
 for ``--model`` and for ``--baseline`` in the same process, and prints seconds and their ratio. Run small
 sizes first; the full 1,000-series figure takes minutes on 2 cores. CPU seconds (this process and the
 workers ``auto`` starts, ``models.forecast.parallel``) are printed beside wall seconds because on a shared
 machine the wall time measures the neighbours too; ``load`` is the 1-minute load average at the end of the
 run and ``workers`` the processes ``auto`` could use (``PREDICTOR_FORECAST_WORKERS``, else the cores).
-``--lstm-bags K`` serves ``auto``'s LSTM candidate as ``LSTMForecaster(bags=K)`` (default: the model's own,
-3 networks since session 10): what bagging costs, timed against the same baseline in the same run.
+``--lstm-bags K`` serves ``auto``'s LSTM candidate as ``LSTMForecaster(bags=K)`` (default: the model's own
+number of bagged networks): what bagging costs, timed against the same baseline in the same run.
 """
 
 from __future__ import annotations
@@ -25,15 +26,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.forecast_traces import simulated_trace
+from models.forecast import LSTMForecaster
+from models.forecast.parallel import available_workers
+from pipelines.forecast import make_model, run_forecast
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from forecast_traces import simulated_trace  # noqa: E402
-
-from models.forecast import LSTMForecaster  # noqa: E402
-from models.forecast.parallel import available_workers  # noqa: E402
-from pipelines.forecast import make_model, run_forecast  # noqa: E402
 
 
 def cpu_seconds() -> float:

@@ -1,11 +1,15 @@
-"""The traces ``bench/forecast.py`` scores on: Philly, Alibaba, and simulated queues with shifts and drains.
+"""The traces ``python -m bench.forecast`` scores on: Philly, Alibaba, and simulated queues with shifts and drains.
 
-Why three: a choice tuned on one trace overfits it (the old ``auto`` won on Philly and lost on an unseen
+Why several: a choice tuned on one trace overfits it (an earlier ``auto`` won on Philly and lost on an unseen
 trace), so the benchmark holds each trace out in turn. The simulated trace is made here from a seed, not
 by ``predictor.sim``: it exists to put many level shifts, drains and capacity changes in front of the
 models, which a replay of real job tables produces too rarely to score. ``sim2`` and ``sim3`` are the same
-simulator at other seeds, added in session 7 after every interval design had been chosen on the first
-three: the check on configurations nothing was designed or tuned on (docs/design.md).
+simulator at other seeds, added after every interval design had been chosen on the first three: the check
+on configurations nothing was designed or tuned on (docs/design.md).
+
+Philly and Alibaba are ``philly/demand_hourly.csv`` and ``alibaba/demand_hourly.csv`` under the data
+directory (``--data``, by default ``../shared/data``, next to the repository): hourly GPU demand per queue
+from the public Philly and Alibaba GPU traces.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import pandas as pd
 
 __all__ = ["LATER_SEEDS", "load_traces", "simulated_components", "simulated_trace"]
 
-LATER_SEEDS = {"sim2": 2028, "sim3": 3031}  # added in session 7, after the interval designs were chosen
+LATER_SEEDS = {"sim2": 2028, "sim3": 3031}  # added after the interval designs were chosen
 
 
 def _frame(raw: pd.DataFrame, value_col: str, prefix: str | None = None) -> pd.DataFrame:
@@ -35,7 +39,7 @@ def _frame(raw: pd.DataFrame, value_col: str, prefix: str | None = None) -> pd.D
 
 def simulated_components(n_series: int = 12, weeks: int = 10, seed: int = 7) -> list[dict[str, np.ndarray | float]]:
     """Per queue, the simulator's hidden state hour by hour (level, daily and weekend factors, AR(1) noise and
-    its ``phi``, capacity) and the ``value`` it emits: what ``bench/forecast_oracle.py`` forecasts from."""
+    its ``phi``, capacity) and the ``value`` it emits: what ``bench.experiments.forecast_oracle`` forecasts from."""
     rng = np.random.default_rng(seed)
     hours = weeks * 168
     t = np.arange(hours)
@@ -90,5 +94,5 @@ def load_traces(data_dir: Path, names: list[str]) -> dict[str, pd.DataFrame]:
             out[name] = later.assign(series_id=later["series_id"].str.replace("sim/", f"{name}/", regex=False))
         else:
             known = ", ".join(["philly", "alibaba", "sim", *LATER_SEEDS])
-            raise SystemExit(f"bench/forecast.py: unknown trace {name!r} (known: {known})")
+            raise SystemExit(f"bench.forecast: unknown trace {name!r} (known: {known})")
     return out

@@ -1,10 +1,11 @@
 """Benchmark the scheduling loop: a 1,000-queue planning cycle, and 4-week Philly replays in the simulator.
 
-Usage: .venv/bin/python bench/loop.py [--jobs PATH] [--weeks 4] [--nodes 96] [--cycle-only] [--queues 1000]
-       .venv/bin/python bench/loop.py --served [--queues 1000] [--history-weeks 5] [--cycles 5] [--refits 1]
+Usage, from the repository root:
+    python -m bench.loop [--jobs PATH] [--weeks 4] [--nodes 96] [--cycle-only] [--queues 1000]
+    python -m bench.loop --served [--queues 1000] [--history-weeks 5] [--cycles 5] [--refits 1]
 
 ``--served``: one whole loop cycle serving a registered ``auto`` champion (LSTM included) from a local
-MLflow registry, against the same cycle refitting the champion (``bench/loop_serve.py`` says how).
+MLflow registry, against the same cycle refitting the champion (``bench.loop_serve`` says how).
 
 1. Cycle timing: one planning cycle (targets from a forecast frame, the safety policy, the invariant check,
    the patch rendering) for 1,000 queues with a hierarchy, median of several runs.
@@ -34,13 +35,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from predictor import sim  # noqa: E402
-from predictor.config import load_settings  # noqa: E402
-from predictor.loop import Loop  # noqa: E402
-from predictor.planner import (  # noqa: E402
+from bench.loop_serve import bench_served
+from predictor import sim
+from predictor.config import load_settings
+from predictor.loop import Loop
+from predictor.planner import (
     PlannerSettings,
     QueueState,
     check_invariants,
@@ -50,7 +49,9 @@ from predictor.planner import (  # noqa: E402
     plan_queues,
     queues_from_list,
 )
-from predictor.registry import FORECAST_FAMILY  # noqa: E402
+from predictor.registry import FORECAST_FAMILY
+
+REPO = Path(__file__).resolve().parents[1]
 
 GPU = "nvidia.com/gpu"
 DEFAULT_JOBS = REPO.parent / "shared" / "data" / "philly" / "jobs.csv"
@@ -446,8 +447,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--refits", type=int, default=1, help="--served: timed refit cycles (slow)")
     args = parser.parse_args(argv)
     if args.served:
-        from loop_serve import bench_served  # bench/ is on sys.path when this file runs as a script
-
         bench_served(args.queues, args.history_weeks, args.cycles, args.refits)
         return 0
     bench_cycle(args.queues)

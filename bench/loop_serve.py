@@ -1,9 +1,10 @@
 """Benchmark one loop cycle that serves a registered ``auto`` champion (LSTM included) for many queues.
 
-Usage: .venv/bin/python bench/loop.py --served [--queues 1000] [--weeks 5] [--cycles 5] [--refits 1]
+Usage, from the repository root:
+    python -m bench.loop --served [--queues 1000] [--history-weeks 5] [--cycles 5] [--refits 1]
 
-Setup (not timed): ``--queues`` queues with ``--weeks`` of hourly demand (daily and weekly rhythm, level
-shifts, drains, noise); ``auto`` (default candidates and selection: the pool of persistence and the global
+Setup (not timed): ``--queues`` queues with ``--history-weeks`` of hourly demand (daily and weekly rhythm,
+level shifts, drains, noise); ``auto`` (default candidates and selection: the pool of persistence and the global
 LSTM) fitted on it and registered in a local sqlite MLflow store as the ``gpu-forecast`` champion. The
 LSTM keeps its default architecture (14-day lookback, 64 hidden units, 168-step head) so serving costs
 what it costs in production; only its training is shortened (few epochs, strided origins), which changes
@@ -14,8 +15,9 @@ with two forecasters:
 
 * served: ``RegistryForecaster``: the champion loaded from the registry once, then ``update`` on the
   newest history each cycle (the first cycle, which loads the model, is reported on its own);
-* refit (the cycle before this change): the champion's estimator cloned and fitted on the newest
-  history each cycle (``EstimatorForecaster``), i.e. auto's backtest and the LSTM's training every hour.
+* refit (what a loop that cannot serve a registered model does): the champion's estimator cloned and
+  fitted on the newest history each cycle (``EstimatorForecaster``), i.e. auto's backtest and the LSTM's
+  training every hour.
 
 The clock advances one hour per cycle and the history window moves with it. Prints a table with the
 median cycle times, how much of each was the forecast and how much the plan files (plan mode writes one

@@ -4,9 +4,9 @@ For each family of simulator configurations (``pipelines.rca_configs.CONFIG_FAMI
 many queues, tight quotas, hot-but-healthy GPUs with noisy neighbours, 64-512 nodes, missing metric
 families, ...) the tree is fitted on every *other* family and scored on this one, so no configuration it
 is scored on was seen in training. Each held-out family is also scored with each droppable metric family
-removed (its features NaN), the "same numbers on windows with a family missing" of issue 16. The bundled
+removed (its features NaN): the same numbers on windows with a family missing. The bundled
 default model (trained on all families) is scored for reference. Labelled windows are cached per scenario.
-Targets (issue 16): macro-F1 and top-1 >= 0.9, healthy false alarms <= 2 %, with and without a family.
+Targets: macro-F1 and top-1 >= 0.9, healthy false alarms <= 2 %, with and without a family.
 
 A row whose fault rests mostly on unmeasured evidence is answered ``insufficient_data``, as ``predictor
 diagnose`` does (a missing family can make a cause undiagnosable: late in a long congestion nothing but TCP
@@ -16,7 +16,7 @@ went unanswered are listed with their share. A cause that the tree trained witho
 cannot diagnose at all (fewer than half of its training rows reach a sure leaf of it, decided on the
 training families only) is left out of macro-F1 and top-1 and listed under ``undiagnosable_rows``.
 
-    .venv/bin/python bench/rca.py [--cache DIR] [--window 15m] [--families small,large]
+    python -m bench.rca [--cache DIR] [--window 15m] [--families small,large]
 """
 
 from __future__ import annotations

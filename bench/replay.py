@@ -1,41 +1,32 @@
 """Benchmark the quota policies in replay: 4 Philly weeks and the Alibaba DLRM jobs, five policies each.
 
-Usage: .venv/bin/python bench/replay.py [--weeks 4] [--sizing drain|mean] [--load 0.95]
-                                        [--datasets philly,alibaba[,synthetic]] [--policies static-hard,...]
-                                        [--seed 0] [--borrow idle|forecast] [--objective]
-                                        [--wait-gpu-h W] [--reclaim-gpu-h R]
-                                        [--deserved-below-allocated] [--guarantee-within-demand]
-                                        [--pending-raise] [--react-pending-gpus N] [--react-after-min M]
+Usage, from the repository root:
+    python -m bench.replay [--weeks 4] [--sizing drain|mean] [--load 0.95]
+        [--datasets philly,alibaba[,synthetic]] [--policies static-hard,...] [--seed 0]
+        [--borrow idle|forecast] [--objective] [--wait-gpu-h W] [--reclaim-gpu-h R]
+        [--deserved-below-allocated] [--guarantee-within-demand]
+        [--pending-raise] [--react-pending-gpus N] [--react-after-min M]
 
 Cluster size ("demand close to capacity"), one rule for every trace (``--sizing``):
 
-- ``drain`` (the default, session 6): the smallest cluster on which a work-conserving, quota-free scheduler
-  with fluid GPUs ends the replay with no backlog (under one GPU-hour). Smaller, and some submitted work must
-  stay undone however it is scheduled; so demand is as close to capacity as it can be while the work still
-  fits. Parameter-free, and never below the ``mean`` rule's size.
-- ``mean`` (sessions 1–5): mean zero-wait demand over the replay at ``--load`` of capacity. On a trace whose
-  demand grows it over-subscribes the end: Alibaba DLRM on 712 GPUs has week 3 at 143 % of capacity, the
-  fluid backlog grows to 54,976 GPU-h, a quarter of the jobs never start, and p95 wait measures which
-  cohort starves rather than a policy at "demand close to capacity".
+- ``drain`` (the default): the smallest cluster on which a work-conserving, quota-free scheduler with fluid
+  GPUs ends the replay with no backlog (under one GPU-hour). Smaller, and some submitted work must stay undone
+  however it is scheduled; so demand is as close to capacity as it can be while the work still fits.
+  Parameter-free, and never below the ``mean`` rule's size.
+- ``mean`` (the earlier rule): mean zero-wait demand over the replay at ``--load`` of capacity. On a trace
+  whose demand grows it over-subscribes the end: the fluid backlog grows to the last hour, part of the jobs
+  never start, and p95 wait measures which cohort starves rather than a policy at "demand close to capacity".
 
 Each trace prints both rules' node counts and, week by week, zero-wait demand ÷ capacity (mean, p95) and
-the fluid backlog at the week's end. Measured (session 6): Philly 77 nodes (``mean``) → 83 (``drain``),
-Alibaba 89 → 128, synthetic 45 → 45. Replays run with Volcano's reclaim and preempt actions on, jobs
+the fluid backlog at the week's end. Replays run with Volcano's reclaim and preempt actions on, jobs
 checkpointing hourly and paying 5 minutes to restart (``predictor.replay`` defaults). Printed: one table per
-trace with every policy's ``summary.json`` measures and its wall time, then the issue's goals, each checked
-against the numbers above it (a goal that is missed says so). "Where demand allows" is computed per trace,
-on the same jobs and cluster: the work-conserving fluid bound (zero-wait demand with the backlog carried hour
-to hour, no gangs: no scheduler allocates more of the jobs' own GPU-time) and a quota-free run (all jobs in
-one queue owning the cluster, same gangs, nodes and scheduler). The allocation goal is ≥ min(89 %, fluid
-bound). Measured, fluid / quota-free: ``drain`` (session 6) Philly 83.6 % / 81.4 %, Alibaba 66.0 % /
-66.0 %; ``mean`` (session 5) Philly 88.8 % / 84.1 %, Alibaba 81.5 % / 81.5 %; synthetic (45 nodes under
-both) 96.0 % / 96.0 %: 89 % is reachable only on synthetic. Goals measured (session 12, ``drain``, after the
-simulator's sessions began to follow evictions; docs/design.md, "Sessions follow evictions"): Philly meets
-goodput (+8,130 GPU-h), p95 wait (147 vs 152 min) and fragmentation, misses reclaim-lost (−24 %, goal −30 %)
-and allocation by 0.2 points (83.4 % against a fluid bound of 83.6 %); Alibaba meets goodput (+34),
-reclaim-lost (−64 %), allocation and fragmentation, misses p95 wait (127 vs 1.8 min). With ``--guarantee-
-within-demand --reclaim-gpu-h 3 --wait-gpu-h 0.5`` every loop goal is met on Philly and synthetic, and on
-Alibaba all but p95.
+trace with every policy's ``summary.json`` measures and its wall time, then the goals, each checked against
+the numbers above it (a goal that is missed says so): the loop beats static-elastic on goodput, loses at
+least 30 % fewer GPU-hours to reclaims and has no worse p95 wait; ``rightsize+loop`` allocates at least 89 %
+where demand allows and keeps fragmentation at most 5 %. "Where demand allows" is computed per trace, on the
+same jobs and cluster: the work-conserving fluid bound (zero-wait demand with the backlog carried hour to
+hour, no gangs: no scheduler allocates more of the jobs' own GPU-time) and a quota-free run (all jobs in one
+queue owning the cluster, same gangs, nodes and scheduler). The allocation goal is ≥ min(89 %, fluid bound).
 
 - Philly (``../shared/data/philly/jobs.csv``, CC BY 4.0): 4 weeks from 2017-10-09; no workload ids, so
   nothing recurs and ``rightsize+loop`` equals ``loop`` there.
@@ -57,13 +48,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from predictor.planner import PlannerSettings
+from predictor.replay import POLICIES, ReplaySettings, replay
+from predictor.replay.demand import zero_wait_demand
+from predictor.sim import load_jobs, normalise_jobs
 
-from predictor.planner import PlannerSettings  # noqa: E402
-from predictor.replay import POLICIES, ReplaySettings, replay  # noqa: E402
-from predictor.replay.demand import zero_wait_demand  # noqa: E402
-from predictor.sim import load_jobs, normalise_jobs  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 DATA = REPO.parent / "shared" / "data"
 COLUMNS = (
@@ -144,7 +134,7 @@ def sized_nodes(
 ) -> int:
     """Nodes for the replay under a sizing rule.
 
-    ``mean`` (sessions 1–5): the mean zero-wait demand over ``[start, end)`` is ``load`` of capacity. On a
+    ``mean`` (the earlier rule): the mean zero-wait demand over ``[start, end)`` is ``load`` of capacity. On a
     trace whose demand grows (Alibaba DLRM) that leaves the last weeks over-subscribed and the backlog growing
     to the end, so p95 wait measures which cohort never starts. ``drain`` (the default): the smallest cluster
     on which the work-conserving fluid scheduler (``fluid``) ends the replay with less than one GPU-hour of
@@ -279,7 +269,7 @@ def run_trace(
 
 
 def goals(r: dict[str, dict[str, float]], fluid: float, quota_free: float) -> None:
-    """The issue's goals, checked on this table."""
+    """The goals the loop and right-sizing are held to, checked on this table."""
     print()
     if {"loop", "static-elastic"} <= set(r):
         loop, elastic = r["loop"], r["static-elastic"]
@@ -329,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=("drain", "mean"),
         default="drain",
         help="drain: the smallest cluster on which a work-conserving fluid scheduler leaves no "
-        "backlog at the end (the default); mean: mean demand at --load of capacity (sessions 1–5).",
+        "backlog at the end (the default); mean: mean demand at --load of capacity (the earlier rule).",
     )
     parser.add_argument("--datasets", default="philly,alibaba")
     parser.add_argument("--policies", default=",".join(POLICIES))

@@ -1,12 +1,13 @@
 """The right-sizing Pareto bench: slack against under-provisioning at stated risks, beside VPA, KRR, request.
 
-Usage: .venv/bin/python bench/rightsize.py [--weeks 3] [--nodes 8] [--skip-sim]  (about 20 s; 70 s at 4 weeks, 16 nodes)
+Usage, from the repository root (under a minute at the defaults, longer with more weeks and nodes):
+    python -m bench.rightsize [--weeks 3] [--nodes 8] [--skip-sim]
 
 For R in {0.01, 0.02, 0.05, 0.1}: the model (conformal at risk R, ``predictor.rightsize``) against the
 VPA rule (p90 + 15 %), the KRR rule (max + 15 %) and the request as it is, on
 1. the simulator with recurring workloads (8 queues × 12 templates, Zipf-skewed; one template in six grows
    its memory run after run): weeks 1..n-1 are history, the last week is scored;
-2. the simulator with 12 workloads only (3 queues × 4 templates), the shape of the issue's measurement;
+2. the simulator with 12 workloads only (3 queues × 4 templates), a small fleet's shape;
 3. ../shared/data/alibaba/genai_pod_usage.csv, the only trace here with measured per-pod usage (144 pods,
    research-use terms: read in place, never copied). Pods do not recur, so every pod is a workload with
    no history of its own: from its typical use (p95) the bound on its peak (max) is conformal over the
@@ -14,7 +15,7 @@ VPA rule (p90 + 15 %), the KRR rule (max + 15 %) and the request as it is, on
    not in the trace) and KRR's max + 15 % (which sees the peak itself: a reference, not a competitor).
 Whole GPUs leave little to right-size in the simulator (most runs keep every requested GPU busy), so
 GPU memory is the headline resource there; genai shows GPU memory and GPU share (util, slices 0.25/0.5).
-The last table is the Must-show check at R = 0.05 per dataset, worst dataset first, with
+The last table is the headline check at R = 0.05 per dataset, worst dataset first, with
 ``least_possible_slack``: the least slack any recommendation (even one that knows every scored run's use)
 can have while under-provisioning at most 5 % of the scored runs (``backtest.least_slack``). Where VPA's
 slack is below it, "slack at or below VPA's with under-provisioning at or below 5 %" is out of reach of
@@ -32,20 +33,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from models.demand import metrics_table, provisioning_metrics, round_up_to_sizes
+from models.demand_risk import conformal_quantile
+from predictor import sim
+from predictor.rightsize import from_history, rightsize
+from predictor.rightsize.backtest import backtest, least_slack, pareto, rule_curve
+from predictor.rightsize.recommend import RightsizeSettings
 
-from models.demand import metrics_table, provisioning_metrics, round_up_to_sizes  # noqa: E402
-from models.demand_risk import conformal_quantile  # noqa: E402
-from predictor import sim  # noqa: E402
-from predictor.rightsize import from_history, rightsize  # noqa: E402
-from predictor.rightsize.backtest import backtest, least_slack, pareto, rule_curve  # noqa: E402
-from predictor.rightsize.recommend import RightsizeSettings  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 GENAI = REPO.parent / "shared" / "data" / "alibaba" / "genai_pod_usage.csv"
 FAMILIES = "DCGM_FI_DEV_GPU_UTIL,DCGM_FI_DEV_FB_USED,kube_pod_container_resource_requests,kube_pod_labels"
 RISKS = (0.01, 0.02, 0.05, 0.1)
-AT = 0.05  # the Must-show risk
+AT = 0.05  # the headline check's risk
 BOUNDS: dict[str, float] = {}  # dataset -> least_slack at AT, filled by the benches
 
 

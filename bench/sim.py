@@ -5,12 +5,12 @@ Prints simulated hours per second and peak memory (RSS) of the run, the OpenMetr
 ``demand_hourly.csv`` (same order of magnitude and weekly shape; the simulator adds queueing, and its
 512 GPUs saturate where Philly's 2,490 did not).
 
-    .venv/bin/python bench/sim.py [--step 1m] [--metrics all] [--om-step 15m] [--om-metrics core]
+    python -m bench.sim [--step 1m] [--metrics all] [--om-step 15m] [--om-metrics core]
 
 Two passes over the same seed: (1) the full run at ``--step`` with every family generated and counted
 but not written (the simulator's own throughput; at 1 min this is ~0.4 G samples, tens of GB of text);
 (2) the same run at ``--om-step`` written as OpenMetrics and backfilled with promtool (disk and promtool
-throughput bound; promtool takes ~100 k samples/s on two shared cores).
+throughput bound).
 """
 
 from __future__ import annotations
@@ -27,12 +27,11 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the local Prometheus helper lives with the tests
+from predictor import sim
+from predictor.timeparse import parse_duration
+from tests.support.localprom import backfill, prometheus_available
 
-from predictor import sim  # noqa: E402
-from predictor.timeparse import parse_duration  # noqa: E402
-from tests.support.localprom import backfill, prometheus_available  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 SHARED = REPO.parent / "shared" / "data" / "philly"
 START = pd.Timestamp("2017-10-02", tz="UTC")  # first Monday of Philly's demand_hourly.csv

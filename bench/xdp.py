@@ -1,4 +1,4 @@
-"""Benchmark of the XDP load balancer in the real kernel (run as root: ``.venv/bin/python bench/xdp.py``).
+"""Benchmark of the XDP load balancer in the real kernel (needs root).
 
 Prints three tables:
 1. ns per packet from BPF_PROG_TEST_RUN with ``repeat`` for the LB program and, in the same run, a
@@ -6,6 +6,9 @@ Prints three tables:
 2. fraction of flows a profile switch moves, measured through the kernel, against the ideal (the
    total-variation distance of the weights) and against a naive table rebuild;
 3. switch latency: the one-word flip alone and the full plan + write-inactive + flip.
+
+Usage, from the repository root (needs root and a kernel that loads BPF programs):
+    sudo .venv/bin/python -m bench.xdp [--repeat 200000] [--flows 5000] [--switches 500]
 """
 
 from __future__ import annotations
@@ -23,14 +26,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from predictor.actuators import xdp
+from predictor.actuators.xdp_libbpf import Libbpf
+from predictor.planner.xdp_slots import build_table, moved_fraction, total_variation
+from predictor.planner.xdp_types import Profile
+from tests.support.xdp_frames import arp, eth, ipv4, ipv6, tcp, udp
 
-from predictor.actuators import xdp  # noqa: E402
-from predictor.actuators.xdp_libbpf import Libbpf  # noqa: E402
-from predictor.planner.xdp_slots import build_table, moved_fraction, total_variation  # noqa: E402
-from predictor.planner.xdp_types import Profile  # noqa: E402
-from tests.support.xdp_frames import arp, eth, ipv4, ipv6, tcp, udp  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 @contextmanager
@@ -129,7 +131,7 @@ def main() -> int:
     parser.add_argument("--switches", type=int, default=500, help="profile switches timed")
     args = parser.parse_args()
     if os.geteuid() != 0:
-        print("bench/xdp.py needs root (it loads XDP programs); run it as root", file=sys.stderr)
+        print("python -m bench.xdp needs root (it loads XDP programs); run it as root", file=sys.stderr)
         return 2
     lib = Libbpf()
     with environment(4) as (mnt, front, targets):

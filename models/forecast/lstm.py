@@ -25,7 +25,7 @@ recoveries look like. Design choices, each for a reason:
 Warm start (``init_state``, the ``net_.state_dict()`` of an LSTM fitted on other histories, e.g. other
 clusters): training starts from those weights instead of random ones, and early stopping starts from them
 too, so a fine-tune that does not improve the validation loss keeps the pre-trained network. Measured
-leave-one-trace-out (``bench/forecast_finetune.py``): see docs/design.md, "Forecasting".
+leave-one-trace-out (``bench/experiments/forecast_finetune.py``): see docs/design.md, "Forecasting".
 
 Serving (``update``) keeps the trained network frozen and rebuilds only its inputs from the new window:
 each series' scale (its mean observed demand in that window), the lookback chunks, the last day and the

@@ -1,28 +1,19 @@
-"""``bench/forecast.py``'s record cache: a directory is stamped with the digest of the forecasting code that
+"""``bench.forecast``'s record cache: a directory is stamped with the digest of the forecasting code that
 wrote it, and records of other code (or of unknown code) are refused, never mixed into a table."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from bench import forecast_cache as cache
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _cache_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_forecast_cache", REPO / "bench" / "forecast_cache.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_a_new_cache_is_stamped_and_reused_by_the_same_code(tmp_path: Path) -> None:
-    cache = _cache_module()
     digest = cache.claim_cache(tmp_path / "c")
     assert (tmp_path / "c" / cache.STAMP).read_text().strip() == digest == cache.code_digest()
     (tmp_path / "c" / "philly-naive-w29.pkl").write_bytes(b"records")
@@ -30,14 +21,12 @@ def test_a_new_cache_is_stamped_and_reused_by_the_same_code(tmp_path: Path) -> N
 
 
 def test_records_of_other_code_are_refused_with_the_directory_named(tmp_path: Path) -> None:
-    cache = _cache_module()
     cache.claim_cache(tmp_path / "c", digest="aaaaaaaaaaaa")
     with pytest.raises(SystemExit, match=r"c holds records of other code \(digest aaaaaaaaaaaa"):
         cache.claim_cache(tmp_path / "c", digest="bbbbbbbbbbbb")
 
 
 def test_unstamped_records_are_refused(tmp_path: Path) -> None:
-    cache = _cache_module()
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "sim-lstm-w8.pkl").write_bytes(b"records")
     with pytest.raises(SystemExit, match="without a code stamp"):
@@ -45,7 +34,6 @@ def test_unstamped_records_are_refused(tmp_path: Path) -> None:
 
 
 def test_the_digest_follows_the_forecasting_code(tmp_path: Path) -> None:
-    cache = _cache_module()
     copy = tmp_path / "repo"
     for name in cache.SOURCES:
         src = REPO / name

@@ -1,38 +1,33 @@
-"""statsforecast's AutoETS, AutoTheta, AutoARIMA and MSTL scored at ``bench/forecast.py``'s origins (issue 15).
+"""statsforecast's AutoETS, AutoTheta, AutoARIMA and MSTL scored at ``python -m bench.forecast``'s origins.
 
-Issue 15 asks whether statsforecast, the field's reference for these models, should replace statsmodels where
-it is faster or more accurate. statsforecast 2.1.1 declares ``pandas<3.0.0`` and the project runs pandas 3.1
-(``make setup`` runs ``pip check``), so it cannot be a project dependency; it is measured from a side venv
-(python 3.11, statsforecast 2.1.1, pandas 2.3). The project's cached backtest records are pickles written
-under pandas 3, which pandas 2 may not load. Hence two interpreters, one subcommand each:
+Why: statsforecast is the field's reference for these models; this measures whether it should replace
+statsmodels where it is faster or more accurate. statsforecast 2.1.1 declares ``pandas<3.0.0`` and the
+project runs pandas 3.1 (``make setup`` runs ``pip check``), so it cannot be a project dependency; it is
+measured from a side venv (python 3.11, statsforecast 2.1.1, pandas 2.3). The project's cached backtest
+records are pickles written under pandas 3, which pandas 2 may not load. Hence two interpreters, one
+subcommand each:
 
   export (project venv): per trace, the regularised hourly history (``models.forecast.prep.regularize``, the
-      grid every project model fits on) and the scored points of ``bench/forecast.py`` (windows 0..outer-1 of
+      grid every project model fits on) and the scored points of ``bench.forecast`` (windows 0..outer-1 of
       the cached ``{trace}-{model}-w29.pkl`` records: series, origin, lead, actual and each project
       baseline's forecast) as CSV under --work; also times the project's ``ETSForecaster`` on one origin × all
       series of ``sim`` (and checks it against the cached ets records there). Gaps are filled as regularize
       fills them (linear inside, nearest at the edges); these traces have none.
   score (side venv): fits each statsforecast model per series per origin on the history up to the origin,
       forecasts 168 h with 80/95 % bands, tidies them as the project does (clip at 0, nested bands), and
-      prints per trace MAE (GPUs), MAE ÷ best project baseline, 80/95 % coverage and seconds per fit.
+      prints per trace MAE (GPUs), MAE ÷ best project baseline (below 1: better than every project
+      baseline), 80/95 % coverage and seconds per fit.
 
-Usage:
-  /work/main/.venv/bin/python bench/forecast_statsforecast.py export --work /tmp/sfbench
-  /tmp/sfenv/bin/python bench/forecast_statsforecast.py score --work /tmp/sfbench --jobs 2
+Usage, from the repository root:
+  .venv/bin/python -m bench.experiments.forecast_statsforecast export --work /tmp/sfbench
+  <side venv>/bin/python -m bench.experiments.forecast_statsforecast score --work /tmp/sfbench --jobs 2
 
-AutoARIMA's default search took 40 s and 101 s for one fit on two 1,512 h series (season 24), hours for the
-benchmark, so its search is capped (``ARIMA_CAP``: max_p/max_q 5 → 2, max_P/max_Q 2 → 1, max_order 5 → 4,
-approximation on, at most 20 models; 0.6-1.1 s a fit). statsforecast 2 has no numba: its one-off cost is the
-import and the first fit of each model, done in each worker before any timed fit and reported apart.
-``SeasonalNaive24`` must reproduce the project's seasonal_naive_24 exactly: the check that origins align.
-``ETS_AAdN`` is statsforecast's ETS with the project's ets model (A, Ad, N), for a like-for-like comparison.
-
-Recorded run (2 shared cores, 27 min, 2,968 fits): only statsforecast's MSTL on Philly (0.975 × the best
-project baseline, window_mean_168) and AutoTheta on Alibaba (0.980 × drift) beat the best project baseline;
-nothing does on sim, sim2, sim3 (seasonal_median_24). AutoETS (season 24) costs 0.5-1.9 s cpu a fit, 43-53×
-the project's ets on sim's newest origin (best of 3: 17.9 and 22.4 s in two runs vs 0.42 s for 12 series),
-and is worse on Philly (51.9 vs 36.3 GPUs) and sim (71.9 vs 45.4); the project's ETS model in statsforecast
-(0.26 and 0.47 s) is as fast within the noise of shared cores, and 0.2 % worse (Philly) to 4.3 % better (sim2).
+AutoARIMA's default search costs minutes per fit on these series (season 24), hours for the benchmark, so
+its search is capped (``ARIMA_CAP``: max_p/max_q 5 → 2, max_P/max_Q 2 → 1, max_order 5 → 4, approximation
+on, at most 20 models). statsforecast 2 has no numba: its one-off cost is the import and the first fit of
+each model, done in each worker before any timed fit and reported apart. ``SeasonalNaive24`` must reproduce
+the project's seasonal_naive_24 exactly: the check that origins align. ``ETS_AAdN`` is statsforecast's ETS
+with the project's ets model (A, Ad, N), for a like-for-like comparison.
 """
 
 from __future__ import annotations
@@ -51,8 +46,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-H, LEVELS, OUTER, WINDOWS = 168, (80, 95), 8, 29  # bench/forecast.py: h, levels, --outer 8, its w29 records
+REPO = Path(__file__).resolve().parents[2]
+H, LEVELS, OUTER, WINDOWS = 168, (80, 95), 8, 29  # bench.forecast: h, levels, --outer 8, its w29 records
 BASELINES = (
     "naive",
     "drift",
@@ -74,11 +69,9 @@ SF_MODELS = ("AutoETS", "AutoTheta", "AutoARIMA", "MSTL", "ETS_AAdN", "SeasonalN
 
 
 def export(work: Path, data: Path, cache: Path, traces: list[str], outer: int) -> None:
-    sys.path.insert(0, str(REPO))
-    sys.path.insert(0, str(REPO / "bench"))
-    from forecast_cache import code_digest
-    from forecast_traces import load_traces
-
+    # imported here, not at the top: ``score`` runs in a side venv that has neither pandas 3 nor the project
+    from bench.forecast_cache import code_digest
+    from bench.forecast_traces import load_traces
     from models.forecast.prep import regularize
 
     work.mkdir(parents=True, exist_ok=True)
@@ -120,7 +113,7 @@ def export(work: Path, data: Path, cache: Path, traces: list[str], outer: int) -
 
 
 def _time_project_ets(frame: pd.DataFrame, points: pd.DataFrame) -> dict[str, Any]:
-    """The project's ETSForecaster on window 0 of sim (every series in one fit call), as bench/forecast.py fits
+    """The project's ETSForecaster on window 0 of sim (every series in one fit call), as bench.forecast fits
     it, best of ``REPEATS``; one BLAS thread, as the statsforecast side (two on two shared cores ran ~3× slower)."""
     from threadpoolctl import threadpool_limits
 
@@ -308,7 +301,7 @@ def _report_trace(work: Path, trace: str, models: list[str], by_key: dict[Any, A
     print(table[cols].sort_values("mae").to_string(float_format=lambda v: f"{v:.3f}", na_rep="-"))
     print(
         "s/fit: wall seconds per series per origin (sf rows: this run, with its cpu seconds; project rows: the "
-        f"cached bench/forecast.py run over its {WINDOWS} windows, fit and predict, no cpu recorded)"
+        f"cached bench.forecast run over its {WINDOWS} windows, fit and predict, no cpu recorded)"
     )
 
 
@@ -353,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--work", type=Path, default=Path("/tmp/sfbench"))
         p.add_argument("--traces", default="philly,alibaba,sim,sim2,sim3")
     ex.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
-    ex.add_argument("--cache", type=Path, default=Path("/tmp/me-cache-bag3"), help="bench/forecast.py's records")
+    ex.add_argument("--cache", type=Path, default=Path("/tmp/bench-forecast-cache"), help="bench.forecast's records")
     ex.add_argument("--outer", type=int, default=OUTER, help="scored windows per trace (newest first)")
     sc.add_argument("--jobs", type=int, default=2)
     sc.add_argument("--models", default=",".join(SF_MODELS))

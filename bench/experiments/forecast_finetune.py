@@ -1,16 +1,19 @@
 """Does pre-training on other traces help the per-trace LSTM? ``lstm`` against ``lstm_global_ft``, origin by origin.
 
-Why: ``lstm_global`` (bench/forecast_global.py) serves a held-out trace zero-shot; the product's LSTM is
+Why: ``lstm_global`` (``bench.forecast_global``) serves a held-out trace zero-shot; the product's LSTM is
 refitted on its own cluster's history. The warm-start question sits between them: at each scored origin of
 the held-out trace, ``LSTMForecaster(init_state=<the network trained on the other traces>)`` is fine-tuned
 on the held-out history before that origin only (the same data ``lstm`` is trained on from scratch), with a
 lower learning rate and fewer epochs (``FT_*``, set once, not tuned). Early stopping starts from the
 pre-trained weights, so on a long series whose validation loss the fine-tuning does not improve, the
 pre-trained network is what is served. Fits cost as much as ``lstm``'s, so only ``--origins`` are scored
-(bench/forecast.py's scored windows, 0 = newest), and the table compares every model at those origins only.
+(``bench.forecast``'s scored windows, 0 = newest), and the table compares every model at those origins only.
 
-Usage: python bench/forecast_finetune.py [--origins 0,2,4,6] [--traces philly,alibaba,sim] [--cache DIR]
-(reads ``lstm``'s and the baselines' records from bench/forecast.py's cache: run it first.)
+Usage, from the repository root (it reads ``lstm``'s and the baselines' records from the cache of
+``python -m bench.forecast``: run that first):
+    python -m bench.experiments.forecast_finetune [--origins 0,2,4,6] [--traces philly,alibaba,sim] [--cache DIR]
+
+Output: per held-out trace, every model's MAE, 80 % coverage and MAE ÷ the best baseline's at those origins.
 """
 
 from __future__ import annotations
@@ -22,15 +25,12 @@ from pathlib import Path
 
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
+from bench.forecast_global import global_jobs, global_net
+from bench.forecast_traces import load_traces
+from models.forecast import run_backtest
+from models.forecast.lstm import LSTMForecaster
 
-from forecast_global import global_jobs, global_net  # noqa: E402
-from forecast_traces import load_traces  # noqa: E402
-
-from models.forecast import run_backtest  # noqa: E402
-from models.forecast.lstm import LSTMForecaster  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 H, STEP, LEVELS, WINDOWS = 168, 24, (80, 95), 29
 FT_EPOCHS, FT_LR = 10, 1e-3

@@ -1,21 +1,24 @@
 """How much better than the simple rules can a week-ahead forecast be? An upper bound on the simulated traces.
 
-Why: issue 15 asks ``auto`` to beat the best baseline by 5 % on the worst held-out trace, and on the
-simulated traces it does not (docs/design.md, "Forecasting"). Whether that is the models' fault or the
-data's is measurable there, because the simulator's hidden state is known: at each origin the *oracle*
-forecasts ``level × daily × weekend × (1 + phi^k · noise)`` capped at capacity, from the true level, daily
-and weekend factors, AR(1) noise and capacity at the origin (``forecast_traces.simulated_components``).
-It cannot know the future's shifts, drains or noise shocks, so no forecaster can expect to do much
-better; the gap between it and the best simple rule is the room a learned model has.
+Why: on the simulated traces, whether the models or the data limit a forecast is measurable, because the
+simulator's hidden state is known: at each origin the *oracle* forecasts
+``level × daily × weekend × (1 + phi^k · noise)`` capped at capacity, from the true level, daily and weekend
+factors, AR(1) noise and capacity at the origin (``bench.forecast_traces.simulated_components``). It cannot
+know the future's shifts, drains or noise shocks, so no forecaster can expect to do much better; the gap
+between it and the best simple rule is the room a learned model has.
 
 Beside it, on every trace (the real ones have no oracle): seasonal mean 24 and seasonal median 24 (the
 registered baselines) and window mean 168, and ``level_profile``: a rule not registered as a model, the
 median profile of each hour over the last 28 days (relative to a 24-hour rolling median) scaled by the
 median de-seasonalised level of the last 7 days, to show how far a robust hand-written rule gets. Scored
-origins are ``bench/forecast.py``'s (``--outer`` origins a day apart, 168 hours ahead); MAE in GPUs pooled
-over points, as its headline.
+origins are ``python -m bench.forecast``'s (``--outer`` origins a day apart, 168 hours ahead).
 
-    python bench/forecast_oracle.py [--traces philly,alibaba,sim,sim2,sim3] [--outer 8] [--data ../shared/data]
+Usage, from the repository root:
+    python -m bench.experiments.forecast_oracle [--traces philly,alibaba,sim,sim2,sim3] [--outer 8]
+        [--data ../shared/data]
+
+Output: per trace, each rule's MAE in GPUs pooled over points (the benchmark's headline measure) and its
+ratio to seasonal mean 24; below 1 is better than that baseline.
 """
 
 from __future__ import annotations
@@ -28,13 +31,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
+from bench.forecast_traces import LATER_SEEDS, load_traces, simulated_components
+from models.forecast import forecasters
 
-from forecast_traces import LATER_SEEDS, load_traces, simulated_components  # noqa: E402
-
-from models.forecast import forecasters  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 H, STEP, DAY = 168, 24, 24
 SEEDS = {"sim": 7, **LATER_SEEDS}

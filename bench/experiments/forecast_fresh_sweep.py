@@ -1,28 +1,33 @@
-"""Interval calibrations that account for the backtest network's staleness, scored held out (issue 15).
+"""Interval calibrations that account for the backtest network's staleness, scored held out.
 
-Usage: python bench/forecast_fresh_sweep.py --cache DIR [--source single|exact|allfresh] [--designs a,b]
-       [--staleness | --loto]
+Usage, from the repository root (after ``python -m bench.forecast --outer 8 --frozen`` filled the cache):
+    python -m bench.experiments.forecast_fresh_sweep --cache DIR [--source single|exact|allfresh]
+        [--designs a,b] [--staleness | --loto]
 
 Why it exists: ``auto`` backtests its LSTM with ONE network trained at the oldest of its 3 weekly inner
 origins and frozen, so its newer backtest windows meet a network 7 and 14 days stale while the served one is
 fresh; its conformal scores are staler than the served forecast. Each design below only uses what ``auto``'s
 own fit has (its 3 weekly windows, the members' bands, the staleness of each window), and is scored at the
-8 scored origins of each trace with the pool ``bench/forecast.py --outer 8 --frozen`` chose for it on the
-other two traces (hard-coded, as in ``bench/forecast_calibration_sweep.py``). Nothing is tuned across
-traces. The served LSTM at a scored origin is a network trained there (``{trace}-lstm-w8.pkl``).
+8 scored origins of each trace with the pool ``python -m bench.forecast --outer 8 --frozen`` chose for it on
+the other two traces (hard-coded, as in ``bench.experiments.forecast_calibration_sweep``). Nothing is tuned
+across traces. The served LSTM at a scored origin is a network trained there (``{trace}-lstm-w8.pkl``).
 
 ``--source``: which frozen network forecast the inner windows. ``single``: one network per trace trained at
-the oldest window (``{trace}-lstm-frozen29.pkl``, the recorded ``--frozen`` run; at scored origin ``o`` it
-is ``7 − o`` days staler than ``auto``'s). ``exact``: at scored origin ``o`` the network trained at window
+the oldest window (``{trace}-lstm-frozen29.pkl``, the ``--frozen`` run's; at scored origin ``o`` it is
+``7 − o`` days staler than ``auto``'s). ``exact``: at scored origin ``o`` the network trained at window
 ``o + 21`` (``{trace}-lstm-frozenat{t}.pkl``, ``frozen29`` for 28), exactly ``auto``'s; where a trace is too
 short for that window the oldest trainable one, which is what ``auto`` trains at too. ``allfresh``: every
 window forecast by a network trained at its own origin (``frozenat{w}`` read at ``w``; a counterfactual
 needing a training per window, except where only the newest inner window is used: ``w1``, ``member-w1``,
-which is what ``auto`` serves since session 7). The networks at windows 8-27 were made with
-``bench/forecast.py``'s ``_backtest_cached(frame, "lstm", t + 1, path, frozen=True)``.
+which is what ``auto`` serves). The networks at windows 8-27 are made with ``bench.forecast``'s
+``_backtest_cached(frame, "lstm", t + 1, path, frozen=True)``.
 
 Windows: index ``w`` is the origin ``w`` days before the newest (``window_cut``); a network trained at
 window ``t`` forecasts window ``w ≤ t`` ``t − w`` days stale.
+
+Output: one row per design, each trace's held-out 80 % / 95 % coverage and the worst miss of either level
+over the traces (then 80 % coverage origin by origin). ``--staleness`` prints only the LSTM's error by network
+staleness; ``--loto`` only the design chosen on two traces and scored on the third.
 """
 
 from __future__ import annotations
@@ -36,14 +41,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from models.forecast.base import _tidy
+from models.forecast.selection import cqr_shift
 
-from models.forecast.base import _tidy  # noqa: E402
-from models.forecast.selection import cqr_shift  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 H, W, OUTER, LEVELS, WEEK = 168, 29, 8, (80, 95), 7
-RULES = {  # chosen by bench/forecast.py --outer 8 --frozen on the other two traces (docs/design.md)
+RULES = {  # chosen by bench.forecast --outer 8 --frozen on the other two traces (docs/design.md)
     "philly": {"lstm": 0.8, "ets": 0.2},
     "alibaba": {"lstm": 0.9, "ets": 0.1},
     "sim": {"lstm": 0.7, "naive": 0.15, "drift": 0.15},

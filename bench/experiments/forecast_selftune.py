@@ -13,8 +13,8 @@ Layout: every series gives an array ``(rows, horizon)`` of CQR nonconformity sco
 of the served combination, row 0 the newest window whose actuals are all known at the served origin, one
 row a day older each; NaN where a member or the actual is missing.
 
-Measured by ``bench/forecast.py --calibration self`` (see docs/design.md): it does NOT calibrate the
-held-out traces; it is kept for that measurement and is not what ``auto`` serves.
+Replayed by ``python -m bench.forecast --calibration self`` and by
+``bench.experiments.forecast_calibration_sweep``; not what ``auto`` serves (docs/design.md says why).
 """
 
 from __future__ import annotations

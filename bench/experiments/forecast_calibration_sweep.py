@@ -1,19 +1,23 @@
 """One-off sweep of interval calibrations on cached benchmark records, nothing tuned across traces.
 
-Usage: python bench/forecast_calibration_sweep.py --cache DIR [--lstm fresh|frozen|rolling]
+Usage, from the repository root (after ``python -m bench.forecast --outer 8 --frozen`` filled the cache):
+    python -m bench.experiments.forecast_calibration_sweep --cache DIR [--lstm fresh|frozen|rolling]
 
-Why it exists: ``bench/forecast.py --calibration`` replays what ``auto`` can compute; this sweep also
+Why it exists: ``python -m bench.forecast --calibration`` replays what ``auto`` can compute; this sweep also
 scores what it cannot yet (calibration per lead day on windows whose actuals are only partly known, backtest
 networks refreshed weekly, serving the frozen network), to say where the coverage gap comes from. It reads
-the records ``bench/forecast.py --outer 8 --frozen`` caches (``{trace}-{model}-w29.pkl``,
-``{trace}-lstm-w8.pkl``, ``{trace}-lstm-frozen29.pkl``; ``--lstm rolling`` also branch ``calib``'s
-``{trace}-lstm-frozenat14.pkl`` / ``frozenat21.pkl``) and scores, at the 8 scored origins of each trace, the
-pool ``bench/forecast.py`` chose for it on the other two traces (hard-coded below from that run).
+the records ``python -m bench.forecast --outer 8 --frozen`` caches (``{trace}-{model}-w29.pkl``,
+``{trace}-lstm-w8.pkl``, ``{trace}-lstm-frozen29.pkl``; ``--lstm rolling`` also networks frozen at windows 14
+and 21, ``{trace}-lstm-frozenat14.pkl`` / ``frozenat21.pkl``, made as ``bench.experiments.forecast_fresh_sweep``
+says) and scores, at the 8 scored origins of each trace, the pool ``bench.forecast`` chose for it on the other
+two traces (hard-coded below from that run).
 ``--lstm``: ``fresh`` serves a network trained at the origin, backtests with one frozen at the oldest (as
 auto); ``frozen`` serves the frozen one too; ``rolling`` backtests with networks at most 6 days stale.
 Modes: ``plain`` CQR on the C newest whole windows; ``lead`` per lead day on the C newest windows whose
 actuals for that day are known; ``selfC`` / ``selflead`` the same times the fit's own multiplier
-(``bench/forecast_selftune.py``'s replay; ``selflead`` with partly known pseudo-test windows too).
+(``bench.experiments.forecast_selftune``'s replay; ``selflead`` with partly known pseudo-test windows too).
+Output: one line per mode, each trace's held-out 80 % / 95 % coverage at the scored origins (the ``self``
+modes add the fit's median multipliers in parentheses), then each trace's 80 % coverage origin by origin.
 """
 
 from __future__ import annotations
@@ -26,13 +30,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench.experiments.forecast_selftune import self_tuned_gamma
 
-from forecast_selftune import self_tuned_gamma  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 H, W, OUTER, LEVELS = 168, 29, 8, (80, 95)
-RULES = {  # chosen by bench/forecast.py --outer 8 --frozen on the other two traces (docs/design.md)
+RULES = {  # chosen by bench.forecast --outer 8 --frozen on the other two traces (docs/design.md)
     "philly": {"lstm": 0.8, "ets": 0.2},
     "alibaba": {"lstm": 0.9, "ets": 0.1},
     "sim": {"lstm": 0.7, "naive": 0.15, "drift": 0.15},
@@ -101,7 +104,7 @@ def shifts(s: np.ndarray, t: int, alphas: np.ndarray, mode: str, c: int) -> np.n
 
 
 def own_gamma(s: np.ndarray, o: int, lvl: int, mode: str, c: int) -> float:
-    """The fit's multiplier at origin ``o``: ``selfC`` via bench/forecast_selftune.py on whole windows;
+    """The fit's multiplier at origin ``o``: ``selfC`` via bench.experiments.forecast_selftune on whole windows;
     ``selflead`` the same replay per lead day, partly known windows included."""
     if mode == "selfC":
         return self_tuned_gamma(list(s[:, o + 7 :]), lvl, gap=7, windows=c, tests=TESTS)[0]
