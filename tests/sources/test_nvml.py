@@ -91,6 +91,7 @@ def test_no_driver_is_a_clear_error_and_exit_1(capsys):
         assert "no NVIDIA driver" in str(exc)
     else:  # pragma: no cover - only on a machine with a GPU
         pytest.skip("an NVIDIA driver is present")
-    assert main(["collect", "--port", "0"]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("error: no NVIDIA driver") and len(err.strip().splitlines()) == 1
+    for flags in ([], ["--pod-resources-socket", ""], ["--pod-resources-socket", "/nonexistent/kubelet.sock"]):
+        assert main(["collect", "--port", "0", *flags]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("error: no NVIDIA driver") and len(err.strip().splitlines()) == 1
