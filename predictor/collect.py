@@ -95,8 +95,7 @@ class NvmlCollector(Collector):
         """Labels and reading of every GPU, then of every MIG device (one per GPU instance)."""
         out = []
         for gpu in self._devices:
-            owner = owners.get(gpu.uuid) or owners.get(str(gpu.index))
-            out.append((self._labels(gpu, owner), self.backend.read(gpu.index)))
+            out.append((self._labels(gpu, _gpu_owner(owners, gpu)), self.backend.read(gpu.index)))
             seen: set[int] = set()
             for mig in self.backend.mig_devices(gpu.index):
                 if mig.gpu_instance_id in seen:
@@ -124,10 +123,14 @@ class NvmlCollector(Collector):
         xid = Metric("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", "gauge")
         with self._lock:
             for gpu in self._devices:
-                owner = owners.get(gpu.uuid) or owners.get(str(gpu.index))
                 value = float(self._last_xid.get(gpu.index, 0))
-                xid.add_sample("DCGM_FI_DEV_XID_ERRORS", self._labels(gpu, owner), value)
+                xid.add_sample("DCGM_FI_DEV_XID_ERRORS", self._labels(gpu, _gpu_owner(owners, gpu)), value)
         yield xid
+
+
+def _gpu_owner(owners: Mapping[str, PodRef], gpu: GpuIdentity) -> PodRef | None:
+    # The device plugin lists GPUs by UUID, or by index under its ``index`` device ID strategy.
+    return owners.get(gpu.uuid) or owners.get(str(gpu.index))
 
 
 def _mig_owner(owners: Mapping[str, PodRef], gpu: GpuIdentity, mig: MigIdentity) -> PodRef | None:
