@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from predictor.errors import DataSourceError, EnvironmentUnsupportedError
 
-__all__ = ["GpuIdentity", "GpuReading", "NvmlBackend", "PynvmlBackend"]
+__all__ = ["GpuIdentity", "GpuReading", "MigIdentity", "NvmlBackend", "PynvmlBackend"]
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,22 @@ class GpuIdentity:
     uuid: str
     model_name: str
     pci_bus_id: str
+
+
+@dataclass(frozen=True)
+class MigIdentity:
+    """One MIG device of a GPU: its slot on the parent (``index``), UUID and GPU instance.
+
+    ``profile`` is dcgm-exporter's ``GPU_I_PROFILE`` (``1g.10gb``); ``uuid`` is what the kubelet lists for
+    ``nvidia.com/mig-*`` resources.
+    """
+
+    parent: int
+    index: int
+    uuid: str
+    gpu_instance_id: int
+    compute_instance_id: int
+    profile: str
 
 
 @dataclass(frozen=True)
@@ -50,6 +66,14 @@ class NvmlBackend(Protocol):
 
     def read(self, index: int) -> GpuReading: ...
 
+    def mig_devices(self, index: int) -> list[MigIdentity]:
+        """The MIG devices of GPU ``index`` now; empty when MIG is off or unsupported."""
+        ...
+
+    def read_mig(self, index: int, mig_index: int) -> GpuReading:
+        """One MIG device; device-wide fields (power, clocks) are ``None``, as NVML reports them."""
+        ...
+
     def xid_events(self) -> list[tuple[int, int]]:
         """``(gpu index, XID)`` pairs seen since the last call; never blocks."""
         ...
@@ -59,6 +83,12 @@ class NvmlBackend(Protocol):
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def mig_profile(name: str) -> str:
+    """``NVIDIA H100 80GB HBM3 MIG 1g.10gb`` → ``1g.10gb`` (NVML names a MIG device after its profile)."""
+    _, sep, tail = name.rpartition("MIG ")
+    return tail.strip() if sep else ""
 
 
 class PynvmlBackend:
@@ -117,7 +147,51 @@ class PynvmlBackend:
         return out
 
     def read(self, index: int) -> GpuReading:
-        nvml, handle = self._nvml, self._handles[index]
+        return self._read(self._handles[index])
+
+    def _mig_handle(self, index: int, mig_index: int) -> Any:
+        return self._get("nvmlDeviceGetMigDeviceHandleByIndex", self._handles[index], mig_index)
+
+    def mig_devices(self, index: int) -> list[MigIdentity]:
+        handle = self._handles[index]
+        mode = self._get("nvmlDeviceGetMigMode", handle)
+        if not mode or mode[0] != getattr(self._nvml, "NVML_DEVICE_MIG_ENABLE", 1):
+            return []
+        out = []
+        for slot in range(self._get("nvmlDeviceGetMaxMigDeviceCount", handle) or 0):
+            mig = self._mig_handle(index, slot)
+            if mig is None:
+                continue  # an empty slot: NVML answers NOT_FOUND
+            out.append(
+                MigIdentity(
+                    parent=index,
+                    index=slot,
+                    uuid=_text(self._get("nvmlDeviceGetUUID", mig) or ""),
+                    gpu_instance_id=int(self._get("nvmlDeviceGetGpuInstanceId", mig) or 0),
+                    compute_instance_id=int(self._get("nvmlDeviceGetComputeInstanceId", mig) or 0),
+                    profile=mig_profile(_text(self._get("nvmlDeviceGetName", mig) or "")),
+                )
+            )
+        return out
+
+    def read_mig(self, index: int, mig_index: int) -> GpuReading:
+        # Per MIG device NVML reports memory; utilisation rates are NOT_SUPPORTED on the drivers seen so
+        # far (then None, left out). Power, temperature and clocks belong to the parent GPU's series.
+        mig = self._mig_handle(index, mig_index)
+        if mig is None:
+            return GpuReading()
+        util = self._get("nvmlDeviceGetUtilizationRates", mig)
+        mem = self._get("nvmlDeviceGetMemoryInfo", mig)
+        return GpuReading(
+            gpu_util_pct=getattr(util, "gpu", None),
+            mem_copy_util_pct=getattr(util, "memory", None),
+            fb_used_bytes=getattr(mem, "used", None),
+            fb_free_bytes=getattr(mem, "free", None),
+            fb_reserved_bytes=getattr(mem, "reserved", None),
+        )
+
+    def _read(self, handle: Any) -> GpuReading:
+        nvml = self._nvml
         util = self._get("nvmlDeviceGetUtilizationRates", handle)
         mem = self._get("nvmlDeviceGetMemoryInfo", handle)
         reasons = self._get("nvmlDeviceGetCurrentClocksEventReasons", handle)

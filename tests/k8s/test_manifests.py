@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -55,6 +56,7 @@ EXPECTED_KINDS = {
 }
 LOOP_NS, NODE_NS = "gpu-capacity-predictor", "gpu-capacity-predictor-node"
 PIN_HOST_PATH = {"path": "/sys/fs/bpf/gpu-capacity-predictor", "type": "DirectoryOrCreate"}
+POD_RESOURCES_HOST_PATH = {"path": "/var/lib/kubelet/pod-resources", "type": "Directory"}
 SETTINGS = K8S / "base" / "settings.yaml"
 XDP_LOAD, XDP_LOAD_EXAMPLE = K8S / "xdp-load", K8S / "examples" / "xdp-load-node"
 
@@ -180,6 +182,10 @@ def test_security_contexts(overlay: str) -> None:
             # CAP_BPF: loading, attaching and upgrading are the one-off Job's (k8s/xdp-load).
             assert sc["capabilities"]["add"] == ["BPF"]
             assert sc["runAsUser"] == 0
+        elif container["name"] == "collect":
+            # Root only to connect to the kubelet's root-owned pod-resources socket; no capability at all.
+            assert "add" not in sc["capabilities"], where
+            assert sc["runAsUser"] == 0
         else:
             assert "add" not in sc["capabilities"], where
             runs_as = sc.get("runAsUser", spec["securityContext"].get("runAsUser"))
@@ -196,7 +202,8 @@ def test_only_the_node_agent_touches_the_host() -> None:
         host_paths = [v["hostPath"] for v in spec.get("volumes", []) if "hostPath" in v]
         if obj["kind"] == "DaemonSet":
             assert obj["metadata"]["namespace"] == NODE_NS
-            assert host_paths == [PIN_HOST_PATH]  # its own pin directory, never all of bpffs
+            # Its own pin directory (never all of bpffs) and the kubelet's pod-resources directory.
+            assert host_paths == [PIN_HOST_PATH, POD_RESOURCES_HOST_PATH]
             assert spec["hostNetwork"] is True
             assert spec["automountServiceAccountToken"] is False
         else:
@@ -205,6 +212,28 @@ def test_only_the_node_agent_touches_the_host() -> None:
     namespaces = {o["metadata"]["name"]: o["metadata"]["labels"] for o in objects if o["kind"] == "Namespace"}
     assert namespaces[LOOP_NS]["pod-security.kubernetes.io/enforce"] == "restricted"
     assert namespaces[NODE_NS]["pod-security.kubernetes.io/enforce"] == "privileged"
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_collect_reads_the_kubelet_pod_resources_read_only(overlay: str) -> None:
+    from predictor.sources.podresources import DEFAULT_SOCKET
+
+    objects = render(overlay)
+    agent = find(objects, "DaemonSet", "predictor-node-agent")["spec"]["template"]["spec"]
+    volume = next(v["name"] for v in agent["volumes"] if v.get("hostPath") == POD_RESOURCES_HOST_PATH)
+    mounted = {c["name"]: m for c in agent["containers"] for m in c["volumeMounts"] if m["name"] == volume}
+    assert set(mounted) == {"collect"} and mounted["collect"]["readOnly"] is True
+    collect = next(c for c in agent["containers"] if c["name"] == "collect")
+    socket = collect["args"][collect["args"].index("--pod-resources-socket") + 1]
+    assert socket == DEFAULT_SOCKET and socket.startswith(mounted["collect"]["mountPath"] + "/")
+    # The GPU holder's labels survive the scrape; the agent's own pod never names a GPU's holder.
+    monitor = find(objects, "ServiceMonitor", "predictor-node-agent")
+    endpoint = next(e for e in monitor["spec"]["endpoints"] if e["port"] == "gpu-metrics")
+    assert endpoint["honorLabels"] is True
+    drops = [r["regex"] for r in endpoint["relabelings"] if r.get("action") == "labeldrop"]
+    for label in ("namespace", "pod", "container"):
+        assert any(re.fullmatch(regex, label) for regex in drops), label
+    assert not any(re.fullmatch(regex, "node") for regex in drops)
 
 
 def test_secrets_never_travel_in_argv_or_config() -> None:

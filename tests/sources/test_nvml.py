@@ -9,56 +9,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from predictor.cli import main
 from predictor.collect import build_registry, print_once, serve
 from predictor.errors import EnvironmentUnsupportedError
-from predictor.sources.nvml import GpuIdentity, GpuReading, PynvmlBackend
-
-
-class FakeNvml:
-    """An injected NVML backend: two H100s, the second without energy or throttle support."""
-
-    def __init__(self) -> None:
-        self.xids: list[tuple[int, int]] = []
-        self.closed = False
-
-    def driver_version(self) -> str:
-        return "550.54.15"
-
-    def devices(self) -> list[GpuIdentity]:
-        return [
-            GpuIdentity(0, "GPU-aaaa", "NVIDIA H100 80GB HBM3", "00000000:18:00.0"),
-            GpuIdentity(1, "GPU-bbbb", "NVIDIA H100 80GB HBM3", "00000000:2A:00.0"),
-        ]
-
-    def read(self, index: int) -> GpuReading:
-        if index == 0:
-            return GpuReading(
-                gpu_util_pct=87,
-                mem_copy_util_pct=30,
-                fb_used_bytes=40_000 * 2**20,
-                fb_free_bytes=41_000 * 2**20,
-                fb_reserved_bytes=559 * 2**20,
-                power_mw=612_500,
-                energy_mj=9e9,
-                temperature_c=71,
-                sm_clock_mhz=1980,
-                mem_clock_mhz=2619,
-                throttle_reasons=0x20,
-                pcie_replays=3,
-            )
-        return GpuReading(
-            gpu_util_pct=0,
-            fb_used_bytes=0,
-            fb_free_bytes=81_000 * 2**20,
-            power_mw=70_000,
-            temperature_c=33,
-            sm_clock_mhz=345,
-        )
-
-    def xid_events(self) -> list[tuple[int, int]]:
-        seen, self.xids = self.xids, []
-        return seen
-
-    def close(self) -> None:
-        self.closed = True
+from predictor.sources.nvml import PynvmlBackend
+from tests.support.fake_nvml import FakeNvml
 
 
 def _samples(text: str) -> dict[tuple[str, str], float]:
@@ -139,6 +91,7 @@ def test_no_driver_is_a_clear_error_and_exit_1(capsys):
         assert "no NVIDIA driver" in str(exc)
     else:  # pragma: no cover - only on a machine with a GPU
         pytest.skip("an NVIDIA driver is present")
-    assert main(["collect", "--port", "0"]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("error: no NVIDIA driver") and len(err.strip().splitlines()) == 1
+    for flags in ([], ["--pod-resources-socket", ""], ["--pod-resources-socket", "/nonexistent/kubelet.sock"]):
+        assert main(["collect", "--port", "0", *flags]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("error: no NVIDIA driver") and len(err.strip().splitlines()) == 1
