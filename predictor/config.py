@@ -197,9 +197,16 @@ class LoopSettings(BaseModel):
         60.0,
         ge=5,
         le=3600,
-        description="leaseDurationSeconds: how long after its last renewal another loop may take the Lease. "
-        "The holder renews it every cycle and every 20 s while it waits, so a dead loop is replaced within "
-        "this time plus one interval.",
+        description="leaseDurationSeconds: how long a standby loop must see the Lease unchanged, by its own "
+        "clock, before it takes it (clock skew between pods does not matter). The holder renews it every cycle "
+        "and every loop.lease_renew_s while it waits, so a dead loop is replaced within this time plus one "
+        "interval. At least 3 × loop.lease_renew_s, so one late renewal never hands the Lease over.",
+    )
+    lease_renew_s: float = Field(
+        20.0,
+        ge=1,
+        le=1200,
+        description="How often the holder renews the Lease while it waits for the next cycle.",
     )
     react_poll_s: float = Field(
         60.0,
@@ -209,6 +216,28 @@ class LoopSettings(BaseModel):
         "while it waits for the next interval slot, and re-plans at once when a queue has waited beyond its "
         "deserved for planner.react_after_s (predictor.loop.react). Unused while react_pending_gpus is 0.",
     )
+
+    healthy_within_intervals: float = Field(
+        5.0,
+        ge=2,
+        le=100,
+        description="/healthz fails (and the kubelet restarts the loop) when no cycle has completed, "
+        "successfully or not, for this many intervals: a hung cycle, not a failing one.",
+    )
+
+    @model_validator(mode="after")
+    def _lease_outlives_renewals(self) -> LoopSettings:
+        if self.lease_duration_s < 3 * self.lease_renew_s:
+            raise ValueError(
+                f"lease_duration_s ({self.lease_duration_s:g}) must be at least 3 × lease_renew_s "
+                f"({self.lease_renew_s:g} s): a Lease shorter than three renewals is handed over on one late renewal"
+            )
+        return self
+
+    @property
+    def live_within_s(self) -> float:
+        """``/healthz`` holds while the last completed cycle (or the start) is younger than this."""
+        return self.healthy_within_intervals * self.interval_s
 
     @property
     def ready_within_s(self) -> float:

@@ -196,15 +196,26 @@ class VolcanoActuator:
         dry_run: bool = True,
         parents: Mapping[str, str | None] | None = None,
         on_intent: Callable[[Change], None] | None = None,
+        still_leading: Callable[[], str] | None = None,
     ) -> list[Outcome]:
-        """Patch in a safe order and report every queue's outcome; ``on_intent(change)`` runs before a send."""
+        """Patch in a safe order and report every queue's outcome; ``on_intent(change)`` runs before a send.
+
+        ``still_leading()`` runs before every patch after the first: a non-empty answer (this loop lost its
+        Lease mid-apply) skips the rest, so two leaders never interleave the patches of one plan.
+        """
         parents = parents or {}
         growing = {c.target for c in changes if _grows(c)}
         ordered = sorted((c for c in changes if c.target not in growing), key=lambda c: -_depth(c.target, parents))
         ordered += sorted((c for c in changes if c.target in growing), key=lambda c: _depth(c.target, parents))
         outcomes: list[Outcome] = []
         stop = False
-        for change in ordered:
+        lost = ""
+        for index, change in enumerate(ordered):
+            if not lost and index > 0 and still_leading is not None:
+                lost = still_leading()
+            if lost:
+                outcomes.append(Outcome(change, "skipped", f"no longer the leader: {lost}"))
+                continue
             if stop and change.target in growing:
                 outcomes.append(Outcome(change, "skipped", "an earlier growth patch failed"))
                 continue

@@ -53,6 +53,7 @@ def fleet_loop(
     metrics = FleetMetrics(
         [c.name for c in settings.clusters],
         ready_within_s=settings.loop.ready_within_s,
+        live_within_s=settings.loop.live_within_s,
         label_values={c.name: c.selector_value for c in settings.clusters},
     )
     served = parts.forecaster(settings, model)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections import Counter as CodeCounts
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,7 +25,6 @@ from predictor.actuators import Change
 from predictor.actuators.audit import AuditLog, AuditRecord, read_state, write_state
 from predictor.actuators.volcano import Outcome, PlanDirMemo, write_plan_dir
 from predictor.config import Settings
-from predictor.diagnose.bands import export_forecast_bands, step_at
 from predictor.errors import (
     ActuatorError,
     DataSourceError,
@@ -40,7 +38,9 @@ from predictor.loop.demand import DemandPrediction, DemandReader, model_uri
 from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader, ReportsServing, WorkloadReader
 from predictor.loop.leader import FileLock, Leader
 from predictor.loop.metrics import LoopMetrics
+from predictor.loop.observe import observe_cycle
 from predictor.loop.react import ReactWatch, react_cycle, with_pending
+from predictor.loop.recovery import settle_intents
 from predictor.loop.seams import QueueActuator
 from predictor.loop.waiting import wait_and_watch, wait_for_next_cycle
 from predictor.loop.xdp import XdpLoop
@@ -49,13 +49,10 @@ from predictor.planner import (
     Memory,
     QueuePlan,
     forecast_resources,
-    parse_quantity,
     plan_cycle,
     queues_from_list,
     stale_series,
 )
-from predictor.planner.decisions import TARGET_CODES
-from predictor.planner.fragmentation import fgd, task_mix
 from predictor.planner.state import is_queue_name
 from predictor.planner.workload import Workload
 
@@ -135,7 +132,9 @@ class Loop:
         # Stabilisation memory and the capacity reference are per cluster: one state file each.
         log = settings.actuators.audit_log
         self.state_path = log.with_name(log.name + (f".{name}" if name else "") + ".state.json")
-        self.metrics = metrics or LoopMetrics(ready_within_s=settings.loop.ready_within_s)
+        self.metrics = metrics or LoopMetrics(
+            ready_within_s=settings.loop.ready_within_s, live_within_s=settings.loop.live_within_s
+        )
         if isinstance(forecaster, ReportsServing):  # the served model (URI, stale, failed loads) on /metrics
             forecaster.report_to(self.metrics)
         self.clock = clock or (lambda: pd.Timestamp.now(tz="UTC"))
@@ -154,6 +153,15 @@ class Loop:
             why = leader.acquire(now)
             if why:
                 self.react.standby()  # another loop decides meanwhile: what this one saw waiting goes stale
+                return why
+        return ""
+
+    def still_leading(self) -> str:
+        """``""`` while every lock taken by ``lead`` is still held (checked between the patches of one apply)."""
+        now = self.clock()
+        for leader in self.leaders:
+            why = leader.check(now)
+            if why:
                 return why
         return ""
 
@@ -196,35 +204,7 @@ class Loop:
         pending = self.audit.pending_intents(self.name)
         if not pending:
             return []
-        live = {str(o["metadata"]["name"]): o for o in self.cluster.queue_objects()}
-        records = []
-        for intent in pending:
-            obj = live.get(str(intent["queue"]), {})
-            spec = obj.get("spec") or {}
-            source = (
-                (spec.get("guarantee") or {}).get("resource")
-                if intent["field"] == "guarantee"
-                else spec.get(intent["field"])
-            )
-            value = (source or {}).get(intent["resource"]) if intent["field"] != "weight" else spec.get("weight")
-            landed = value is not None and math.isclose(parse_quantity(value, what="live"), float(intent["after"]))
-            records.append(
-                AuditRecord(
-                    timestamp=now.isoformat(),
-                    cycle=intent["cycle"],
-                    queue=intent["queue"],
-                    field=intent["field"],
-                    resource=intent.get("resource"),
-                    before=intent["before"],
-                    after=intent["after"],
-                    reason="found on the live queue after a restart" if landed else "not applied before a restart",
-                    mode=intent["mode"],
-                    outcome="applied" if landed else "abandoned",
-                    code=intent.get("code", ""),
-                    unix=float(intent.get("unix", now.timestamp())),
-                    cluster=self.name,
-                )
-            )
+        records = settle_intents(pending, self.cluster.queue_objects(), now, cluster=self.name)
         self.audit.append(records)
         return records
 
@@ -243,11 +223,14 @@ class Loop:
         now = self.clock()
         cycle = cycle_slot(now, self.settings.loop.interval_s)
         report = CycleReport(cycle=cycle, mode=self.mode)
-        report.standby = self.lead(now)
-        if report.standby:
-            self.metrics.cycles.labels(result="standby").inc()
-            return report
-        return self._run_locked(now, cycle, report, force, started)
+        try:
+            report.standby = self.lead(now)
+            if report.standby:
+                self.metrics.cycles.labels(result="standby").inc()
+                return report
+            return self._run_locked(now, cycle, report, force, started)
+        finally:
+            self.metrics.completed()
 
     def run_react(self, queues: list[str]) -> CycleReport:
         """A re-plan between slots for ``queues`` (``predictor.loop.react``), with its own cycle id. Its inputs
@@ -257,11 +240,14 @@ class Loop:
         now = self.clock()
         cycle = react_cycle(cycle_slot(now, self.settings.loop.interval_s), now)
         report = CycleReport(cycle=cycle, mode=self.mode)
-        report.standby = self.lead(now)
-        if report.standby:
-            self.metrics.cycles.labels(result="standby").inc()
-            return report
-        return self._run_locked(now, cycle, report, False, started, react=self.react.reason(queues))
+        try:
+            report.standby = self.lead(now)
+            if report.standby:
+                self.metrics.cycles.labels(result="standby").inc()
+                return report
+            return self._run_locked(now, cycle, report, False, started, react=self.react.reason(queues))
+        finally:
+            self.metrics.completed()
 
     def _run_locked(
         self, now: pd.Timestamp, cycle: str, report: CycleReport, force: bool, started: float, *, react: str = ""
@@ -339,7 +325,14 @@ class Loop:
         queues = with_pending(queues, workload, psettings.resource)  # unknown (no workload): left empty
         state = read_state(self.state_path)
         memory = Memory.from_json(state.get("memory", {}))
-        reference = capacity.reference(state.get("capacity"), allocatable, now, psettings)
+        checked = capacity.judge(
+            state.get("capacity"),
+            allocatable,
+            self.cluster.gpu_nodes_not_ready(forecast_resources(forecast, psettings)),
+            now,
+            psettings,
+        )
+        hold = hold or checked.hold
         plan, hold = plan_cycle(
             queues,
             forecast,
@@ -350,12 +343,13 @@ class Loop:
             last_changed=self.audit.last_changed(self.mode, self.name),
             hold=hold,
             held_queues=inputs.held,
-            previous_allocatable=reference.get("allocatable"),
+            previous_allocatable=checked.reference,
             workload=workload,
             demand=inputs.demand.frame if inputs.demand else None,
             demand_unknown=inputs.demand.unknown if inputs.demand else None,
         )
         report.plan, report.hold = plan, hold
+        self.metrics.capacity(checked.next_reference, held=bool(hold and hold[0] == "capacity_drop"))
         write_plan_dir(plan, objects, self.settings.actuators.plan_dir, models=self.models, memo=self._plan_files)
         records = [self._record(now, cycle, h.queue, "held", h.reason, code=h.code) for h in plan.held]
         if self.mode == "plan":
@@ -369,7 +363,7 @@ class Loop:
             self.state_path,
             {
                 "memory": plan.memory.to_json(),
-                "capacity": capacity.next_reference(reference, allocatable, now, psettings),
+                "capacity": checked.state,
             },
         )
         self._observe(
@@ -406,7 +400,11 @@ class Loop:
 
         parents = {q.name: q.parent for q in plan.desired.values()}
         outcomes = self.actuator.apply_all(
-            self.actuator.plan(plan), dry_run=self.mode != "apply", parents=parents, on_intent=intent
+            self.actuator.plan(plan),
+            dry_run=self.mode != "apply",
+            parents=parents,
+            on_intent=intent,
+            still_leading=self.still_leading,
         )
         records = []
         for o in outcomes:
@@ -439,44 +437,7 @@ class Loop:
         hold: tuple[str, str] | None,
         workload: Workload | None = None,
     ) -> None:
-        m = self.metrics
-        # Clipped or raised changes are counted by the rule that moved it (safety codes, and the workload rules
-        # gang_floor / whole_nodes / pool / steady_priority). One increment per code, codes in first-seen order.
-        held = CodeCounts(h.code for h in plan.held)
-        held.update(c.code for c in plan.changes if c.code not in TARGET_CODES)
-        for code, count in held.items():
-            m.held.labels(reason=code).inc(count)
-        m.fragmentation.clear()
-        if workload is not None and workload.nodes:
-            frag = fgd(workload.nodes, task_mix(workload))
-            measures = {
-                "fgd_gpus": frag.gpus,
-                "rate": frag.rate,
-                "free_gpus": float(frag.free),
-                "free_nodes": float(frag.free_nodes),
-            }
-            for measure, amount in measures.items():
-                m.fragmentation.labels(measure=measure).set(amount)
-        if forecast is not None and not forecast.empty:
-            # Both band families show the step that covers now (for a fresh forecast: its first step).
-            current = step_at(forecast, now)
-            for column in [c for c in ("mean", "lo-80", "hi-80", "lo-95", "hi-95") if c in current.columns]:
-                for queue, value in zip(current[ID], current[column], strict=True):
-                    m.child(m.band, str(queue), column).set(float(value))
-            if {"lo-80", "hi-80"} <= set(forecast.columns):
-                # predictor_forecast_upper/lower{series,level}: the dynamic thresholds alert rules compare
-                # live demand against (examples/alerts/forecast-bands.yaml, k8s PrometheusRule).
-                export_forecast_bands(m.registry, forecast, level=80, at=now, current=current)
-        for name, state in plan.desired.items():
-            for f in ("deserved", "capability", "guarantee"):
-                value = state.get(f).get(self.settings.planner.resource)
-                if value is not None:
-                    m.child(m.quota, name, f).set(value)
-        if versions:
-            m.models(versions)
-        m.cycles.labels(result="held" if hold else "ok").inc()
-        if hold is None:
-            m.succeeded(now.timestamp())
+        observe_cycle(self.metrics, self.settings.planner.resource, now, plan, forecast, versions, hold, workload)
 
     def fail(self, exc: Exception) -> str:
         """Record a cycle that raised (outcome ``failed``, code ``error``); returns its one-line reason."""
@@ -489,7 +450,10 @@ class Loop:
         return why
 
     def run_forever(
-        self, stop: Callable[[], bool], sleep: Callable[[float], object] = time.sleep, renew_every_s: float = 20.0
+        self,
+        stop: Callable[[], bool],
+        sleep: Callable[[float], object] = time.sleep,
+        renew_every_s: float | None = None,
     ) -> None:
         """Cycle every ``loop.interval_s`` until ``stop()``; an error in one cycle never ends the loop.
 
@@ -511,7 +475,7 @@ class Loop:
                         self.clock,
                         stop,
                         sleep,
-                        renew_every_s=renew_every_s,
+                        renew_every_s=renew_every_s or self.settings.loop.lease_renew_s,
                         poll_s=self.react.poll_s,
                         renew=lambda: self.lead(self.clock()),
                         watch=self.watch_pending,
@@ -522,7 +486,7 @@ class Loop:
                         self.clock,
                         stop,
                         sleep,
-                        renew_every_s,
+                        renew_every_s or self.settings.loop.lease_renew_s,
                         renew=lambda: self.lead(self.clock()),
                     )
         finally:

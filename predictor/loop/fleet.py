@@ -132,12 +132,16 @@ class FleetLoop:
         return report
 
     def run_forever(
-        self, stop: Callable[[], bool], sleep: Callable[[float], object] = time.sleep, renew_every_s: float = 20.0
+        self,
+        stop: Callable[[], bool],
+        sleep: Callable[[float], object] = time.sleep,
+        renew_every_s: float | None = None,
     ) -> None:
         """Every ``loop.interval_s`` one fleet cycle until ``stop()``, renewing every cluster's Lease between;
         with ``planner.react_pending_gpus`` on, each cluster it leads also re-plans between slots."""
         self._forever = True
         first = self.loops[0]
+        renew_every_s = renew_every_s or first.settings.loop.lease_renew_s
         reacting = [loop for loop in self.loops if loop.react.enabled]
         try:
             while not stop():

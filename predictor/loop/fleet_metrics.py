@@ -39,6 +39,7 @@ class FleetMetrics:
         clusters: Mapping[str, LoopMetrics] | list[str],
         *,
         ready_within_s: float | None = None,
+        live_within_s: float | None = None,
         elapsed: Callable[[], float] = time.monotonic,
         label_values: Mapping[str, str] | None = None,
     ) -> None:
@@ -47,11 +48,21 @@ class FleetMetrics:
         if isinstance(clusters, Mapping):
             self.clusters = dict(clusters)
         else:
-            self.clusters = {name: LoopMetrics(ready_within_s=ready_within_s, elapsed=elapsed) for name in clusters}
+            self.clusters = {
+                name: LoopMetrics(ready_within_s=ready_within_s, live_within_s=live_within_s, elapsed=elapsed)
+                for name in clusters
+            }
         self.label_values = {name: (label_values or {}).get(name, name) for name in self.clusters}
-        self.served = LoopMetrics(ready_within_s=ready_within_s, elapsed=elapsed)
+        self.served = LoopMetrics(ready_within_s=ready_within_s, live_within_s=live_within_s, elapsed=elapsed)
         self.registry = CollectorRegistry()
         self.registry.register(_Merged(self))
+
+    def live(self) -> tuple[bool, str]:
+        """Alive while any cluster's cycles complete: the clusters share one thread, so a hung cycle stops all."""
+        answers = {name: m.live() for name, m in self.clusters.items()}
+        if not answers or any(ok for ok, _ in answers.values()):
+            return True, "ok"
+        return False, "; ".join(f"{name}: {why}" for name, (_, why) in answers.items())
 
     def ready(self) -> tuple[bool, str]:
         """Ready while any cluster completes cycles: one cluster down must not take every cluster's metrics

@@ -16,7 +16,7 @@ import pandas as pd
 
 from models.frames import ID, TIME, VALUE
 from predictor.errors import ModelError, RegistryError
-from predictor.planner import allocatable_from_nodes
+from predictor.planner import allocatable_from_nodes, gpu_nodes_not_ready
 from predictor.registry import FORECAST_FAMILY
 from predictor.sources.queries import QUEUE_DEMAND
 
@@ -61,6 +61,10 @@ class ClusterReader(Protocol):
     def queue_objects(self) -> list[dict[str, Any]]: ...
 
     def allocatable(self, resources: Sequence[str]) -> dict[str, float]: ...
+
+    def gpu_nodes_not_ready(self, resources: Sequence[str]) -> tuple[int, int]:
+        """``(not ready or cordoned, all)`` GPU nodes as of the last ``allocatable`` read."""
+        ...
 
 
 class WorkloadReader(Protocol):
@@ -216,13 +220,18 @@ class KubeCluster:
 
     def __init__(self, actuator: QueueApi) -> None:
         self.actuator = actuator
+        self._nodes: Any = None  # the Node list of the last allocatable read (one API call a cycle)
 
     def queue_objects(self) -> list[dict[str, Any]]:
         objects: list[dict[str, Any]] = self.actuator.list_queues()
         return objects
 
     def allocatable(self, resources: Sequence[str]) -> dict[str, float]:
-        return allocatable_from_nodes(self.actuator.list_nodes(), resources, source="live nodes")
+        self._nodes = self.actuator.list_nodes()
+        return allocatable_from_nodes(self._nodes, resources, source="live nodes")
+
+    def gpu_nodes_not_ready(self, resources: Sequence[str]) -> tuple[int, int]:
+        return gpu_nodes_not_ready(self._nodes, resources)
 
 
 class FileCluster:
@@ -237,3 +246,6 @@ class FileCluster:
 
     def allocatable(self, resources: Sequence[str]) -> dict[str, float]:
         return allocatable_from_nodes(self.nodes, resources) if self.nodes is not None else {}
+
+    def gpu_nodes_not_ready(self, resources: Sequence[str]) -> tuple[int, int]:
+        return gpu_nodes_not_ready(self.nodes, resources) if self.nodes is not None else (0, 0)

@@ -9,9 +9,15 @@ twice as far. So a loop acts only while it holds:
   loop). The kernel drops it when the process dies, so a crash never leaves it stale.
 * ``LeaseLock``: a ``coordination.k8s.io/v1`` Lease (``holderIdentity``, ``leaseDurationSeconds``,
   ``renewTime``) in ``apply`` and ``server-dry-run`` modes, for two pods (a partitioned node, a rollout
-  gone wrong). The holder renews it each cycle and while it waits; another instance takes it only once
-  ``renewTime + leaseDurationSeconds`` has passed. Every write carries the Lease's resourceVersion, so
-  two instances racing for an expired Lease cannot both win (the loser gets 409).
+  gone wrong). The holder renews it each cycle and while it waits; another instance takes it only once the
+  record has not changed for ``leaseDurationSeconds`` *of its own clock*, as client-go's leader election
+  does. Comparing the holder's ``renewTime`` with the local clock would let a standby whose clock runs a
+  minute ahead take a Lease that is being renewed (two loops applied in one slot that way). Every write
+  carries the Lease's resourceVersion, so two instances racing for an expired Lease cannot both win (the
+  loser gets 409).
+
+Between the patches of one apply the holder checks that it still holds (``check``): the Lease still names it
+and its own last renewal is younger than the duration, so a cycle that outlived its Lease stops writing.
 
 An instance that does not hold both stands by: it writes nothing, says so in one line, and tries again
 at its next cycle. Time comes from the loop's injected clock, so tests expire a Lease without waiting.
@@ -40,6 +46,10 @@ class Leader(Protocol):
     """Who may act: ``acquire`` returns ``""`` when this instance holds the lock, else why not."""
 
     def acquire(self, now: pd.Timestamp) -> str: ...
+
+    def check(self, now: pd.Timestamp) -> str:
+        """``""`` while this instance still holds what ``acquire`` took (between the writes of one apply)."""
+        ...
 
     def release(self) -> None: ...
 
@@ -80,6 +90,9 @@ class FileLock:
         self._fd = fd
         return ""
 
+    def check(self, now: pd.Timestamp) -> str:
+        return "" if self._fd is not None else f"the loop lock {self.path} is not held"
+
     def release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)  # closing the descriptor drops the flock
@@ -103,6 +116,11 @@ class LeaseLock:
         self.name, self.namespace, self.duration_s = name, namespace, duration_s
         self.identity, self.timeout_s = identity or default_identity(), timeout_s
         self.held = False
+        # What this instance last saw of another holder's record, and when by its own clock: expiry is judged
+        # on that local time, never on the other pod's renewTime (client-go's observedRecord/observedTime).
+        self._observed: tuple[object, ...] | None = None
+        self._observed_at: pd.Timestamp | None = None
+        self._renewed_at: pd.Timestamp | None = None  # our own last successful write, on our clock
 
     def _spec(self, now: pd.Timestamp, previous: Any | None) -> client.V1LeaseSpec:
         ours = previous is not None and previous.holder_identity == self.identity
@@ -130,15 +148,18 @@ class LeaseLock:
                     metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace), spec=self._spec(now, None)
                 )
                 self.api.create_namespaced_lease(self.namespace, body, _request_timeout=self.timeout_s)
-                self.held = True
+                self.held, self._renewed_at = True, now
                 return ""
             spec = lease.spec or client.V1LeaseSpec()
             holder = spec.holder_identity
-            if holder and holder != self.identity and spec.renew_time is not None:
-                until = pd.Timestamp(spec.renew_time) + pd.Timedelta(seconds=spec.lease_duration_seconds or 0)
+            if holder and holder != self.identity:
+                record = (holder, spec.renew_time, spec.acquire_time, spec.lease_transitions, _version(lease))
+                if record != self._observed or self._observed_at is None:
+                    self._observed, self._observed_at = record, now
+                until = self._observed_at + pd.Timedelta(seconds=spec.lease_duration_seconds or self.duration_s)
                 if until > now:
                     self.held = False
-                    return f"another loop ({holder}) holds {where} until {until.isoformat()}"
+                    return f"another loop ({holder}) holds {where} (unchanged since {self._observed_at.isoformat()})"
             lease.spec = self._spec(now, spec)
             self.api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=self.timeout_s)
         except ApiException as exc:
@@ -149,7 +170,28 @@ class LeaseLock:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             self.held = False
             return f"cannot read or renew {where}: {type(exc).__name__}"
-        self.held = True
+        self.held, self._renewed_at = True, now
+        self._observed = self._observed_at = None
+        return ""
+
+    def check(self, now: pd.Timestamp) -> str:
+        """Still ours: renewed by us less than a duration ago (our clock) and the Lease still names us."""
+        where = f"Lease {self.namespace}/{self.name}"
+        if not self.held or self._renewed_at is None:
+            return f"{where} is not held"
+        if now - self._renewed_at >= pd.Timedelta(seconds=self.duration_s):
+            self.held = False
+            return f"{where} was last renewed at {self._renewed_at.isoformat()}, a lease duration ago"
+        try:
+            lease = self.api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self.timeout_s)
+        except ApiException as exc:
+            return f"cannot read {where}: HTTP {exc.status} {exc.reason or ''}".strip()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            return f"cannot read {where}: {type(exc).__name__}"
+        holder = lease.spec.holder_identity if lease.spec is not None else None
+        if holder != self.identity:
+            self.held = False
+            return f"another loop ({holder or 'nobody'}) holds {where} now"
         return ""
 
     def release(self) -> None:
@@ -164,3 +206,8 @@ class LeaseLock:
                 self.api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=self.timeout_s)
         except (ApiException, urllib3.exceptions.HTTPError, OSError):
             pass  # it expires on its own after leaseDurationSeconds
+
+
+def _version(lease: Any) -> object:
+    metadata = getattr(lease, "metadata", None)
+    return getattr(metadata, "resource_version", None)

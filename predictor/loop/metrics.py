@@ -29,9 +29,10 @@ class LoopMetrics:
         registry: CollectorRegistry | None = None,
         *,
         ready_within_s: float | None = None,
+        live_within_s: float | None = None,
         elapsed: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``ready_within_s`` defaults to ``LoopSettings.ready_within_s`` of the default interval."""
+        """``ready_within_s`` and ``live_within_s`` default to ``LoopSettings``' of the default interval."""
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.cycles = Counter("predictor_loop_cycles", "Loop cycles by result.", ["result"], registry=r)
@@ -101,12 +102,25 @@ class LoopMetrics:
             "Reads of queues or pending GPUs between slots that failed.",
             registry=r,
         )
+        self.capacity_hold = Gauge(
+            "predictor_loop_capacity_hold",
+            "1 while every queue holds because live allocatable GPUs collapsed (code capacity_drop).",
+            registry=r,
+        )
+        self.capacity_reference = Gauge(
+            "predictor_loop_capacity_reference_gpus",
+            "The capacity reference a drop is measured against: the high-water mark of allocatable.",
+            ["resource"],
+            registry=r,
+        )
         self._served_uri: dict[str, str] = {}
         self._children: dict[tuple[int | str, ...], Gauge] = {}
         self.last_success_unix = 0.0
         self.ready_within_s = LoopSettings().ready_within_s if ready_within_s is None else ready_within_s
         self.elapsed = elapsed
         self._succeeded_at: float | None = None  # on the ``elapsed`` clock
+        self.live_within_s = LoopSettings().live_within_s if live_within_s is None else live_within_s
+        self._completed_at = elapsed()  # the start counts as a completion: the first cycle gets its full time
 
     def child(self, gauge: Gauge, *values: str) -> Gauge:
         """``gauge.labels(*values)``, looked up once: the per-queue gauges (``band``, ``quota``) set thousands
@@ -122,6 +136,24 @@ class LoopMetrics:
         self.last_success_unix = now_unix
         self.last_success.set(now_unix)
         self._succeeded_at = self.elapsed()
+
+    def capacity(self, reference: Mapping[str, float] | None, held: bool) -> None:
+        """This cycle's capacity reference (none: cleared) and whether it held every queue for a collapse."""
+        self.capacity_hold.set(1 if held else 0)
+        self.capacity_reference.clear()
+        for resource, value in (reference or {}).items():
+            self.capacity_reference.labels(resource=resource).set(value)
+
+    def completed(self) -> None:
+        """A cycle ended, well or not (a standby or a failed cycle still shows the loop is not hung)."""
+        self._completed_at = self.elapsed()
+
+    def live(self) -> tuple[bool, str]:
+        """Alive while cycles keep completing: a cycle hung on a call that never returns fails this."""
+        age = self.elapsed() - self._completed_at
+        if age > self.live_within_s:
+            return False, f"no cycle completed for {age:.0f} s (limit {self.live_within_s:.0f} s)"
+        return True, "ok"
 
     def models(self, versions: Mapping[str, str]) -> None:
         self.model.clear()
@@ -158,6 +190,8 @@ class Probed(Protocol):
 
     def ready(self) -> tuple[bool, str]: ...
 
+    def live(self) -> tuple[bool, str]: ...
+
 
 class MetricsServer:
     """Serves ``/metrics``, ``/ready`` and ``/healthz`` in a daemon thread."""
@@ -189,7 +223,8 @@ def _handler(metrics: Probed) -> type[BaseHTTPRequestHandler]:
                 ok, why = metrics.ready()
                 code, ctype, body = (200 if ok else 503), "text/plain", why.encode() + b"\n"
             elif self.path.startswith("/healthz"):
-                code, ctype, body = 200, "text/plain", b"ok\n"
+                ok, why = metrics.live()
+                code, ctype, body = (200 if ok else 503), "text/plain", why.encode() + b"\n"
             else:
                 code, ctype, body = 404, "text/plain", b"not found\n"
             self.send_response(code)

@@ -42,6 +42,7 @@ class QueueActuator(Protocol):
         dry_run: bool = True,
         parents: Mapping[str, str | None] | None = None,
         on_intent: Callable[[Change], None] | None = None,
+        still_leading: Callable[[], str] | None = None,
     ) -> list[Outcome]: ...
 
 

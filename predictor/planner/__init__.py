@@ -20,6 +20,7 @@ from predictor.planner.state import (
     MANAGED_ANNOTATION,
     QueueState,
     allocatable_from_nodes,
+    gpu_nodes_not_ready,
     queue_from_object,
     queues_from_list,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "forecast_targets",
     "format_quantity",
     "from_milli",
+    "gpu_nodes_not_ready",
     "merge_patch",
     "parse_quantity",
     "plan_cycle",

@@ -129,10 +129,24 @@ class PlannerSettings(BaseModel):
         gt=0,
         le=1,
         description="Hold every queue (code capacity_drop) when a resource's live allocatable GPUs fall by more "
-        "than this fraction against the reference the loop recorded (the allocatable of its last cycle that "
-        "was not held for a drop), or are zero (an empty node list, every node NotReady): a collapse of the "
-        "node list must not scale every guarantee down to nothing. The loop accepts a lasting reduction as the "
-        "new reference after capacity_drop_accept_s of holding, unless it is zero.",
+        "than this fraction below the reference the loop recorded (the high-water mark of allocatable over "
+        "capacity_reference_window_s, so a collapse in small steps holds as surely as one in a single step), "
+        "or are zero (an empty node list, every node NotReady): a collapse of the node list must not scale "
+        "every guarantee down to nothing. The loop accepts a lasting reduction as the new reference after "
+        "capacity_drop_accept_s of holding, unless it is zero.",
+    )
+    capacity_reference_window_s: float = Field(
+        7 * 86400.0,
+        gt=0,
+        description="How far back the capacity reference looks: the most allocatable GPUs seen in this window "
+        "(hourly maxima kept in the loop's state file).",
+    )
+    capacity_fresh_not_ready: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="With no capacity reference yet (a first deploy, a lost state volume), hold every queue "
+        "(code capacity_drop) when more than this share of GPU nodes is NotReady or cordoned.",
     )
     capacity_drop_accept_s: float = Field(
         6 * 3600.0,

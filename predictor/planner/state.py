@@ -22,6 +22,7 @@ __all__ = [
     "QueueState",
     "allocatable_from_nodes",
     "check_queue_name",
+    "gpu_nodes_not_ready",
     "is_queue_name",
     "queues_from_list",
 ]
@@ -176,3 +177,41 @@ def allocatable_from_nodes(doc: Any, resources: Sequence[str], *, source: str = 
             if resource in allocatable:
                 total[resource] += parse_quantity(allocatable[resource], what=f"{source}: node {name!r} {resource}")
     return total
+
+
+def gpu_nodes_not_ready(doc: Any, resources: Sequence[str]) -> tuple[int, int]:
+    """``(not ready or cordoned, all)`` over the nodes that have any of ``resources`` in capacity or allocatable.
+
+    What a first cycle judges a collapse by when it has no capacity reference of its own: a NotReady node
+    keeps its capacity in its status, so the share of GPU nodes that cannot run work is known without history.
+    """
+    items = doc.get("items") if isinstance(doc, Mapping) else doc
+    if not isinstance(items, Sequence) or isinstance(items, str | bytes):
+        return 0, 0
+    down = total = 0
+    for item in items:
+        if not isinstance(item, Mapping):
+            continue
+        status: Mapping[str, Any] = item["status"] if isinstance(item.get("status"), Mapping) else {}
+        spec: Mapping[str, Any] = item["spec"] if isinstance(item.get("spec"), Mapping) else {}
+        amounts: list[Mapping[str, Any]] = [
+            status[key] for key in ("capacity", "allocatable") if isinstance(status.get(key), Mapping)
+        ]
+        if not any(_positive(amount.get(r)) for amount in amounts for r in resources):
+            continue
+        total += 1
+        conditions = status.get("conditions") or []
+        ready = [c for c in conditions if isinstance(c, Mapping) and c.get("type") == "Ready"]
+        cordoned = bool(spec.get("unschedulable"))
+        if cordoned or not ready or ready[0].get("status") != "True":
+            down += 1
+    return down, total
+
+
+def _positive(value: Any) -> bool:
+    if value is None:
+        return False
+    try:
+        return parse_quantity(value, what="node quantity") > 0
+    except InputError:
+        return False

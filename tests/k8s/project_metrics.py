@@ -166,6 +166,10 @@ def project_openmetrics(history: SimHistory) -> str:
     # planner.react_pending_gpus: re-plans between slots, and the reads of queues + pending that failed
     out.family("predictor_loop_react_cycles", "counter", [({}, [(t, 0.0) for t in grid])])
     out.family("predictor_loop_react_read_failures", "counter", [({}, [(t, 0.0) for t in grid])])
+    # the capacity-collapse hold and the high-water mark it is measured against
+    out.family("predictor_loop_capacity_hold", "gauge", [({}, [(t, 0.0) for t in grid])])
+    reference = {"resource": "nvidia.com/gpu"}
+    out.family("predictor_loop_capacity_reference_gpus", "gauge", [(reference, [(t, 128.0) for t in grid])])
     out.family(
         "predictor_loop_fragmentation",
         "gauge",

@@ -402,6 +402,9 @@ def test_a_loop_that_leads_again_after_standing_by_waits_react_after_s_from_then
         def acquire(self, now: pd.Timestamp) -> str:
             return "held by pod-2" if at("10:30") <= now < at("10:40") else ""
 
+        def check(self, now: pd.Timestamp) -> str:
+            return self.acquire(now)
+
         def release(self) -> None:
             pass
 

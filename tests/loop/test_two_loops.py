@@ -1,4 +1,4 @@
-"""Two loops at once (issue 19, finding 2): one acts, the other stands by; a Lease expiry hands over.
+"""Two loops at once: one acts, the other stands by; a Lease expiry hands over, whatever the pods' clocks say.
 
 Real locks and a real HTTP API: ``fcntl.flock`` on the audit log's lock file, and the ``kubernetes``
 client's CoordinationV1Api against the fake API server's Lease endpoints. Time is the loops' injected clock.
@@ -91,7 +91,9 @@ def test_two_pods_share_one_lease_and_an_expired_lease_is_taken_over(
     probe = FileLock(tmp_path / "b" / "audit.jsonl.lock", identity="probe")
     assert probe.acquire(NOW) == ""  # standing by, b does not keep its audit log locked either
     probe.release()
-    clock[0] = NOW + pd.Timedelta(seconds=LEASE_S + 1)  # a stopped renewing (died without releasing)
+    clock[0] = NOW + pd.Timedelta(seconds=LEASE_S + 1)  # a stopped renewing (died without releasing)...
+    assert "pod-a" in b.run_once().standby  # ...but b first saw the record at 59 s: a full duration from then
+    clock[0] = NOW + pd.Timedelta(seconds=LEASE_S - 1 + LEASE_S)
     took = b.run_once()
     assert took.standby == "" and took.plan is not None
     assert fake.leases[("gpu-capacity-predictor", "loop")]["spec"]["holderIdentity"] == "pod-b"
@@ -106,6 +108,65 @@ def test_a_renewing_holder_keeps_the_lease(fake: FakeApiServer, api: client.ApiC
         clock[0] = NOW + pd.Timedelta(seconds=step * LEASE_S * 0.75)
         assert a.lead(clock[0]) == ""
         assert "pod-a" in b.lead(clock[0])
+
+
+def test_a_standby_whose_clock_runs_ahead_never_takes_a_renewed_lease(
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path
+) -> None:
+    """Pod b's clock is 61 s ahead of pod a's: by a's renewTime the Lease looks expired on b's clock at once.
+    Expiry is judged on b's own observation of the record, so b stands by while a renews."""
+    a_clock, b_clock = [NOW], [NOW + pd.Timedelta(seconds=61)]
+    a = make_loop(api, tmp_path / "a" / "audit.jsonl", "pod-a", a_clock)
+    b = make_loop(api, tmp_path / "b" / "audit.jsonl", "pod-b", b_clock)
+    for step in range(12):  # four lease durations, a renewing every 20 s
+        a_clock[0] = NOW + pd.Timedelta(seconds=20 * step)
+        b_clock[0] = a_clock[0] + pd.Timedelta(seconds=61)
+        assert a.lead(a_clock[0]) == ""
+        assert "pod-a" in b.lead(b_clock[0]), f"b took a renewed Lease at step {step}"
+    # a dies: b takes over a full duration (of b's clock) after it last saw the record change
+    b_clock[0] += pd.Timedelta(seconds=LEASE_S - 1)
+    assert "pod-a" in b.lead(b_clock[0])
+    b_clock[0] += pd.Timedelta(seconds=2)
+    assert b.lead(b_clock[0]) == ""
+
+
+def test_a_leader_that_loses_the_lease_mid_apply_stops_patching(
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path
+) -> None:
+    """Between the patches of one apply the leader re-reads the Lease: taken meanwhile, the rest is skipped."""
+    clock = [NOW]
+    a = make_loop(api, tmp_path / "a" / "audit.jsonl", "pod-a", clock)
+    lease_key = ("gpu-capacity-predictor", "loop")
+    taken = {"done": False}
+    sent = a.actuator.apply_all if a.actuator is not None else None
+    assert sent is not None
+
+    def take_after_first(*args: object, **kwargs: object) -> object:
+        intent = kwargs["on_intent"]
+
+        def steal(change: object) -> None:
+            intent(change)  # type: ignore[operator]
+            if not taken["done"]:  # another pod takes the Lease right after the first intent
+                taken["done"] = True
+                fake.leases[lease_key]["spec"]["holderIdentity"] = "pod-b"
+
+        return sent(*args, **{**kwargs, "on_intent": steal})  # type: ignore[arg-type]
+
+    a.actuator.apply_all = take_after_first  # type: ignore[method-assign,union-attr]
+    report = a.run_once()
+    kinds = [o.outcome for o in report.outcomes]
+    assert kinds[0] == "applied" and kinds[1:] == ["skipped"], kinds
+    assert "no longer the leader" in report.outcomes[1].message and "pod-b" in report.outcomes[1].message
+    assert fake.writes == 1
+
+
+def test_a_lease_shorter_than_three_renewals_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("loop: {lease_duration_s: 5}\n")
+    code = main(["--config", str(settings), "loop", "--once", "--history", str(tmp_path / "none.csv")])
+    err = capsys.readouterr().err
+    assert code == 1 and "lease_duration_s" in err and "3 × lease_renew_s" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_loop_once_from_the_cli_stands_by_when_another_holds_the_log(
@@ -166,6 +227,7 @@ def test_two_loops_racing_for_an_expired_lease_cannot_both_win(
     later = NOW + pd.Timedelta(seconds=LEASE_S + 1)
     a = make_loop(api, tmp_path / "a" / "audit.jsonl", "pod-a", clock)
     b = make_loop(api, tmp_path / "b" / "audit.jsonl", "pod-b", clock)
+    assert "pod-old" in a.lead(NOW) and "pod-old" in b.lead(NOW)  # both see the record; it never changes again
     won: list[str] = []
     # b has read the expired Lease; just before its update lands, a takes it.
     fake.faults.append(Fault(method="PUT", hook=lambda _: won.append(a.lead(later))))

@@ -31,6 +31,7 @@ def test_planner_public_api_is_pinned() -> None:
             "forecast_targets",
             "format_quantity",
             "from_milli",
+            "gpu_nodes_not_ready",
             "merge_patch",
             "parse_quantity",
             "plan_cycle",
