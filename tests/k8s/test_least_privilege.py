@@ -1,5 +1,5 @@
 """Who may reach what, and who holds which privilege: the loop's NetworkPolicies, and the XDP load Job
-that holds the capabilities the long-running node agent gave up (issue 19, findings 6 and 8).
+that holds the capabilities the long-running node agent gave up.
 
 The node agent keeps CAP_BPF and its own pin directory (``test_manifests.py`` pins that); loading,
 attaching, upgrading and unloading happen only in ``k8s/xdp-load``, a Job an operator renders per node.

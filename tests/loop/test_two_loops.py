@@ -1,4 +1,4 @@
-"""Two loops at once (issue 19, finding 2): one acts, the other stands by; a Lease expiry hands over.
+"""Two loops at once: one acts, the other stands by; a Lease expiry hands over.
 
 Real locks and a real HTTP API: ``fcntl.flock`` on the audit log's lock file, and the ``kubernetes``
 client's CoordinationV1Api against the fake API server's Lease endpoints. Time is the loops' injected clock.
