@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* XDP load balancer with switchable weighted profiles (DESIGN.md "XDP load-balancing profiles").
+/* XDP load balancer with switchable weighted profiles: pre-built slot tables, one atomic switch.
  *
  * Every frame is parsed with explicit bounds checks; TCP/UDP over IPv4/IPv6 (and their fragments,
  * hashed on L3 only because later fragments carry no ports) is steered by
@@ -84,7 +84,7 @@ static __always_inline __u32 rotl32(__u32 x, int r)
 	return (x << r) | (x >> (32 - r));
 }
 
-/* murmur3 word step: plain FNV-style mixing modulo a small table follows port parity (ENVIRONMENT.md). */
+/* murmur3 word step: plain FNV-1a modulo a small table follows port parity, so every word is mixed. */
 static __always_inline __u32 mix_word(__u32 h, __u32 k)
 {
 	k *= 0xcc9e2d51;

@@ -22,7 +22,9 @@ from models.rca_specs import (
     ABSENT,
     FEATURE_NAMES,
     NOT_APPLICABLE,
+    POD_LABELS,
     QUEUE_FEATURES,
+    SCRAPE_HEALTH,
     SPECS,
     FeatureSpec,
     feature_table_markdown,
@@ -132,7 +134,7 @@ def _mark_absent(rows: pd.DataFrame, data: WindowData, W: slice, P: slice) -> pd
         return rows
     nodes = rows["node"].to_numpy()
     not_ready = rows["node_ready_min"].to_numpy() < 1
-    up = data.tables.get("up")  # Prometheus' own scrape health: 0 = target did not answer
+    up = data.tables.get(SCRAPE_HEALTH)  # 0 = the target did not answer
     if up is not None:
         failed = quiet(np.nanmin, up.values[W], axis=0) < 1
         not_ready |= np.isin(nodes, list(set(node_of(up.labels)[failed])))
@@ -193,7 +195,7 @@ def mark_not_applicable(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _job_of_pods(data: WindowData) -> dict[tuple[str, str], str]:
-    t = data.tables.get("kube_pod_labels")
+    t = data.tables.get(POD_LABELS)
     if t is None or "label_volcano_sh_job_name" not in t.labels.columns:
         return {}
     return dict(

@@ -1,9 +1,10 @@
 """The symptom feature table: name, source series, meaning, unit and why it is scale-free, per feature.
 
-One list drives four things that must never disagree: the columns ``window_features`` produces, the units
+One list drives five things that must never disagree: the columns ``window_features`` produces, the units
 in the tree's explanations, the metric families each feature needs (a missing family makes exactly those
-features NaN, which is how training simulates a history without it), and the generated documentation
-(``predictor/diagnose/FEATURES.md`` and the "Root-cause features" table of ``docs/design.md``).
+features NaN, which is how training simulates a history without it), the series diagnosis queries and
+training keeps (``METRIC_FAMILIES``: every family of a spec plus the context series), and the generated
+documentation (``predictor/diagnose/FEATURES.md`` and the "Root-cause features" table of ``docs/design.md``).
 
 Scale-free is the rule: a feature is a ratio to the entity's own preceding window, a robust z-score or
 excess against its peers (the node's other GPUs, the cluster's other nodes), a bounded fraction, a
@@ -17,9 +18,13 @@ from dataclasses import dataclass
 
 __all__ = [
     "ABSENT",
+    "CONTEXT_FAMILIES",
     "FEATURE_NAMES",
+    "METRIC_FAMILIES",
     "NOT_APPLICABLE",
+    "POD_LABELS",
     "QUEUE_FEATURES",
+    "SCRAPE_HEALTH",
     "SPECS",
     "FeatureSpec",
     "feature_table_markdown",
@@ -408,6 +413,14 @@ SPECS: tuple[FeatureSpec, ...] = (
     FeatureSpec("queue_alloc_ratio", _ALLOC, "allocated GPUs vs the preceding window", "ratio", (_ALLOC,), _OWN),
 )
 FEATURE_NAMES: tuple[str, ...] = tuple(s.name for s in SPECS)
+# Series no feature is computed from but that qualify the others: pod labels map pods to Volcano jobs
+# (the ``job_*`` features), and Prometheus' scrape health tells a node gone dark (``ABSENT``) from one
+# whose exporter was never deployed.
+POD_LABELS, SCRAPE_HEALTH = "kube_pod_labels", "up"
+CONTEXT_FAMILIES: tuple[str, ...] = (POD_LABELS, SCRAPE_HEALTH)
+# What diagnosis queries and training keeps of a simulator run, derived so that a family a new feature
+# reads cannot be left out: every family of a spec (first use first), then the context series.
+METRIC_FAMILIES: tuple[str, ...] = tuple(dict.fromkeys([*(f for s in SPECS for f in s.families), *CONTEXT_FAMILIES]))
 QUEUE_FEATURES = frozenset(n for n in FEATURE_NAMES if n.startswith("queue_"))
 # The value of a feature that does not exist for a candidate (a queue's GPU temperature): below any real
 # value, so the tree routes it like a value; NaN is reserved for "exists but not measured".

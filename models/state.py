@@ -1,8 +1,8 @@
 """Fitted estimators as data: a JSON-able description plus named numpy arrays, rebuilt without running code.
 
 Why: the model registry is written by training jobs and read by the loop every cycle. A pickle runs
-whatever its writer put in it while it loads (issue 19: a ``__reduce__`` payload registered as the
-champion ran inside the loop). This state can only *describe* values: literals, containers, numpy
+whatever its writer put in it while it loads (a ``__reduce__`` payload registered as the champion would
+run inside the loop). This state can only *describe* values: literals, containers, numpy
 arrays, timestamps, and instances of the classes on the allow-list in ``models.state_types``. Reading it
 never imports a module or calls anything the data names: a type name in the data only selects an entry
 of that fixed table, and the entry's own code rebuilds the object (most by setting plain attributes on an

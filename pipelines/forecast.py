@@ -38,6 +38,7 @@ from predictor.config import Settings
 from predictor.errors import InputError, ModelError
 from predictor.registry import FORECAST_FAMILY, ModelRegistry, ModelVersionInfo, Verdict, git_revision, judge, settle
 from predictor.sources.queries import CLUSTER_DEMAND, QUEUE_DEMAND
+from predictor.timeparse import parse_duration
 
 __all__ = [
     "DEFAULT_QUERIES",
@@ -242,7 +243,7 @@ def load_prometheus_history(
 
     parts = []
     for cluster in cluster_sources(settings, only=clusters):
-        frame: pd.DataFrame = cluster.source.query_range(query, start, end, pd.Timedelta(step))
+        frame: pd.DataFrame = cluster.source.query_range(query, start, end, parse_duration(step, name="step"))
         if frame.empty:
             where = "" if cluster.name is None else f" of cluster {cluster.name}"
             raise InputError(

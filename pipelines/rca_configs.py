@@ -1,7 +1,7 @@
 """The catalogue of simulator configurations the root-cause tree learns from, grouped into families.
 
-Why families: a tree trained and scored on one simulator configuration learns its absolute sizes (issue 16:
-"queue capability ≤ 24 GPUs" at probability 0.996 on another cluster). Holding out a whole *family* (all
+Why families: a tree trained and scored on one simulator configuration learns its absolute sizes (it once
+answered "queue capability ≤ 24 GPUs" at probability 0.996 on another cluster). Holding out a whole *family* (all
 clusters with many queues, all tight quotas, all 100+ node clusters...) and scoring on it is the closest
 offline stand-in for "another team's cluster". ``pipelines.rca_perturb`` adds what the simulator does
 not draw by itself (hot-but-healthy GPUs, noisy neighbours, families a cluster does not scrape).

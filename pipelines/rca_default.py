@@ -14,7 +14,6 @@ from pathlib import Path
 
 from models.rca_eval import fit_rca
 from models.rca_features import feature_table_markdown
-from models.rca_specs import SPECS
 from pipelines.rca_configs import MISSING_SHARE, all_scenarios, missing_groups
 from pipelines.rca_data import MIN_TRAIN_STRENGTH, build_dataset
 from predictor import diagnose
@@ -46,7 +45,7 @@ def features_markdown() -> str:
 
 def design_section() -> str:
     """The "Root-cause features" section of ``docs/design.md`` (between markers, regenerated)."""
-    used = sorted({f for s in SPECS for f in s.families} | set(NEEDED_METRICS))
+    used = sorted(NEEDED_METRICS)  # every family of a spec, and the context series
     return (
         "\n".join(
             [
@@ -68,9 +67,9 @@ def design_section() -> str:
                 "training rows were mostly something else (say healthy) answers with their own mix: the fault ranks",
                 "there without being named on every quiet window that lands in it.",
                 "`net_rx_vs_util` is computed from two other features (`models.rca_features.DERIVED`).",
-                "A node's own exporters going dark is different: a DCGM or node_exporter family that other nodes",
-                "still report, missing on a node that had it in the preceding window, is not Ready, or reads",
-                "`up == 0`, gives",
+                "A node's own exporters going dark is different: a DCGM or node_exporter family that other nodes still",
+                "report, missing on a node that had it in the preceding window, is not Ready, or reads `up == 0`, "
+                "gives",
                 "the value ABSENT (a down node is not scraped; that absence is the evidence a real cluster has).",
                 "",
                 feature_table_markdown().rstrip("\n"),

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from predictor.errors import ConfigError
+from predictor.names import DNS1123_LABEL, DNS1123_LABEL_MAX, LABEL_NAME, anchored
 from predictor.planner.settings import PlannerSettings
 from predictor.userfiles import first_problem, read_structured
 
@@ -58,7 +59,7 @@ class PrometheusSettings(BaseModel):
     )
     cluster_label: str = Field(
         "cluster",
-        pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$",
+        pattern=anchored(LABEL_NAME),
         description="Label naming the cluster in a central store (Prometheus external_labels, Thanos, Mimir).",
     )
 
@@ -134,7 +135,7 @@ class XdpLoopSettings(BaseModel):
         25e9, gt=0, allow_inf_nan=False, description="Link capacity of each target, bits per second."
     )
     node_label: str = Field(
-        "node", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$", description="Label naming the node on node_exporter series."
+        "node", pattern=anchored(LABEL_NAME), description="Label naming the node on node_exporter series."
     )
     exclude_devices: str = Field(
         "lo|veth.*|cali.*|cilium.*|flannel.*|cni.*|docker.*|tunl.*|vxlan.*",
@@ -258,7 +259,8 @@ class ClusterSettings(BaseModel):
 
     name: str = Field(
         ...,
-        pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+        pattern=anchored(DNS1123_LABEL),
+        max_length=DNS1123_LABEL_MAX,
         description="Cluster name (a DNS label): qualifies series, plans, audit records and metrics.",
     )
     label_value: str | None = Field(

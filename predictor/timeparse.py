@@ -1,4 +1,4 @@
-"""Times and durations as users type them: ISO 8601 instants and Prometheus-style durations."""
+"""Times and durations as users type them: ISO 8601 instants and durations (bare numbers are seconds)."""
 
 from __future__ import annotations
 
@@ -6,27 +6,22 @@ import re
 
 import pandas as pd
 
+from models import durations
 from predictor.errors import InputError
 
 __all__ = ["parse_duration", "parse_time"]
 
-_DURATION_PART = re.compile(r"(\d+)(ms|y|w|d|h|m|s)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-
 
 def parse_duration(text: str, *, name: str = "duration") -> pd.Timedelta:
-    """``"1m"``, ``"1h30m"``, ``"90s"`` or plain seconds (``"60"``) → Timedelta (> 0)."""
-    raw = text.strip()
-    if re.fullmatch(r"\d+(\.\d+)?", raw):
-        seconds = float(raw)
-    else:
-        parts = _DURATION_PART.findall(raw)
-        if not parts or "".join(n + u for n, u in parts) != raw:
-            raise InputError(f"{name} {text!r} is not a duration (examples: 30s, 1m, 1h30m)")
-        seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in parts)
-    if seconds <= 0:
-        raise InputError(f"{name} {text!r} must be longer than zero")
-    return pd.Timedelta(seconds=seconds)
+    """``"1m"``, ``"1h30m"``, ``"5min"`` or plain seconds (``"60"``) → Timedelta (> 0).
+
+    The grammar is ``models.durations`` (shared with the forecasters' ``freq``); here a bad value is an
+    ``InputError``, so the CLI prints it as one line.
+    """
+    try:
+        return durations.parse_duration(text, name=name)
+    except durations.DurationError as exc:
+        raise InputError(str(exc)) from exc
 
 
 def parse_time(text: str, *, name: str = "time") -> pd.Timestamp:

@@ -18,9 +18,6 @@ from tests.support.localprom import LocalPrometheus, backfill, prometheus_availa
 settings.register_profile("project", deadline=None)
 settings.load_profile("project")
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED = REPO_ROOT.parent / "shared"
-
 
 @pytest.fixture(scope="session")
 def prometheus_from_openmetrics(

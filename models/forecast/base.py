@@ -8,7 +8,8 @@ Subclasses only say how to fit one series and forecast it (or, for global models
 everything a caller relies on lives here once: frame validation and regularisation, the forecast grid that
 continues each series' last timestamp, clipping at 0 (GPU demand is never negative), nested intervals
 (``lo-95 ≤ lo-80 ≤ mean ≤ hi-80 ≤ hi-95``) and the promise that no NaN ever leaves ``predict``.
-Estimators follow scikit-learn conventions (STYLE §1) so ``clone`` and pickling need no special cases.
+Estimators follow scikit-learn conventions (constructor arguments stored unchanged as attributes, learnt
+state in attributes ending in ``_``) so ``clone`` and pickling need no special cases.
 """
 
 from __future__ import annotations

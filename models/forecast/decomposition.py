@@ -42,7 +42,7 @@ import pandas as pd
 
 from models.forecast.base import LocalForecaster, PointForecast
 from models.forecast.memberwise import residual_bands
-from models.forecast.prep import ForecastInputError, RegularSeries
+from models.forecast.prep import ForecastInputError, RegularSeries, parse_freq
 from models.forecast.registry import forecasters
 
 __all__ = ["LevelProfileForecaster", "daily_strength", "steps_per_day"]
@@ -130,7 +130,7 @@ class LevelProfileForecaster(LocalForecaster):
 
     def min_history(self) -> int:
         try:
-            return int(self.min_days) * steps_per_day(pd.Timedelta(self.freq))
+            return int(self.min_days) * steps_per_day(parse_freq(self.freq))
         except (ForecastInputError, ValueError):  # no daily profile on this grid: never enough (fit says why)
             return sys.maxsize
 

@@ -1,6 +1,6 @@
 """Backtest a slow global model trained once, at the oldest origin, instead of once per origin.
 
-``auto`` no longer backtests this way (since issue 15's fresh calibration it trains its one backtest network
+``auto`` no longer backtests this way (since its calibration was made fresh it trains its one backtest network
 at the *newest* origin and calibrates the LSTM on that window only: ``models.forecast.memberwise`` says why);
 ``bench/forecast.py --frozen`` uses it to replay the earlier design. What follows is why it was built.
 

@@ -21,7 +21,7 @@ too wide by 6 where the served one is 20. A shift outward is served as learnt, a
 the served band is never narrower than with shifts in GPUs: a calibrating band can be degenerate (a queue idle
 before the newest origin has a band a hundredth of a GPU wide, and its misses scaled by that would widen the
 served band a hundredfold), and a served band can be (a queue drained now), where scaling a widening by it
-would drop the widening its misses asked for. Traced on the bagged LSTM (session 9): on Alibaba's largest
+would drop the widening its misses asked for. Traced on the bagged LSTM: on Alibaba's largest
 series the calibrating network's 80 % band was 1.7–4.9 times as wide as the served network's at 7 scored
 origins, so shifts learnt in GPUs narrowed the served band far too much (that series' 80 % coverage at the
 scored origins: 0.81 raw, 0.50 served). Scaled narrowing moved the served pool's 80 % coverage on Alibaba

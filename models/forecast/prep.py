@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from models.durations import DurationError, parse_duration
 from models.frames import ID, TIME, VALUE
 
 __all__ = [
@@ -59,14 +60,12 @@ class RegularSeries:
 
 
 def parse_freq(freq: str | pd.Timedelta) -> pd.Timedelta:
-    """``"1h"`` → ``Timedelta``; a non-positive or unparsable step is an input error."""
+    """``"1h"``, ``"5min"``, ``"300"`` (seconds) → ``Timedelta`` (grammar: ``models.durations``); a
+    non-positive or unparsable step is an input error."""
     try:
-        step = pd.Timedelta(freq)
-    except (ValueError, TypeError) as exc:
-        raise ForecastInputError(f"invalid frequency {freq!r}: {exc}") from exc
-    if step <= pd.Timedelta(0):
-        raise ForecastInputError(f"frequency must be positive, got {freq!r}")
-    return step
+        return parse_duration(freq, name="frequency")
+    except DurationError as exc:
+        raise ForecastInputError(str(exc)) from exc
 
 
 def check_levels(level: Iterable[float]) -> tuple[int, ...]:

@@ -1,4 +1,4 @@
-"""An explicit name → forecaster-class registry (STYLE §4).
+"""An explicit name → forecaster-class registry (a table in one place, no discovery by import).
 
 Names are what the CLI's ``--model`` accepts and what MLflow params record, so they are registered in one
 visible place instead of being discovered by import side effects; an unknown name fails with the list of

@@ -21,7 +21,7 @@ pull the level toward the last hour and the recent trend where the LSTM's week-l
 
 A series whose daily cycle is strong (``models.forecast.decomposition.daily_strength`` ≥ ``seasonal_from``
 over its last 14 days) is served the *seasonal pool* instead: by default LSTM 0.3 + ``level_profile`` 0.7
-where the strength is at least 0.15 (session 11). Why a gate and not one pool: the public traces have almost
+where the strength is at least 0.15. Why a gate and not one pool: the public traces have almost
 no daily cycle (strength 0.03 and 0.05 at the median) and the simulated queues a strong one (0.32–0.45), and the
 rule that wins on one kind loses badly on the other (``level_profile`` alone is 2.2× the best baseline's MAE
 on Alibaba; the LSTM-led pool 10 % over it on the seasonal simulated queues). The gate is one scale-free
@@ -82,7 +82,7 @@ class SelectionRule:
         return self
 
 
-# tuned by bench/forecast.py: the pool on three traces (sessions 1-6), the seasonal pool and its gate on all five
+# tuned by bench/forecast.py: the pool on three traces first, the seasonal pool and its gate on all five
 DEFAULT_RULE = SelectionRule(
     pool=("lstm", "naive", "drift"),
     weights=(0.8, 0.1, 0.1),

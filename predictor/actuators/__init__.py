@@ -2,7 +2,8 @@
 
 Every actuator (Volcano queues, XDP profiles, ...) turns a desired state into a list of ``Change`` with
 ``plan(desired)`` — empty once converged — and carries them out with ``apply(changes, dry_run=True)``.
-Planning is a read; applying is idempotent, so a loop can re-run a cycle after a crash (STYLE.md §7).
+Planning is a read; applying is idempotent, so a loop can re-run a cycle after a crash and a second
+apply of the same plan changes nothing.
 """
 
 from __future__ import annotations

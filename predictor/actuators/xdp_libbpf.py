@@ -1,8 +1,9 @@
 """Thin ctypes bindings to ``libbpf.so.1``: the few calls the XDP actuator, its tests and the bench need.
 
 Why ctypes and not ``bpftool -j``: a map update through libbpf costs ~2.4 µs against ~1 ms for a bpftool
-process, and the profile switch latency is one of the numbers this project reports. No PyPI package wraps
-libbpf well (INFRA_NOTES.md §4.7), and Debian's ``libbpf1`` is present wherever bpftool is.
+process, and the profile switch latency is one of the numbers this project reports. No PyPI package
+wraps libbpf well (the few that exist are small and stale, or need BCC), and Debian's ``libbpf1`` is
+present wherever bpftool is.
 
 Every failure becomes a :class:`BpfCallError` (an ``ActuatorError``) naming the call and the object, with
 the kernel's errno kept so callers can tell a lost compare-and-swap (``EPERM``) from a real failure.

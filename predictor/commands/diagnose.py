@@ -1,6 +1,6 @@
 """CLI: ``predictor diagnose`` (why is this job slow?) and ``predictor train rca``.
 
-Thin (STYLE §13): parse flags, read the window from Prometheus or a history file, load the model (bundled
+Thin (no logic of its own): parse flags, read the window from Prometheus or a history file, load the model (bundled
 default, ``--model FILE`` or ``gpu-rca@champion`` from ``--registry``), call ``predictor.diagnose`` and
 write the JSON atomically.
 """

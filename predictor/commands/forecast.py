@@ -1,6 +1,6 @@
 """CLI: ``predictor forecast``, ``predictor backtest`` and ``predictor train forecast``.
 
-Thin by design (STYLE §13): parse flags, read the history file, call one function of
+Thin by design (no logic of its own): parse flags, read the history file, call one function of
 ``pipelines.forecast``, write the result atomically and print. The heavy imports (torch, statsmodels,
 mlflow) happen inside the commands so that ``predictor --help`` stays fast.
 """

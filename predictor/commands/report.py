@@ -1,6 +1,6 @@
 """``predictor report``: the weekly quota recommendation report from files or Prometheus.
 
-Thin (STYLE §13): gather inputs, forecast with the registry's champion (or a named model), plan with the
+Thin (no logic of its own): gather inputs, forecast with the registry's champion (or a named model), plan with the
 planner's own policy, write HTML/Markdown/CSV/JSON. Heavy imports happen inside the command so that
 ``predictor --help`` stays fast.
 """

@@ -37,7 +37,7 @@ from predictor.registry import (
 
 __all__ = ["FAMILIES", "FamilyResult", "RegistryReader", "register", "retrain"]
 
-# `predictor train <command>` -> registered model name (DESIGN.md: one registered model per family).
+# `predictor train <command>` -> registered model name (one registered model per family).
 
 PROMOTED = "promoted"
 REJECTED = "rejected"

@@ -1,6 +1,6 @@
 """CLI: ``predictor rightsize`` and ``predictor train demand``.
 
-Thin by design (STYLE §13): pick the source (a Prometheus range or a history file), build settings, call
+Thin by design (no logic of its own): pick the source (a Prometheus range or a history file), build settings, call
 ``predictor.rightsize`` or ``pipelines.demand``, write atomically and print one line per outcome. Heavy
 imports (pandas, scikit-learn, mlflow) happen inside the commands so ``predictor --help`` stays fast.
 """

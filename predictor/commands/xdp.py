@@ -1,6 +1,6 @@
 """``predictor xdp …``: load, switch, inspect and unload the XDP load balancer, and run the node agent.
 
-Thin by design (STYLE.md §13): parse flags, call one function of ``predictor.actuators.xdp``, print.
+Thin by design (no logic of its own): parse flags, call one function of ``predictor.actuators.xdp``, print.
 Errors from there are the project's own and become one line with exit code 1 in ``predictor.cli``.
 """
 

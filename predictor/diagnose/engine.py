@@ -20,6 +20,7 @@ import pandas as pd
 from models.frames import TIME
 from models.rca import HEALTHY, MIN_MEASURED, RootCauseTree
 from models.rca_features import FEATURE_NAMES, WindowData, window_features
+from models.rca_specs import METRIC_FAMILIES
 from predictor.diagnose.remediation import INSUFFICIENT, remediation
 from predictor.errors import InputError
 from predictor.sources import MetricSource, Selector
@@ -35,47 +36,10 @@ __all__ = [
     "parse_scope",
 ]
 
-# The series the symptom features read (``models.rca_features``): what diagnosis fetches, and what the
-# training data (``pipelines.rca_data``) keep of a simulator run, so both see the same inputs.
-NEEDED_METRICS = (
-    "DCGM_FI_DEV_GPU_UTIL",
-    "DCGM_FI_DEV_FB_USED",
-    "DCGM_FI_DEV_FB_FREE",
-    "DCGM_FI_DEV_POWER_USAGE",
-    "DCGM_FI_DEV_GPU_TEMP",
-    "DCGM_FI_DEV_SM_CLOCK",
-    "DCGM_FI_DEV_XID_ERRORS",
-    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
-    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
-    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
-    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
-    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-    "node_network_receive_bytes_total",
-    "node_network_receive_drop_total",
-    "node_netstat_Tcp_RetransSegs",
-    "node_network_carrier_changes_total",
-    "node_ethtool_rx_prio3_pause",
-    "node_ethtool_tx_prio3_pause",
-    "node_ethtool_np_ecn_marked_roce_packets",
-    "node_ethtool_np_cnp_sent",
-    "node_ethtool_rp_cnp_handled",
-    "node_cpu_seconds_total",
-    "node_load1",
-    "volcano_queue_allocated_scalar_resources",
-    "volcano_queue_request_scalar_resources",
-    "volcano_queue_deserved_scalar_resources",
-    "volcano_queue_capacity_scalar_resources",
-    "volcano_queue_pod_group_pending_count",
-    "kube_node_status_capacity",
-    "kube_node_status_allocatable",
-    "kube_node_status_condition",
-    "kube_pod_labels",
-    "kube_pod_container_status_restarts_total",
-    "kube_pod_container_status_last_terminated_reason",
-    "ALERTS",
-    "up",
-)
+# The series the symptom features read (``models.rca_specs``, derived from the feature specs): what
+# diagnosis fetches, and what the training data (``pipelines.rca_data``) keep of a simulator run, so both
+# see the same inputs.
+NEEDED_METRICS = METRIC_FAMILIES
 
 # Which GPU a finding names, by cause: the argmax of the symptom that points at one GPU.
 GPU_COLUMN = {

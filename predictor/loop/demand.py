@@ -1,6 +1,6 @@
 """The loop's demand seam: per queue, the GPUs its jobs will need over the horizon, from the served model.
 
-``DemandReader`` is injected into ``Loop`` like the forecaster (STYLE §3). Production wires
+``DemandReader`` is injected into ``Loop`` like the forecaster (a Protocol, not a subclass). Production wires
 ``RegistryDemand``: the ``gpu-demand`` champion as registered (its state is loaded, nothing is refitted)
 applied to each queue's hourly demand history (the loop's own history frame) and the GPUs pending in it
 (``QUEUE_PENDING`` through any ``MetricSource``). ``predictor demand`` writes the same prediction to the

@@ -1,6 +1,6 @@
 """What one loop cycle reads, as Protocols with production and offline implementations.
 
-Injected through the ``Loop`` constructor (STYLE §3): production wires Prometheus, the MLflow champion
+Injected through the ``Loop`` constructor (a Protocol at each seam): production wires Prometheus, the MLflow champion
 and the API server; tests, the offline ``plan`` command and the replay benchmark wire files, a fitted
 estimator and the simulator — the cycle itself cannot tell the difference.
 """

@@ -3,7 +3,7 @@
 ``VolcanoActuator`` (over the Kubernetes API) satisfies ``QueueApi`` and ``QueueActuator``, and
 ``ModelRegistry`` (MLflow) satisfies ``ChampionRegistry``; the loop, ``KubeCluster`` and
 ``RegistryForecaster`` are typed with these instead, so a test, the replay benchmark or another
-scheduler's actuator plugs in without subclassing (STYLE §3: a Protocol at each seam).
+scheduler's actuator plugs in without subclassing (a Protocol at each seam).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ from predictor.atomicio import child_path, fsync_directory, write_text
 from predictor.config import XdpLoopSettings
 from predictor.errors import PredictorError
 from predictor.loop.xdp_io import XdpPublisher, XdpSource
-from predictor.planner.state import is_queue_name
+from predictor.names import is_dns1123_subdomain
 from predictor.planner.xdp_profiles import JobMix, TargetLoad, XdpPolicy, choose_profile
 from predictor.planner.xdp_types import Profile
 
@@ -197,7 +197,7 @@ class XdpLoop:
         mix = job_mix(self.source.pods(now), self.source.node_gpus(now))
         report = XdpReport(skipped=skipped)
         for node in sorted(loads):
-            if not is_queue_name(node):  # a node name is a DNS subdomain, which is also a valid key and file
+            if not is_dns1123_subdomain(node):  # what Kubernetes allows for a node, and a safe key and file name
                 report.skipped[node] = "not a valid node name"
                 continue
             share, queues = mix.get(node, (0.0, {}))

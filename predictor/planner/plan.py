@@ -363,9 +363,10 @@ def _borrow(
     guarantee), not the cap. The gang floor and pool ceiling still apply.
 
     A queue with ``spec.reclaimable: false`` borrows nothing, in either mode: reclaim never takes back what
-    it holds above deserved (INFRA_NOTES §1.3 (c)), so anything it borrowed would be kept for as long as
-    its gangs run, against the other queues' deserved shares. Its capability target is its deserved target
-    (the gang floor may still raise it: a gang above capability is never admitted).
+    it holds above deserved (Volcano takes victims only from reclaimable queues), so anything it borrowed
+    would be kept for as long as its gangs run, against the other queues' deserved shares. Its capability
+    target is its deserved target (the gang floor may still raise it: a gang above capability is never
+    admitted).
     """
     for name, wanted in per_queue.items():
         queue = queues.get(name)

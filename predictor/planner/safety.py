@@ -1,11 +1,12 @@
 """The safety policy: what of a raw target may be written to a live queue, and why not the rest.
 
-Rules (DESIGN.md "Planner and loop", INFRA_NOTES §1.3 and §5), applied per field in this order:
-stabilisation window (growth takes the lowest recent recommendation, shrinking the highest, over a longer
-window), dead band, max step, never lowering ``deserved``/``capability`` below ``status.allocated`` (that is
-what lets ``reclaim`` evict running gangs), then ``guarantee ≤ deserved ≤ capability`` per resource. The
-cross-queue rules (Σ children ≤ parent, Σ guarantee ≤ live allocatable) run over the whole desired state
-afterwards. Pure functions: no clock, no I/O — the caller passes ``now`` and the memory.
+Rules (the guards of quota autoscalers such as the HPA, plus Volcano's own reclaim rule), applied per
+field in this order: stabilisation window (growth takes the lowest recent recommendation, shrinking the
+highest, over a longer window), dead band, max step, never lowering ``deserved``/``capability`` below
+``status.allocated`` (that is what lets ``reclaim`` evict running gangs), then ``guarantee ≤ deserved ≤
+capability`` per resource. The cross-queue rules (Σ children ≤ parent, Σ guarantee ≤ live allocatable)
+run over the whole desired state afterwards. Pure functions: no clock, no I/O — the caller passes
+``now`` and the memory.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ def allocated_floor(field_name: str, allocated: float, *, reclaimable: bool, set
     """The lowest value the planner may write to ``field_name`` of a queue holding ``allocated`` GPUs.
 
     Lowering deserved or capability below allocated is what lets Volcano's ``reclaim`` evict running gangs
-    (INFRA_NOTES §1.3), so both keep that floor by default. ``planner.deserved_below_allocated`` (with
-    ``borrow: idle``, on a reclaimable queue) lifts it for deserved: a deserved held at allocated turns every
+    (shrinking a quota evicts nothing by itself; reclaim later takes from queues above their deserved), so
+    both keep that floor by default. ``planner.deserved_below_allocated`` (with ``borrow: idle``, on a
+    reclaimable queue) lifts it for deserved: a deserved held at allocated turns every
     borrowed GPU into an owned one once the forecast has grown the queue's deserved to what it holds, so when
     Σ deserved exceeds the cluster no queue is above its deserved and reclaim finds no victim (the Alibaba
     replay made 0 reclaims that way). Capability keeps the floor always (it is the admission cap, not a

@@ -7,13 +7,13 @@ pure planner free of dict-walking and of quantity strings.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from predictor.errors import InputError
+from predictor.names import is_dns1123_subdomain
 from predictor.planner.quantity import MILLI, parse_quantity
 
 __all__ = [
@@ -31,14 +31,12 @@ MANAGED_ANNOTATION = "gpu-capacity-predictor/managed"
 FIELDS = ("guarantee", "deserved", "capability")
 Resources = Mapping[str, float]
 MAX_WEIGHT = 65535  # the Volcano Queue CRD's bound on spec.weight
-# A Queue's metadata.name: a DNS-1123 subdomain (what the API server enforces), so never a path ("../x",
-# "/tmp/x"), never empty, at most 253 characters.
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def is_queue_name(name: object) -> bool:
-    """Whether ``name`` is a valid Queue name (a DNS-1123 subdomain, as Kubernetes requires)."""
-    return isinstance(name, str) and len(name) <= 253 and _DNS1123_SUBDOMAIN.match(name) is not None
+    """Whether ``name`` is a valid Queue name: a DNS-1123 subdomain, as the API server enforces for
+    ``metadata.name``, so never a path (``../x``, ``/tmp/x``), never empty, at most 253 characters."""
+    return is_dns1123_subdomain(name)
 
 
 def check_queue_name(name: object, *, source: str) -> str:

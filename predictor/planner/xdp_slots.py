@@ -3,7 +3,7 @@
 The datapath steers a flow to ``table[hash % n_slots]``. How the table is rebuilt decides how many live
 flows a profile switch moves: rebuilding from scratch moves most of them, while keeping every slot whose
 owner still has quota moves exactly the total-variation distance between the old and new shares
-(Katran's Maglev-delta idea, INFRA_NOTES.md §4.5). ``flow_hash`` mirrors ``bpf/xdp_lb.c`` bit for bit so
+(Katran's Maglev-delta idea). ``flow_hash`` mirrors ``bpf/xdp_lb.c`` bit for bit so
 tests and the bench can predict where a flow goes ("KatranSimulator").
 
 Pure arithmetic, so it sits in the planner's layer: the profile policy (``xdp_profiles``) apportions

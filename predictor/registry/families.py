@@ -1,4 +1,4 @@
-"""The registered model names, one per model family (DESIGN.md: "one registered model per family").
+"""The registered model names, one per model family.
 
 Training registers under these names, serving loads ``models:/<name>@champion`` by them and the demo and
 ``retrain`` print them, so they are written here once and imported everywhere else: a typo becomes an

@@ -14,8 +14,8 @@ becomes ``champion`` is decided here, the same way for every family (``gpu-forec
 - **the champion cannot be re-scored** (the registry is unreachable, it cannot be refitted or scored on
   this data): the champion is **kept** and the reason is recorded. A model that has been serving keeps serving
   rather than being replaced by one nobody could compare with it; an operator who wants the new version
-  anyway moves the alias by hand. (Before issue 13 ``gpu-rca`` replaced the champion in this case while
-  the other two families kept it; this is now the one behaviour.)
+  anyway moves the alias by hand. (``gpu-rca`` once replaced the champion in this case while the other two
+  families kept it; this is now the one behaviour.)
 
 The reason text goes into the run's ``promotion`` tag and its model card, so a reviewer reads why a
 version was or was not promoted next to its metrics.

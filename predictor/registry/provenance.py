@@ -1,7 +1,7 @@
 """Where a registered model came from: the git revision of the code that trained it.
 
-Every training run tags itself with it (DESIGN.md: "each run logs ... git revision"). It is read from the
-directory of this package, not from the working directory, so a CronJob started anywhere records the
+Every training run tags itself with it, so a registered version names the code that made it. It is read
+from the directory of this package, not from the working directory, so a CronJob started anywhere records the
 revision of the code that ran; outside a git checkout (an installed wheel, a container without ``.git``)
 it is ``"unknown"``. A bounded timeout keeps a hung ``git`` from stalling a training job.
 """

@@ -22,6 +22,7 @@ from predictor.errors import DataSourceError, InputError, redact_url
 from predictor.reports.fragmentation import live_fragmentation
 from predictor.reports.model import DEFAULT_RESOURCE
 from predictor.sources import queries
+from predictor.timeparse import parse_duration
 
 if TYPE_CHECKING:
     from predictor.sources import MetricSource
@@ -196,7 +197,7 @@ def inputs_from_prometheus(
     start = end - pd.Timedelta(days=days)
     frames: dict[str, pd.DataFrame] = {}
     for name, query in PROMQL.items():
-        frame = source.query_range(query, start, end, pd.Timedelta(step))
+        frame = source.query_range(query, start, end, parse_duration(step, name="step"))
         if frame.empty:
             where = "" if cluster is None else f" (cluster {cluster})"
             raise DataSourceError(f"Prometheus at {settings.url}{where} returned no samples for the {name} query")

@@ -1,4 +1,4 @@
-"""Fault injection with ground-truth labels, for the root-cause taxonomy in DESIGN.md.
+"""Fault injection with ground-truth labels, one kind per root cause the diagnosis tree names.
 
 Each fault is planned once (where, when, how strong: all drawn from the seed) and then shapes the
 metrics the way that failure really shows up, so a decision tree trained on the output learns real

@@ -2,8 +2,8 @@
 an eviction costs a job (work since its last checkpoint, plus the restart overhead of the next attempt).
 
 Kept apart from the scheduler's placement loop so each rule can be read against the plugin it copies
-(``reclaim`` action + capacity plugin, ``preempt`` action + priority plugin; see the project's
-``INFRA_NOTES.md`` §1.2–1.3):
+(``reclaim`` action + capacity plugin, ``preempt`` action + priority plugin, as Volcano's scheduler
+implements them):
 
 - **reclaim** (capacity plugin ``Preemptive`` / ``Reclaimable``): a pending gang of a queue that would stay
   within its ``deserved`` (and its real capability) may evict running gangs of *other*, ``reclaimable``

@@ -7,17 +7,15 @@ string literals with backslash, quote and control characters escaped, and names 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from predictor.errors import InputError
+from predictor.names import is_label_name, is_metric_name
 
 __all__ = ["Matcher", "Selector", "escape_label_value", "series_id"]
 
-_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 MatchOp = Literal["=", "!=", "=~", "!~"]
@@ -45,7 +43,7 @@ class Matcher:
     op: MatchOp = "="
 
     def __post_init__(self) -> None:
-        if not _LABEL_NAME.match(self.name):
+        if not is_label_name(self.name):
             raise InputError(f"invalid label name {self.name!r} in a selector")
         if self.op not in ("=", "!=", "=~", "!~"):
             raise InputError(f"invalid match operator {self.op!r} for label {self.name!r}")
@@ -62,7 +60,7 @@ class Selector:
     matchers: tuple[Matcher, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        if not _METRIC_NAME.match(self.metric):
+        if not is_metric_name(self.metric):
             raise InputError(f"invalid metric name {self.metric!r}")
 
     @classmethod

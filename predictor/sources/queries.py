@@ -1,7 +1,7 @@
 """The project's named PromQL queries: each family of query is written once, here.
 
 A forecaster fitted on one query's series and then served another's is trained on data it never sees
-in production (issue 13 found three different queue-demand queries: training, the loop and the reports).
+in production (there once were three different queue-demand queries: training, the loop and the reports).
 So training (``pipelines.forecast``), the loop (``predictor.loop.SourceHistory``), the reports
 (``predictor.reports.inputs``) and right-sizing import their PromQL from this module instead of writing
 it, and ``tests/sources/test_queries.py`` checks that every consumer resolves a family to the text here.

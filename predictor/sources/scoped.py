@@ -20,6 +20,7 @@ import pandas as pd
 
 from models.frames import ID, TIME, VALUE
 from predictor.errors import InputError
+from predictor.names import METRIC_NAME
 from predictor.sources.promql import Matcher, series_id
 
 if TYPE_CHECKING:
@@ -34,7 +35,9 @@ _TOKEN = re.compile(
       | (?P<braces>\{(?:[^}"'`]|"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)*\})
       | (?P<brackets>\[[^\]]*\])
       | (?P<number>0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?:[a-zA-Z]+\d*)*)
-      | (?P<ident>[a-zA-Z_:][a-zA-Z0-9_:]*)
+      | (?P<ident>"""
+    + METRIC_NAME
+    + r""")
       | (?P<other>.)""",
     re.VERBOSE | re.DOTALL,
 )

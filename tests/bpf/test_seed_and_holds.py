@@ -1,4 +1,4 @@
-"""Issue 19 hardening of the XDP feature against the real kernel: a random flow-hash seed per load, a
+"""Hardening of the XDP feature against the real kernel: a random flow-hash seed per load, a
 pin directory that may be a mount point (the node agent's hostPath), and an agent that holds and says
 why instead of crash-looping when nothing is loaded."""
 

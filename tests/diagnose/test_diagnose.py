@@ -102,7 +102,7 @@ def test_real_prometheus_names_the_injected_cause_and_says_healthy_when_clean(
 
 
 def test_history_without_volcano_request_series_is_not_a_fault(small_sim: sim.SimResult, tmp_path: Path) -> None:
-    # Issue 16: a history that lacks volcano_queue_request_scalar_resources made every quiet window a
+    # A history that lacks volcano_queue_request_scalar_resources once made every quiet window a
     # scheduling_starvation at 0.996. Unknown is not evidence: a clean window is not a fault, the family is
     # listed as missing, and a real fault in the same history is still found.
     _quiet(small_sim, CLEAN_AT)

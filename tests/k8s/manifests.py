@@ -21,7 +21,6 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"
-SHARED_REFERENCE = REPO.parent / "shared" / "reference"
 OVERLAYS = {"dry-run": K8S, "apply": K8S / "overlays" / "apply"}
 
 Obj = dict[str, Any]

@@ -1,5 +1,5 @@
 """Who may reach what, and who holds which privilege: the loop's NetworkPolicies, and the XDP load Job
-that holds the capabilities the long-running node agent gave up (issue 19, findings 6 and 8).
+that holds the capabilities the long-running node agent gave up.
 
 The node agent keeps CAP_BPF and its own pin directory (``test_manifests.py`` pins that); loading,
 attaching, upgrading and unloading happen only in ``k8s/xdp-load``, a Job an operator renders per node.
@@ -7,19 +7,17 @@ attaching, upgrading and unloading happen only in ``k8s/xdp-load``, a Job an ope
 
 from __future__ import annotations
 
-import re
-
 import kubernetes_validate
 import pytest
 import typer
 
+from predictor.names import is_dns1123_subdomain
 from tests.k8s.manifests import K8S, OVERLAYS, Obj, containers, find, pod_spec, render, render_dir
 
 KUBERNETES_VERSION = "1.37.0"
 LOOP_NS, NODE_NS = "gpu-capacity-predictor", "gpu-capacity-predictor-node"
 XDP_LOAD, XDP_LOAD_EXAMPLE = K8S / "xdp-load", K8S / "examples" / "xdp-load-node"
 PIN_HOST_PATH = {"path": "/sys/fs/bpf/gpu-capacity-predictor", "type": "DirectoryOrCreate"}
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def _selects(policy: Obj, labels: dict[str, str]) -> bool:
@@ -108,9 +106,9 @@ def test_the_xdp_load_job_holds_the_loader_privileges_on_one_node(directory: obj
     assert args[args.index("--pin-dir") + 1] == mounts["xdp-pins"] == agent_mounts["xdp-pins"]
     if directory == XDP_LOAD:
         # Unpatched: a harmless command on a node name the API server refuses (not a DNS subdomain).
-        assert args[:2] == ["xdp", "status"] and not DNS_SUBDOMAIN.match(pod["nodeName"])
+        assert args[:2] == ["xdp", "status"] and not is_dns1123_subdomain(pod["nodeName"])
     else:
-        assert args[:2] == ["xdp", "load"] and DNS_SUBDOMAIN.match(pod["nodeName"])
+        assert args[:2] == ["xdp", "load"] and is_dns1123_subdomain(pod["nodeName"])
         assert job["metadata"]["name"].endswith(pod["nodeName"])
 
 

@@ -22,7 +22,6 @@ from tests.k8s.manifests import (
     K8S,
     OVERLAYS,
     REPO,
-    SHARED_REFERENCE,
     Obj,
     containers,
     counts_by_kind,
@@ -97,12 +96,9 @@ def _strict(schema: Any) -> Any:
     return schema
 
 
-# The reference CRDs beside the repo, or the Queue CRD the package bundles (the project runs without ../shared).
-CRD_DIR = (
-    SHARED_REFERENCE / "volcano"
-    if (SHARED_REFERENCE / "volcano").is_dir()
-    else REPO / "predictor" / "actuators" / "schemas"
-)
+# The Volcano CRDs the package bundles (the manifests hold Queues only, and the actuator validates against
+# the same files).
+CRD_DIR = REPO / "predictor" / "actuators" / "schemas"
 
 
 def _volcano_validator(obj: Obj) -> jsonschema.Draft7Validator:

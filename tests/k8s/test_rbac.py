@@ -1,4 +1,4 @@
-"""The RBAC the overlays render grants exactly what the issue lists, to whom, and nothing more.
+"""The RBAC the overlays render grants exactly what the table below lists, to whom, and nothing more.
 
 | service account (namespace)                          | API group             | resources    | verbs                  |
 |------------------------------------------------------|-----------------------|--------------|------------------------|

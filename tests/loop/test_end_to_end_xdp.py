@@ -1,4 +1,4 @@
-"""Issue 14's "Must show", one test, one run: simulated history in a real Prometheus → ``predictor loop
+"""The whole XDP path in one test, one run: simulated history in a real Prometheus → ``predictor loop
 --once`` (the CLI, against the fake API server and a temp sqlite MLflow with a registered forecast
 champion) → Queue patches that cite the served model → XDP agent inputs in the ConfigMap → ``predictor
 xdp agent`` on a veth topology switches the active profile, the split follows the new weights and no

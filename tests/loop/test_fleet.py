@@ -1,4 +1,4 @@
-"""Issue 20, the loop side: one cycle per cluster, each on its own API, Lease, plan directory and state.
+"""Fleets, the loop side: one cycle per cluster, each on its own API, Lease, plan directory and state.
 
 Two fake API servers (``tests.actuators.fake_apiserver``, real HTTP) are two clusters that both have a
 queue ``team-a``. The fleet's forecaster knows series only by their qualified ids (``a/team-a``), as the

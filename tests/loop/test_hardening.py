@@ -1,4 +1,4 @@
-"""Issue 19: per-queue staleness, the capacity-collapse hold, and queue names that never become paths.
+"""Hardening: per-queue staleness, the capacity-collapse hold, and queue names that never become paths.
 
 Plan-mode loops over files (``FileCluster``): what is pinned is the planner's decision and the files it
 writes, the same in every mode.

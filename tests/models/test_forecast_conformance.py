@@ -1,4 +1,4 @@
-"""Every registered forecaster passes the same invariants (STYLE §10): a new one inherits them all."""
+"""Every registered forecaster passes the same invariants: a new one inherits them all."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The public surface of the planner, the loop and the Volcano actuator, pinned (STYLE §11)."""
+"""The public surface of the planner, the loop and the Volcano actuator, pinned (a change must be deliberate)."""
 
 from __future__ import annotations
 

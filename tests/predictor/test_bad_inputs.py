@@ -1,4 +1,4 @@
-"""The bad-input battery (issue 19): every command that reads a file or a flag, fed something wrong.
+"""The bad-input battery: every command that reads a file or a flag, fed something wrong.
 
 Each case runs the real CLI (``predictor.cli.main``) in-process and checks what a user relies on: exactly
 one line on stderr naming the problem, exit code 1, and no file written outside the output directory.

@@ -1,4 +1,4 @@
-"""Where ``/metrics`` listens is a setting, for the loop and the node agent (issue 19, finding 8).
+"""Where ``/metrics`` listens is a setting, for the loop and the node agent.
 
 The loop keeps 0.0.0.0 (its pod has its own network namespace; k8s/base NetworkPolicies limit who
 scrapes it); the node agent, on the host network, defaults to loopback and k8s/ gives it the node's IP.

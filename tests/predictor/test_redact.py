@@ -1,4 +1,4 @@
-"""Passwords inside URLs never reach stdout, stderr or the audit log (issue 19, finding 8).
+"""Passwords inside URLs never reach stdout, stderr or the audit log.
 
 One helper (``predictor.errors.redact_url``); every ``PredictorError`` applies it to its message, the
 audit log to each reason, and the few places that print a URL themselves call it.

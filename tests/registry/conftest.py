@@ -1,4 +1,4 @@
-"""A real MLflow tracking store per test: sqlite in ``tmp_path`` (no mocks of MLflow, STYLE §9)."""
+"""A real MLflow tracking store per test: sqlite in ``tmp_path`` (no mocks of MLflow: a real store answers)."""
 
 from __future__ import annotations
 

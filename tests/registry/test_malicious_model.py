@@ -1,4 +1,4 @@
-"""Issue 19: a registry writer must not run code in the loop. Refused, nothing executed, last good model kept."""
+"""A registry writer must not run code in the loop. Refused, nothing executed, last good model kept."""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ def test_conformal_quantile_needs_enough_scores() -> None:
 
 
 def test_growing_workload_is_not_undersized_past_risk_on_its_next_runs() -> None:
-    """Must show: a workload whose runs keep growing; the recommendation made after 40 runs covers the
+    """A workload whose runs keep growing; the recommendation made after 40 runs covers the
     next runs at least 1 − R of the time, where a percentile of past runs (VPA) falls behind."""
     rng = np.random.default_rng(0)
     risk, ahead, history = 0.05, 5, 40

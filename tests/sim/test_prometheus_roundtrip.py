@@ -1,4 +1,4 @@
-"""Must-show: five weeks of a 64-node (512-GPU) cluster replaying Philly, backfilled into a real
+"""Five weeks of a 64-node (512-GPU) cluster replaying Philly, backfilled into a real
 Prometheus with promtool and read back through ``PrometheusSource``.
 
 An hourly step and a subset of families keep this to about a minute on two cores; the 1-minute
@@ -18,6 +18,8 @@ from predictor.config import PrometheusSettings
 from predictor.sources.prometheus import PrometheusSource
 from predictor.sources.promql import Selector
 
+# The public Microsoft Philly trace (msr-fiddle/philly-traces, CC BY 4.0) as a job table, kept in the data
+# directory beside the repository; the test skips where it is absent.
 PHILLY = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "philly" / "jobs.csv"
 STEP = pd.Timedelta(hours=1)
 FAMILIES = ",".join(

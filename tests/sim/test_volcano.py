@@ -1,7 +1,7 @@
 """Each Volcano rule the simulator copies, on a hand-made cluster small enough to state the exact outcome.
 
-Rules are those of the capacity plugin + reclaim action and the priority plugin + preempt action (the
-project's INFRA_NOTES.md §1.2–1.3): deserved is borrowable and reclaimed, guarantee is never reclaimed and
+Rules are those of the capacity plugin + reclaim action and the priority plugin + preempt action, as
+Volcano's scheduler implements them: deserved is borrowable and reclaimed, guarantee is never reclaimed and
 is kept out of other queues' real capability, reclaimable=false queues never give back, preemption is by
 priorityClass inside a queue, and a gang stops whole.
 """

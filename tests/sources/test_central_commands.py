@@ -1,4 +1,4 @@
-"""Must-show of issue 20: the commands read a fleet through a real central store and get per-cluster answers
+"""Fleets: the commands read a fleet through a real central store and get per-cluster answers
 equal to reading each cluster's own Prometheus.
 
 Settings ``clusters: [{name: a}, {name: b}]`` with the central URL: each cluster's rows equal today's

@@ -1,4 +1,4 @@
-"""Must-show of issue 20: a real central store answers per cluster exactly as each cluster's own Prometheus.
+"""Fleets: a real central store answers per cluster exactly as each cluster's own Prometheus.
 
 Two cluster Prometheus servers with ``external_labels: {cluster: a|b}`` remote-write into a third started
 with ``--web.enable-remote-write-receiver`` (``tests/support/centralprom.py``). Both clusters are

@@ -32,13 +32,14 @@ from types import TracebackType
 import requests
 
 from predictor.errors import EnvironmentUnsupportedError
+from predictor.names import LABEL_NAME
 from tests.support.localprom import free_port, stop_process, wait_ready
 
 __all__ = ["CentralStore", "Series", "openmetrics_series", "push"]
 
 # Block range far above any test history: keeps every sample appendable (see the module docstring).
 _BLOCK = "60d"
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+_LABEL = re.compile(rf'({LABEL_NAME})="((?:[^"\\]|\\.)*)"')
 _UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 
 # One series: its labels (``__name__`` included) and its samples ``(unix_ms, value)`` in time order.
