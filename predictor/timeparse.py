@@ -1,21 +1,27 @@
-"""Times and durations as users type them: ISO 8601 instants and Prometheus-style durations."""
+"""Times and durations as users type them: ISO 8601 instants and Prometheus-style durations.
+
+pandas is imported inside the functions that return its types: the node agents (``collect``,
+``xdp agent``) parse durations too and must start without it (``parse_seconds``).
+"""
 
 from __future__ import annotations
 
 import re
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from predictor.errors import InputError
 
-__all__ = ["parse_duration", "parse_time"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["parse_duration", "parse_seconds", "parse_time"]
 
 _DURATION_PART = re.compile(r"(\d+)(ms|y|w|d|h|m|s)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 
 
-def parse_duration(text: str, *, name: str = "duration") -> pd.Timedelta:
-    """``"1m"``, ``"1h30m"``, ``"90s"`` or plain seconds (``"60"``) → Timedelta (> 0)."""
+def parse_seconds(text: str, *, name: str = "duration") -> float:
+    """``"1m"``, ``"1h30m"``, ``"90s"`` or plain seconds (``"60"``) → seconds (> 0)."""
     raw = text.strip()
     if re.fullmatch(r"\d+(\.\d+)?", raw):
         seconds = float(raw)
@@ -26,11 +32,20 @@ def parse_duration(text: str, *, name: str = "duration") -> pd.Timedelta:
         seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in parts)
     if seconds <= 0:
         raise InputError(f"{name} {text!r} must be longer than zero")
-    return pd.Timedelta(seconds=seconds)
+    return float(seconds)
+
+
+def parse_duration(text: str, *, name: str = "duration") -> pd.Timedelta:
+    """``"1m"``, ``"1h30m"``, ``"90s"`` or plain seconds (``"60"``) → Timedelta (> 0)."""
+    import pandas as pd
+
+    return pd.Timedelta(seconds=parse_seconds(text, name=name))
 
 
 def parse_time(text: str, *, name: str = "time") -> pd.Timestamp:
     """An ISO 8601 instant (naive means UTC) or a Unix timestamp in seconds → UTC Timestamp."""
+    import pandas as pd
+
     raw = text.strip()
     try:
         if re.fullmatch(r"\d+(\.\d+)?", raw):
