@@ -20,12 +20,7 @@ if TYPE_CHECKING:
     from predictor.loop import HistoryReader
     from predictor.loop.demand import JobsReader
 
-__all__ = ["register"]
-
-
-def register(app: typer.Typer, train: typer.Typer) -> None:
-    """Add ``demand`` to the root app."""
-    app.command("demand")(demand_command)
+__all__ = ["demand_command"]
 
 
 def jobs_reader(settings: Settings, pending: Path | None, history: Path | None) -> JobsReader | None:

@@ -18,17 +18,11 @@ from predictor.commands._common import console, settings_from
 from predictor.commands._fleet import ClusterOpt, check_cluster_option, fleet
 from predictor.errors import InputError
 
-__all__ = ["register"]
+__all__ = ["diagnose_cmd", "train_rca_cmd"]
 
 
 def _write_json(payload: object, out: Path) -> None:
     write_text(out, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
-
-
-def register(app: typer.Typer, train: typer.Typer) -> None:
-    """Add ``diagnose`` to the root app and ``rca`` to the ``train`` group."""
-    app.command("diagnose")(diagnose_cmd)
-    train.command("rca")(train_rca_cmd)
 
 
 def diagnose_cmd(

@@ -21,7 +21,7 @@ from predictor.registry import FORECAST_FAMILY
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["register"]
+__all__ = ["backtest", "forecast", "train_forecast_cmd"]
 
 
 def _check_models(names: list[str] | None) -> list[str] | None:
@@ -82,13 +82,6 @@ def _print_table(frame: pd.DataFrame, title: str) -> None:
     console.print(title, markup=False, highlight=False, soft_wrap=True)
     text = frame.to_string(index=False, float_format=lambda v: f"{v:.3f}")
     console.print(text, markup=False, highlight=False, soft_wrap=True)
-
-
-def register(app: typer.Typer, train: typer.Typer) -> None:
-    """Add ``forecast`` and ``backtest`` to the root app and ``forecast`` to the ``train`` group."""
-    app.command("forecast")(forecast)
-    app.command("backtest")(backtest)
-    train.command("forecast")(train_forecast_cmd)
 
 
 def forecast(

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # annotations only: the loop, the actuator and their clients 
     from predictor.loop.fleet import FleetLoop
     from predictor.planner import PlannerSettings, QueueState
 
-__all__ = ["register"]
+__all__ = ["loop_command", "plan_command"]
 
 # The settings file of ``predictor --config``, given after the command instead (it wins over the global one).
 ConfigOption = typer.Option("--config", help="Settings file, the same as `predictor --config` (replaces it).")
@@ -44,12 +44,6 @@ def _summary(title: str, changes: int, held: Counter[str]) -> Table:
     for code, n in sorted(held.items()):
         table.add_row(f"held: {code}", str(n))
     return table
-
-
-def register(app: typer.Typer, train: typer.Typer) -> None:
-    """Add ``plan`` and ``loop`` to the root app."""
-    app.command("plan")(plan_command)
-    app.command("loop")(loop_command)
 
 
 def plan_command(

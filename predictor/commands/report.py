@@ -25,12 +25,7 @@ if TYPE_CHECKING:
     from predictor.reports.inputs import ReportInputs
     from predictor.sources.clusters import ClusterSource
 
-__all__ = ["register"]
-
-
-def register(app: typer.Typer, train: typer.Typer) -> None:
-    """Add ``report`` to the root app."""
-    app.command("report")(report)
+__all__ = ["report"]
 
 
 def report(
