@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from predictor.errors import EnvironmentUnsupportedError
+
 if TYPE_CHECKING:
     # Typer ships its own copy of click; the click package itself is not needed (nor in the agent image).
     from typer import _click as click
@@ -40,7 +42,17 @@ class LazyCommand:
     def load(self) -> click.Command:
         """Import the module and build the click command Typer would have built."""
         module_name, _, attribute = self.target.partition(":")
-        obj: Any = getattr(importlib.import_module(module_name), attribute)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").split(".")[0] in ("predictor", "pipelines", "models"):
+                raise  # our own module missing is a bug, not an installation without extras
+            # e.g. the node agent image, which installs only what `collect` and `xdp` import
+            raise EnvironmentUnsupportedError(
+                f"`predictor {self.name}` needs the Python package {exc.name!r}, which this installation lacks "
+                "(the agent image runs only collect, xdp and version)"
+            ) from exc
+        obj: Any = getattr(module, attribute)
         if isinstance(obj, typer.Typer):
             group = typer.main.get_group(obj)
             group.name = self.name
