@@ -12,6 +12,7 @@ import typer
 
 from predictor.commands._common import console, settings_from
 from predictor.commands._fleet import ClusterOpt, fleet, with_cluster
+from predictor.commands._options import PrometheusUrlOption
 from predictor.errors import InputError
 from predictor.sources.files import SUFFIXES, write_frame
 from predictor.timeparse import parse_duration, parse_time
@@ -31,9 +32,7 @@ def export(
     end: Annotated[str, typer.Option("--end", help="Range end, ISO 8601 (naive = UTC).")],
     out: Annotated[Path, typer.Option("--out", help="Output file: .csv or .parquet.")],
     step: Annotated[str, typer.Option("--step", help="Evaluation step, e.g. 30s, 1m, 1h.")] = "1m",
-    prometheus_url: Annotated[
-        str | None, typer.Option("--prometheus-url", help="Prometheus base URL (overrides config).")
-    ] = None,
+    prometheus_url: PrometheusUrlOption = None,
     retries: Annotated[
         int | None, typer.Option("--retries", help="Retries of transient failures (overrides config).")
     ] = None,

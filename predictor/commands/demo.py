@@ -118,10 +118,12 @@ STAGES: tuple[Stage, ...] = (
 def demo(
     ctx: typer.Context,
     out: Annotated[Path, typer.Option("--out", help="Directory for everything the demo writes.")] = Path("demo-out"),
+    # Not the shared PrometheusUrlOption: here the flag replaces the simulation, not a configured URL.
     prometheus_url: Annotated[
         str | None,
         typer.Option("--prometheus-url", help="Read history from this Prometheus instead of simulating."),
     ] = None,
+    # Not the shared TrackingUriOption: without it the demo keeps MLflow under DIR, not in the settings' store.
     tracking_uri: Annotated[
         str | None, typer.Option("--tracking-uri", help="MLflow tracking URI instead of DIR/mlflow.db.")
     ] = None,

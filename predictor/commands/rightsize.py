@@ -14,6 +14,7 @@ import typer
 
 from predictor.commands._common import console, settings_from
 from predictor.commands._fleet import CLUSTER_COLUMN, ClusterOpt, check_cluster_option, fleet, with_cluster
+from predictor.commands._options import HistoryOrMetricsOption, PrometheusUrlOption, TrackingUriOption
 from predictor.errors import InputError
 
 if TYPE_CHECKING:
@@ -26,12 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_WINDOW_DAYS", "rightsize_cmd", "train_demand_cmd"]
 
 DEFAULT_WINDOW_DAYS = 28
-UrlOpt = Annotated[str | None, typer.Option("--prometheus-url", help="Prometheus base URL to read history from.")]
 StartOpt = Annotated[str | None, typer.Option("--start", help="Start of the history window (ISO 8601).")]
 EndOpt = Annotated[str | None, typer.Option("--end", help="End of the history window (ISO 8601).")]
-HistoryOpt = Annotated[
-    Path | None, typer.Option("--history", help="Long CSV/Parquet file, or the simulator's metrics/ directory.")
-]
 StepOpt = Annotated[str, typer.Option("--step", help="Sample step of the history (e.g. 5m).")]
 SharingOpt = Annotated[
     list[float] | None, typer.Option("--sharing-size", help="GPU fraction a sharing setup offers (repeatable).")
@@ -174,10 +171,10 @@ def _rs_with_sharing(rs: RightsizeSettings, sharing: list[float] | None) -> Righ
 def rightsize_cmd(
     ctx: typer.Context,
     out: Annotated[Path, typer.Option("--out", help="Output CSV/Parquet, one row per workload.")],
-    prometheus_url: UrlOpt = None,
+    prometheus_url: PrometheusUrlOption = None,
     start: StartOpt = None,
     end: EndOpt = None,
-    history: HistoryOpt = None,
+    history: HistoryOrMetricsOption = None,
     step: StepOpt = "5m",
     sharing_size: SharingOpt = None,
     risk: Annotated[
@@ -214,15 +211,13 @@ def rightsize_cmd(
 
 def train_demand_cmd(
     ctx: typer.Context,
-    prometheus_url: UrlOpt = None,
+    prometheus_url: PrometheusUrlOption = None,
     start: StartOpt = None,
     end: EndOpt = None,
-    history: HistoryOpt = None,
+    history: HistoryOrMetricsOption = None,
     step: StepOpt = "5m",
     quantile: Annotated[float, typer.Option("--quantile", min=0.5, max=0.999, help="Quantile to predict.")] = 0.95,
-    tracking_uri: Annotated[
-        str | None, typer.Option("--tracking-uri", help="MLflow tracking URI (overrides settings).")
-    ] = None,
+    tracking_uri: TrackingUriOption = None,
     cluster: ClusterOpt = None,
 ) -> None:
     """Fit the demand regressors, backtest them against VPA/KRR, register gpu-demand, promote if better.
