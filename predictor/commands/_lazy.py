@@ -75,23 +75,15 @@ class LazyGroup(TyperGroup):
 
     lazy: ClassVar[Sequence[LazyCommand]] = ()
 
-    def _entry(self, name: str) -> LazyCommand | None:
-        return next((entry for entry in self.lazy if entry.name == name), None)
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        eager = super().list_commands(ctx)
-        return [*eager, *(entry.name for entry in self.lazy if entry.name not in eager)]
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        eager = super().get_command(ctx, cmd_name)
-        if eager is not None:
-            return eager
-        entry = self._entry(cmd_name)
-        return _Placeholder(entry) if entry is not None else None
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        # Placeholders in the command table: listed, shown in help and offered for typos like any command.
+        for entry in self.lazy:
+            self.commands.setdefault(entry.name, _Placeholder(entry))
 
     def load_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         """The real command ``cmd_name`` (importing its module), or ``None`` if there is none."""
-        command = self.get_command(ctx, cmd_name)
+        command = self.commands.get(cmd_name)
         if isinstance(command, _Placeholder):
             command = command.entry.load()
             self.commands[cmd_name] = command  # resolved once per process

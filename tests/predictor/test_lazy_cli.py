@@ -102,6 +102,6 @@ def test_train_lists_its_commands_without_running_them(capsys: pytest.CaptureFix
         assert entry.name in out
 
 
-def test_an_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["no-such-command"]) == 2
-    assert "No such command" in capsys.readouterr().err
+def test_a_mistyped_command_is_a_usage_error_naming_the_lazy_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["colect"]) == 2
+    assert "No such command 'colect'. Did you mean 'collect'?" in capsys.readouterr().err
