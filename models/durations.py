@@ -15,10 +15,12 @@ import itertools
 import re
 from datetime import timedelta
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas only where a Timedelta is returned: the node agents parse durations without it
+    import pandas as pd
 
-__all__ = ["DURATION_EXAMPLES", "UNIT_SECONDS", "DurationError", "parse_duration"]
+__all__ = ["DURATION_EXAMPLES", "UNIT_SECONDS", "DurationError", "duration_ns", "parse_duration"]
 
 _SECOND_NS = 1_000_000_000
 UNIT_SECONDS: dict[str, Decimal] = {
@@ -56,13 +58,13 @@ def _nanoseconds(raw: str) -> int | None:
     return int(sum(Decimal(n) * size for n, size in zip((n for n, _ in parts), sizes, strict=True)) * _SECOND_NS)
 
 
-def parse_duration(value: str | float | timedelta, *, name: str = "duration") -> pd.Timedelta:
+def duration_ns(value: str | float | timedelta, *, name: str = "duration") -> int:
     """``"60"`` (seconds), ``"30s"``, ``"5min"``, ``"1h30m"``, ``"1D"``, a number of seconds or a timedelta
-    → a positive ``pd.Timedelta``; anything else raises ``DurationError`` naming ``name`` and the input."""
+    → positive whole nanoseconds; anything else raises ``DurationError`` naming ``name`` and the input."""
     bad = DurationError(f"{name} {value!r} is not a duration (examples: {DURATION_EXAMPLES})")
     ns: int | None
-    if isinstance(value, timedelta):  # pd.Timedelta is one too
-        ns = pd.Timedelta(value).value
+    if isinstance(value, timedelta):  # pd.Timedelta is one too, with nanoseconds beyond the microsecond
+        ns = value // timedelta(microseconds=1) * 1000 + int(getattr(value, "nanoseconds", 0))
     elif isinstance(value, int | float) and not isinstance(value, bool):
         ns = int(Decimal(str(value)) * _SECOND_NS) if Decimal(str(value)).is_finite() else None
     elif isinstance(value, str):
@@ -73,6 +75,14 @@ def parse_duration(value: str | float | timedelta, *, name: str = "duration") ->
         raise bad
     if ns <= 0:
         raise DurationError(f"{name} {value!r} must be longer than zero")
+    return ns
+
+
+def parse_duration(value: str | float | timedelta, *, name: str = "duration") -> pd.Timedelta:
+    """``duration_ns`` as a positive ``pd.Timedelta``."""
+    import pandas as pd
+
+    ns = duration_ns(value, name=name)
     try:
         return pd.Timedelta(ns, unit="ns")
     except (OverflowError, ValueError) as exc:

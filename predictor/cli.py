@@ -1,7 +1,9 @@
-"""The ``predictor`` command: one Typer app, command groups registered from ``predictor.commands``.
+"""The ``predictor`` command: one Typer app listing the commands of ``predictor.commands.COMMANDS``.
 
-A known error (``PredictorError``) becomes one line on stderr and exit code 1; a traceback is shown only
-with ``--debug``. This is the only module (with ``predictor.commands``) allowed to import ``pipelines``.
+Commands are imported when they run (``predictor.commands._lazy``), never at start: the node agents
+(``collect``, ``xdp agent``) must not load the ML stack. A known error (``PredictorError``) becomes one
+line on stderr and exit code 1; a traceback is shown only with ``--debug``. This is the only module
+(with ``predictor.commands``) allowed to import ``pipelines``.
 """
 
 from __future__ import annotations
@@ -13,34 +15,21 @@ from typing import Annotated
 import typer
 
 from predictor import __version__
-from predictor.commands import (
-    data,
-    demand,
-    demo,
-    diagnose,
-    forecast,
-    loop,
-    replay,
-    report,
-    retrain,
-    rightsize,
-    simulate,
-    xdp,
-)
+from predictor.commands import COMMANDS
 from predictor.commands._common import CliState, console, err_console
+from predictor.commands._lazy import lazy_group
 from predictor.errors import PredictorError
 
 __all__ = ["app", "main"]
 
 app = typer.Typer(
+    cls=lazy_group("PredictorGroup", COMMANDS),
     name="predictor",
     help="GPU demand prediction and capacity planning for Kubernetes clusters scheduled by Volcano.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-train_app = typer.Typer(help="Train a model family, backtest it and register it in MLflow.", no_args_is_help=True)
-app.add_typer(train_app, name="train")
 
 
 @app.callback()
@@ -58,10 +47,6 @@ def _global_options(
 def version() -> None:
     """Print the installed version."""
     console.print(f"gpu-capacity-predictor {__version__}")
-
-
-for _module in (data, demo, xdp, simulate, replay, forecast, retrain, loop, demand, rightsize, diagnose, report):
-    _module.register(app, train_app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,15 +1,29 @@
-"""Times and durations as users type them: ISO 8601 instants and durations (bare numbers are seconds)."""
+"""Times and durations as users type them: ISO 8601 instants and durations (bare numbers are seconds).
+
+pandas is imported inside the functions that return its types: the node agents (``collect``,
+``xdp agent``) parse durations too and must start without it (``parse_seconds``).
+"""
 
 from __future__ import annotations
 
 import re
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from models import durations
 from predictor.errors import InputError
 
-__all__ = ["parse_duration", "parse_time"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["parse_duration", "parse_seconds", "parse_time"]
+
+
+def parse_seconds(text: str, *, name: str = "duration") -> float:
+    """``"1m"``, ``"1h30m"``, ``"90s"`` or plain seconds (``"60"``) → seconds (> 0), without pandas."""
+    try:
+        return durations.duration_ns(text, name=name) / 1e9
+    except durations.DurationError as exc:
+        raise InputError(str(exc)) from exc
 
 
 def parse_duration(text: str, *, name: str = "duration") -> pd.Timedelta:
@@ -26,6 +40,8 @@ def parse_duration(text: str, *, name: str = "duration") -> pd.Timedelta:
 
 def parse_time(text: str, *, name: str = "time") -> pd.Timestamp:
     """An ISO 8601 instant (naive means UTC) or a Unix timestamp in seconds → UTC Timestamp."""
+    import pandas as pd
+
     raw = text.strip()
     try:
         if re.fullmatch(r"\d+(\.\d+)?", raw):

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from predictor.commands._common import console, settings_from
+from predictor.commands._options import HistoryOption, SettingsFileOption
 from predictor.errors import InputError
 from predictor.timeparse import parse_time
 
@@ -20,12 +21,7 @@ if TYPE_CHECKING:
     from predictor.loop import HistoryReader
     from predictor.loop.demand import JobsReader
 
-__all__ = ["register"]
-
-
-def register(app: typer.Typer, train: typer.Typer) -> None:
-    """Add ``demand`` to the root app."""
-    app.command("demand")(demand_command)
+__all__ = ["demand_command"]
 
 
 def jobs_reader(settings: Settings, pending: Path | None, history: Path | None) -> JobsReader | None:
@@ -46,15 +42,13 @@ def demand_command(
     out: Annotated[
         Path, typer.Option("--out", help="File to write (.csv or .parquet): the input of `predictor plan --demand`.")
     ],
-    history: Annotated[
-        Path | None, typer.Option("--history", help="Per-queue demand history file instead of Prometheus.")
-    ] = None,
+    history: HistoryOption = None,
     pending: Annotated[
         Path | None,
         typer.Option("--pending", help="Pending GPUs per queue (series_id, timestamp, value) instead of Prometheus."),
     ] = None,
     now: Annotated[str | None, typer.Option("--now", help="Prediction time (default: now).")] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="Settings file (replaces the global one).")] = None,
+    config: SettingsFileOption = None,
 ) -> None:
     """Predict each queue's GPU peak over the next hours with the gpu-demand champion (as registered).
 

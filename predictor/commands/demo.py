@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from predictor.registry import ModelRegistry
 
-__all__ = ["STAGES", "register"]
+__all__ = ["STAGES", "demo"]
 
 # Fast candidates for the demo's weekly backtest on 2 cores (the LSTM and MSTL are what `train forecast` adds).
 DEMO_FORECAST_CANDIDATES = ("naive", "drift", "seasonal_naive_24", "seasonal_naive_168", "ets")
@@ -115,64 +115,62 @@ STAGES: tuple[Stage, ...] = (
 )
 
 
-def register(app: typer.Typer, train: typer.Typer) -> None:
-    @app.command()
-    def demo(
-        ctx: typer.Context,
-        out: Annotated[Path, typer.Option("--out", help="Directory for everything the demo writes.")] = Path(
-            "demo-out"
-        ),
-        prometheus_url: Annotated[
-            str | None,
-            typer.Option("--prometheus-url", help="Read history from this Prometheus instead of simulating."),
-        ] = None,
-        tracking_uri: Annotated[
-            str | None, typer.Option("--tracking-uri", help="MLflow tracking URI instead of DIR/mlflow.db.")
-        ] = None,
-        weeks: Annotated[float, typer.Option("--weeks", min=3, max=12, help="Weeks to simulate.")] = 5.0,
-        nodes: Annotated[int, typer.Option("--nodes", min=2, max=128, help="8-GPU nodes to simulate.")] = 16,
-    ) -> None:
-        """Run the main job end to end on embedded defaults: simulate, train, plan, report."""
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+def demo(
+    ctx: typer.Context,
+    out: Annotated[Path, typer.Option("--out", help="Directory for everything the demo writes.")] = Path("demo-out"),
+    # Not the shared PrometheusUrlOption: here the flag replaces the simulation, not a configured URL.
+    prometheus_url: Annotated[
+        str | None,
+        typer.Option("--prometheus-url", help="Read history from this Prometheus instead of simulating."),
+    ] = None,
+    # Not the shared TrackingUriOption: without it the demo keeps MLflow under DIR, not in the settings' store.
+    tracking_uri: Annotated[
+        str | None, typer.Option("--tracking-uri", help="MLflow tracking URI instead of DIR/mlflow.db.")
+    ] = None,
+    weeks: Annotated[float, typer.Option("--weeks", min=3, max=12, help="Weeks to simulate.")] = 5.0,
+    nodes: Annotated[int, typer.Option("--nodes", min=2, max=128, help="8-GPU nodes to simulate.")] = 16,
+) -> None:
+    """Run the main job end to end on embedded defaults: simulate, train, plan, report."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-        out.mkdir(parents=True, exist_ok=True)
-        mlflow: dict[str, str] = (
-            {"tracking_uri": tracking_uri}
-            if tracking_uri
-            else {
-                # Local default: the sqlite store and its artifacts both under DIR (not ./mlruns of the cwd).
-                "tracking_uri": f"sqlite:///{(out / 'mlflow.db').resolve()}",
-                "artifact_location": (out / "mlruns").resolve().as_uri(),
-            }
-        )
-        settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow=mlflow)
-        demo_ctx = DemoContext(
-            out=out,
-            settings=settings,
-            options={"prometheus_url": prometheus_url, "sim": {"weeks": weeks, "nodes": nodes}},
-        )
-        started = time.perf_counter()
-        with Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
-        ) as bar:
-            task = bar.add_task("starting", total=None)
-            demo_ctx.progress = lambda text: bar.update(task, description=text)
+    out.mkdir(parents=True, exist_ok=True)
+    mlflow: dict[str, str] = (
+        {"tracking_uri": tracking_uri}
+        if tracking_uri
+        else {
+            # Local default: the sqlite store and its artifacts both under DIR (not ./mlruns of the cwd).
+            "tracking_uri": f"sqlite:///{(out / 'mlflow.db').resolve()}",
+            "artifact_location": (out / "mlruns").resolve().as_uri(),
+        }
+    )
+    settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow=mlflow)
+    demo_ctx = DemoContext(
+        out=out,
+        settings=settings,
+        options={"prometheus_url": prometheus_url, "sim": {"weeks": weeks, "nodes": nodes}},
+    )
+    started = time.perf_counter()
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
+    ) as bar:
+        task = bar.add_task("starting", total=None)
+        demo_ctx.progress = lambda text: bar.update(task, description=text)
 
-            def start(stage: Stage) -> None:
-                bar.update(task, description=stage.name)
+        def start(stage: Stage) -> None:
+            bar.update(task, description=stage.name)
 
-            def done(stage: Stage, result: StageResult) -> None:
-                mark = {"done": "✓", "reused": "✓", "failed": "✗"}.get(result.status, "·")
-                bar.console.print(
-                    f"{mark} {stage.name}: {result.status} ({result.seconds:.0f} s) {result.summary}",
-                    markup=False,
-                    highlight=False,
-                )
+        def done(stage: Stage, result: StageResult) -> None:
+            mark = {"done": "✓", "reused": "✓", "failed": "✗"}.get(result.status, "·")
+            bar.console.print(
+                f"{mark} {stage.name}: {result.status} ({result.seconds:.0f} s) {result.summary}",
+                markup=False,
+                highlight=False,
+            )
 
-            results = run_stages(STAGES, demo_ctx, on_start=start, on_done=done)
-        _print_summary(demo_ctx, results, time.perf_counter() - started)
-        if any(r.status == "failed" for _, r in results):
-            raise typer.Exit(1)
+        results = run_stages(STAGES, demo_ctx, on_start=start, on_done=done)
+    _print_summary(demo_ctx, results, time.perf_counter() - started)
+    if any(r.status == "failed" for _, r in results):
+        raise typer.Exit(1)
 
 
 def _print_summary(ctx: DemoContext, results: list[tuple[Stage, StageResult]], seconds: float) -> None:

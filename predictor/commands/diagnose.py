@@ -16,31 +16,22 @@ import typer
 from predictor.atomicio import write_text
 from predictor.commands._common import console, settings_from
 from predictor.commands._fleet import ClusterOpt, check_cluster_option, fleet
+from predictor.commands._options import HistoryOption, IncidentHistoryOption, PrometheusUrlOption
 from predictor.errors import InputError
 
-__all__ = ["register"]
+__all__ = ["diagnose_cmd", "train_rca_cmd"]
 
 
 def _write_json(payload: object, out: Path) -> None:
     write_text(out, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
 
 
-def register(app: typer.Typer, train: typer.Typer) -> None:
-    """Add ``diagnose`` to the root app and ``rca`` to the ``train`` group."""
-    app.command("diagnose")(diagnose_cmd)
-    train.command("rca")(train_rca_cmd)
-
-
 def diagnose_cmd(
     ctx: typer.Context,
     at: Annotated[str, typer.Option("--at", help="End of the window, ISO 8601 (naive = UTC).")],
     out: Annotated[Path, typer.Option("--out", help="Output JSON file.")],
-    prometheus_url: Annotated[
-        str | None, typer.Option("--prometheus-url", help="Prometheus base URL to read the window from.")
-    ] = None,
-    history: Annotated[
-        Path | None, typer.Option("--history", help="Long CSV/Parquet history file instead of Prometheus.")
-    ] = None,
+    prometheus_url: PrometheusUrlOption = None,
+    history: HistoryOption = None,
     window: Annotated[str, typer.Option("--window", help="Window length, e.g. 15m.")] = "15m",
     scope: Annotated[
         str | None, typer.Option("--scope", help="Only this scope: node=X, gpu=N, job=J or queue=Q.")
@@ -110,7 +101,7 @@ def train_rca_cmd(
     incidents: Annotated[
         Path | None, typer.Option("--incidents", help="Your labelled incidents CSV (time,scope,cause[,window]).")
     ] = None,
-    history: Annotated[Path | None, typer.Option("--history", help="History file the incidents refer to.")] = None,
+    history: IncidentHistoryOption = None,
     window: Annotated[str, typer.Option("--window", help="Window length, e.g. 15m.")] = "15m",
     cache: Annotated[Path | None, typer.Option("--cache", help="Directory caching simulated labelled windows.")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="One small scenario each (smoke runs).")] = False,

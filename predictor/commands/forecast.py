@@ -15,13 +15,14 @@ import typer
 
 from predictor.commands._common import console, settings_from
 from predictor.commands._fleet import ClusterOpt, check_cluster_option
+from predictor.commands._options import HistoryFileOption, HistoryOption, TrackingUriOption
 from predictor.errors import InputError
 from predictor.registry import FORECAST_FAMILY
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["register"]
+__all__ = ["backtest", "forecast", "train_forecast_cmd"]
 
 
 def _check_models(names: list[str] | None) -> list[str] | None:
@@ -55,7 +56,6 @@ ModelOpt = Annotated[str, typer.Option("--model", help=f"{_MODEL_HELP}.", callba
 ModelsOpt = Annotated[
     list[str] | None, typer.Option("--model", help=f"{_MODEL_HELP}; repeatable, default all.", callback=_check_models)
 ]
-HistoryOpt = Annotated[Path, typer.Option("--history", help="Long CSV/Parquet history file.")]
 HorizonOpt = Annotated[int, typer.Option("--horizon", min=1, help="Steps ahead to forecast.")]
 TimeColOpt = Annotated[str, typer.Option("--time-col", help="Timestamp column (naive = UTC).")]
 IdColOpt = Annotated[str, typer.Option("--id-col", help="Series id column.")]
@@ -84,16 +84,9 @@ def _print_table(frame: pd.DataFrame, title: str) -> None:
     console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
-def register(app: typer.Typer, train: typer.Typer) -> None:
-    """Add ``forecast`` and ``backtest`` to the root app and ``forecast`` to the ``train`` group."""
-    app.command("forecast")(forecast)
-    app.command("backtest")(backtest)
-    train.command("forecast")(train_forecast_cmd)
-
-
 def forecast(
     ctx: typer.Context,
-    history: HistoryOpt,
+    history: HistoryFileOption,
     out: Annotated[Path, typer.Option("--out", help="Output CSV/Parquet forecast file.")],
     horizon: HorizonOpt = 168,
     model: ModelOpt = "auto",
@@ -117,7 +110,7 @@ def forecast(
 
 def backtest(
     ctx: typer.Context,
-    history: HistoryOpt,
+    history: HistoryFileOption,
     out: Annotated[Path, typer.Option("--out", help="Output CSV/Parquet metrics table.")],
     horizon: HorizonOpt = 168,
     windows: Annotated[int, typer.Option("--windows", min=1, help="Backtest origins.")] = 4,
@@ -140,16 +133,14 @@ def backtest(
 
 def train_forecast_cmd(
     ctx: typer.Context,
-    history: Annotated[Path | None, typer.Option("--history", help="History file instead of Prometheus.")] = None,
+    history: HistoryOption = None,
     family: Annotated[str, typer.Option("--family", help="Series family: queue or cluster.")] = "queue",
     query: Annotated[str | None, typer.Option("--query", help="PromQL overriding the family's.")] = None,
     days: Annotated[int, typer.Option("--days", min=2, help="Days of Prometheus history.")] = 70,
     model: ModelOpt = "auto",
     horizon: HorizonOpt = 168,
     windows: Annotated[int, typer.Option("--windows", min=1, help="Backtest origins.")] = 4,
-    tracking_uri: Annotated[
-        str | None, typer.Option("--tracking-uri", help="MLflow tracking URI (overrides settings).")
-    ] = None,
+    tracking_uri: TrackingUriOption = None,
     time_col: TimeColOpt = "timestamp",
     id_col: IdColOpt = "series_id",
     value_col: ValueColOpt = "value",

@@ -18,6 +18,7 @@ from rich.table import Table
 from models.frames import ID, TIME
 from predictor.commands import _loop_parts as parts
 from predictor.commands._common import console, settings_from
+from predictor.commands._options import HistoryOption, SettingsFileOption
 from predictor.errors import ConfigError, InputError
 from predictor.timeparse import parse_duration, parse_time
 
@@ -30,10 +31,7 @@ if TYPE_CHECKING:  # annotations only: the loop, the actuator and their clients 
     from predictor.loop.fleet import FleetLoop
     from predictor.planner import PlannerSettings, QueueState
 
-__all__ = ["register"]
-
-# The settings file of ``predictor --config``, given after the command instead (it wins over the global one).
-ConfigOption = typer.Option("--config", help="Settings file, the same as `predictor --config` (replaces it).")
+__all__ = ["loop_command", "plan_command"]
 
 
 def _summary(title: str, changes: int, held: Counter[str]) -> Table:
@@ -46,12 +44,6 @@ def _summary(title: str, changes: int, held: Counter[str]) -> Table:
     return table
 
 
-def register(app: typer.Typer, train: typer.Typer) -> None:
-    """Add ``plan`` and ``loop`` to the root app."""
-    app.command("plan")(plan_command)
-    app.command("loop")(loop_command)
-
-
 def plan_command(
     ctx: typer.Context,
     queues: Annotated[Path, typer.Option("--queues", help="kubectl get queues.scheduling.volcano.sh -o json.")],
@@ -59,7 +51,7 @@ def plan_command(
     out: Annotated[Path, typer.Option("--out", help="Directory for plan.json and queues/<name>.yaml.")],
     demand: Annotated[Path | None, typer.Option("--demand", help="Demand peaks: queue, peak[, resource].")] = None,
     nodes: Annotated[Path | None, typer.Option("--nodes", help="kubectl get nodes -o json (allocatable).")] = None,
-    config: Annotated[Path | None, ConfigOption] = None,
+    config: SettingsFileOption = None,
     now: Annotated[
         str | None, typer.Option("--now", help="Planning time (default: the forecast's first timestamp).")
     ] = None,
@@ -192,10 +184,8 @@ def loop_command(
     ctx: typer.Context,
     once: Annotated[bool, typer.Option("--once", help="Run one cycle and exit.")] = False,
     interval: Annotated[str | None, typer.Option("--interval", help="Cycle interval, e.g. 5m, 1h.")] = None,
-    config: Annotated[Path | None, ConfigOption] = None,
-    history: Annotated[
-        Path | None, typer.Option("--history", help="Per-queue history file instead of Prometheus.")
-    ] = None,
+    config: SettingsFileOption = None,
+    history: HistoryOption = None,
     queues: Annotated[
         Path | None, typer.Option("--queues", help="Queues JSON instead of the API server (plan mode only).")
     ] = None,

@@ -16,7 +16,7 @@ from rich.table import Table
 from predictor.commands._common import console
 from predictor.timeparse import parse_time
 
-__all__ = ["register"]
+__all__ = ["replay"]
 
 SUMMARY_KEYS = (
     "allocation",
@@ -29,11 +29,6 @@ SUMMARY_KEYS = (
     "goodput_gpu_h",
     "fragmentation",
 )
-
-
-def register(app: typer.Typer, train: typer.Typer) -> None:
-    """Add ``replay`` to the root app."""
-    app.command("replay")(replay)
 
 
 def replay(

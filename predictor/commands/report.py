@@ -15,6 +15,7 @@ import typer
 
 from predictor.commands._common import console, settings_from
 from predictor.commands._fleet import ClusterOpt, check_cluster_option, fleet
+from predictor.commands._options import HistoryDirOption, PrometheusUrlOption
 from predictor.errors import DataSourceError, InputError
 
 if TYPE_CHECKING:
@@ -25,21 +26,14 @@ if TYPE_CHECKING:
     from predictor.reports.inputs import ReportInputs
     from predictor.sources.clusters import ClusterSource
 
-__all__ = ["register"]
-
-
-def register(app: typer.Typer, train: typer.Typer) -> None:
-    """Add ``report`` to the root app."""
-    app.command("report")(report)
+__all__ = ["report"]
 
 
 def report(
     ctx: typer.Context,
     out: Annotated[Path, typer.Option("--out", help="Directory for report.{html,md,csv,json}.")],
-    history: Annotated[
-        Path | None, typer.Option("--history", help="Simulator output directory (predictor simulate --out DIR).")
-    ] = None,
-    prometheus_url: Annotated[str | None, typer.Option("--prometheus-url", help="Prometheus base URL.")] = None,
+    history: HistoryDirOption = None,
+    prometheus_url: PrometheusUrlOption = None,
     registry: Annotated[
         str | None, typer.Option("--registry", help="MLflow tracking URI: forecast with the gpu-forecast champion.")
     ] = None,

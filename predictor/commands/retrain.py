@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Protocol
+from typing import TYPE_CHECKING, Annotated, Protocol
 
 import typer
 from rich.table import Table
+from typer.core import TyperGroup
 
-from pipelines.fanout import make_executor, use_executor
 from predictor.commands._common import CliState, console, err_console, settings_from
+from predictor.commands._lazy import LazyGroup
 from predictor.config import MlflowSettings
 from predictor.errors import PredictorError
 from predictor.registry import (
@@ -35,7 +36,10 @@ from predictor.registry import (
     ModelVersionInfo,
 )
 
-__all__ = ["FAMILIES", "FamilyResult", "RegistryReader", "register", "retrain"]
+if TYPE_CHECKING:
+    from typer import _click as click
+
+__all__ = ["FAMILIES", "FamilyResult", "RegistryReader", "retrain", "retrain_cmd", "retrain_command"]
 
 # `predictor train <command>` -> registered model name (one registered model per family).
 
@@ -141,26 +145,24 @@ def retrain(
     return results
 
 
-def _train_commands(train: typer.Typer) -> set[str]:
-    names: set[str] = set()
-    for info in train.registered_commands:
-        if info.name:
-            names.add(info.name)
-        elif info.callback is not None:
-            names.add(info.callback.__name__.replace("_", "-"))
-    return names
+def _train_commands(ctx: typer.Context) -> set[str]:
+    """Names under ``predictor train`` in the app running this command (listed, not imported)."""
+    root = ctx.find_root()
+    group = root.command
+    if not isinstance(group, TyperGroup):
+        return set()
+    train = group.load_command(root, "train") if isinstance(group, LazyGroup) else group.get_command(root, "train")
+    return set(train.list_commands(root)) if isinstance(train, TyperGroup) else set()
 
 
-def _in_process_runner(app: typer.Typer, state: CliState) -> Runner:
+def _in_process_runner(app: click.Command, state: CliState) -> Runner:
     """Run ``predictor [global options] train <command>`` in this process; an error becomes an exit code."""
     global_args = [*(["--config", str(state.config)] if state.config else []), *(["--debug"] if state.debug else [])]
 
     def run(command: str) -> int:
         console.rule(f"predictor train {command}")
         try:
-            result = typer.main.get_command(app).main(
-                args=[*global_args, "train", command], prog_name="predictor", standalone_mode=False
-            )
+            result = app.main(args=[*global_args, "train", command], prog_name="predictor", standalone_mode=False)
         except PredictorError as exc:
             err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
             return 1
@@ -196,15 +198,11 @@ def _print_summary(results: Sequence[FamilyResult]) -> None:
     console.print(f"failed: {', '.join(broken)}" if broken else "ok: nothing is broken", markup=False)
 
 
-def register(
-    app: typer.Typer,
-    train: typer.Typer,
-    *,
+def retrain_command(
     registry_factory: Callable[[MlflowSettings], RegistryReader] = ModelRegistry,
-) -> None:
-    """Add ``predictor retrain`` (``registry_factory`` lets tests read a registry of their own)."""
+) -> Callable[..., None]:
+    """The ``predictor retrain`` command reading aliases through ``registry_factory`` (tests pass their own)."""
 
-    @app.command("retrain")
     def retrain_cmd(
         ctx: typer.Context,
         all_families: Annotated[bool, typer.Option("--all", help="Every family: forecast, demand, rca.")] = False,
@@ -238,12 +236,22 @@ def register(
             )
         settings = settings_from(ctx)
         state: CliState = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
+        from pipelines.fanout import make_executor, use_executor
+
         # fits and backtests run in chunks on this executor; the registering stays here, once per family
         with use_executor(make_executor(ray, processes)) as executor:
             console.print(f"training on: {executor.name}", markup=False, highlight=False)
             results = retrain(
-                chosen, _train_commands(train), registry_factory(settings.mlflow), _in_process_runner(app, state)
+                chosen,
+                _train_commands(ctx),
+                registry_factory(settings.mlflow),
+                _in_process_runner(ctx.find_root().command, state),
             )
         _print_summary(results)
         if any(r.broken for r in results):
             raise typer.Exit(code=1)
+
+    return retrain_cmd
+
+
+retrain_cmd = retrain_command()

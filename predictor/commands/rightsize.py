@@ -14,6 +14,7 @@ import typer
 
 from predictor.commands._common import console, settings_from
 from predictor.commands._fleet import CLUSTER_COLUMN, ClusterOpt, check_cluster_option, fleet, with_cluster
+from predictor.commands._options import HistoryOrMetricsOption, PrometheusUrlOption, TrackingUriOption
 from predictor.errors import InputError
 
 if TYPE_CHECKING:
@@ -23,15 +24,11 @@ if TYPE_CHECKING:
     from predictor.rightsize import RightsizeInput, RightsizeSettings
     from predictor.sources.clusters import ClusterSource
 
-__all__ = ["register"]
+__all__ = ["DEFAULT_WINDOW_DAYS", "rightsize_cmd", "train_demand_cmd"]
 
 DEFAULT_WINDOW_DAYS = 28
-UrlOpt = Annotated[str | None, typer.Option("--prometheus-url", help="Prometheus base URL to read history from.")]
 StartOpt = Annotated[str | None, typer.Option("--start", help="Start of the history window (ISO 8601).")]
 EndOpt = Annotated[str | None, typer.Option("--end", help="End of the history window (ISO 8601).")]
-HistoryOpt = Annotated[
-    Path | None, typer.Option("--history", help="Long CSV/Parquet file, or the simulator's metrics/ directory.")
-]
 StepOpt = Annotated[str, typer.Option("--step", help="Sample step of the history (e.g. 5m).")]
 SharingOpt = Annotated[
     list[float] | None, typer.Option("--sharing-size", help="GPU fraction a sharing setup offers (repeatable).")
@@ -171,85 +168,75 @@ def _rs_with_sharing(rs: RightsizeSettings, sharing: list[float] | None) -> Righ
     return rs.model_copy(update={"sharing_sizes": sizes})
 
 
-def register(app: typer.Typer, train: typer.Typer) -> None:
-    """Add ``rightsize`` to the root app and ``demand`` to the ``train`` group."""
+def rightsize_cmd(
+    ctx: typer.Context,
+    out: Annotated[Path, typer.Option("--out", help="Output CSV/Parquet, one row per workload.")],
+    prometheus_url: PrometheusUrlOption = None,
+    start: StartOpt = None,
+    end: EndOpt = None,
+    history: HistoryOrMetricsOption = None,
+    step: StepOpt = "5m",
+    sharing_size: SharingOpt = None,
+    risk: Annotated[
+        float,
+        typer.Option(
+            "--risk",
+            help="Share of future runs allowed to need more than recommended (0 < R < 0.5; "
+            "default 0.02: at most 1 run in 50 under-sized). Calibrated by conformal bounds on each workload's "
+            "runs, pooled with similar workloads while its own history is short.",
+        ),
+    ] = 0.02,
+    cluster: ClusterOpt = None,
+) -> None:
+    """Recommend GPUs and GPU memory per workload at a stated risk, from what its runs really used.
 
-    @app.command("rightsize")
-    def rightsize_cmd(
-        ctx: typer.Context,
-        out: Annotated[Path, typer.Option("--out", help="Output CSV/Parquet, one row per workload.")],
-        prometheus_url: UrlOpt = None,
-        start: StartOpt = None,
-        end: EndOpt = None,
-        history: HistoryOpt = None,
-        step: StepOpt = "5m",
-        sharing_size: SharingOpt = None,
-        risk: Annotated[
-            float,
-            typer.Option(
-                "--risk",
-                help="Share of future runs allowed to need more than recommended (0 < R < 0.5; "
-                "default 0.02: at most 1 run in 50 under-sized). Calibrated by conformal bounds on each workload's "
-                "runs, pooled with similar workloads while its own history is short.",
-            ),
-        ] = 0.02,
-        cluster: ClusterOpt = None,
-    ) -> None:
-        """Recommend GPUs and GPU memory per workload at a stated risk, from what its runs really used.
+    With clusters in the settings, reads each (or each --cluster) and every row names its cluster."""
+    from predictor.sources.files import write_frame
 
-        With clusters in the settings, reads each (or each --cluster) and every row names its cluster."""
-        from predictor.sources.files import write_frame
+    settings = settings_from(ctx, prometheus={"url": prometheus_url})
+    inputs, rs = _inputs(settings, prometheus_url, start, end, history, step, clusters=cluster)
+    if not 0 < risk < 0.5:
+        raise InputError(f"--risk {risk:g} must be between 0 and 0.5 (a share of runs, e.g. 0.02)")
+    table, runs, notes = _rightsize_fleet(inputs, _rs_with_sharing(rs, sharing_size).model_copy(update={"risk": risk}))
+    write_frame(table, out)
+    for note in notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
+    idle = float((table["gpu_request"] - table["recommended_gpus"]).clip(lower=0).sum())
+    console.print(
+        f"wrote {len(table)} workloads ({len(runs)} runs) to {out}; {idle:g} requested GPUs recommended away",
+        markup=False,
+        highlight=False,
+    )
 
-        settings = settings_from(ctx, prometheus={"url": prometheus_url})
-        inputs, rs = _inputs(settings, prometheus_url, start, end, history, step, clusters=cluster)
-        if not 0 < risk < 0.5:
-            raise InputError(f"--risk {risk:g} must be between 0 and 0.5 (a share of runs, e.g. 0.02)")
-        table, runs, notes = _rightsize_fleet(
-            inputs, _rs_with_sharing(rs, sharing_size).model_copy(update={"risk": risk})
-        )
-        write_frame(table, out)
-        for note in notes:
-            console.print(f"note: {note}", markup=False, highlight=False)
-        idle = float((table["gpu_request"] - table["recommended_gpus"]).clip(lower=0).sum())
-        console.print(
-            f"wrote {len(table)} workloads ({len(runs)} runs) to {out}; {idle:g} requested GPUs recommended away",
-            markup=False,
-            highlight=False,
-        )
 
-    @train.command("demand")
-    def train_demand_cmd(
-        ctx: typer.Context,
-        prometheus_url: UrlOpt = None,
-        start: StartOpt = None,
-        end: EndOpt = None,
-        history: HistoryOpt = None,
-        step: StepOpt = "5m",
-        quantile: Annotated[float, typer.Option("--quantile", min=0.5, max=0.999, help="Quantile to predict.")] = 0.95,
-        tracking_uri: Annotated[
-            str | None, typer.Option("--tracking-uri", help="MLflow tracking URI (overrides settings).")
-        ] = None,
-        cluster: ClusterOpt = None,
-    ) -> None:
-        """Fit the demand regressors, backtest them against VPA/KRR, register gpu-demand, promote if better.
+def train_demand_cmd(
+    ctx: typer.Context,
+    prometheus_url: PrometheusUrlOption = None,
+    start: StartOpt = None,
+    end: EndOpt = None,
+    history: HistoryOrMetricsOption = None,
+    step: StepOpt = "5m",
+    quantile: Annotated[float, typer.Option("--quantile", min=0.5, max=0.999, help="Quantile to predict.")] = 0.95,
+    tracking_uri: TrackingUriOption = None,
+    cluster: ClusterOpt = None,
+) -> None:
+    """Fit the demand regressors, backtest them against VPA/KRR, register gpu-demand, promote if better.
 
-        Without --history, reads the configured Prometheus over --start/--end (default: the last 28 days);
-        with clusters in the settings, every cluster's runs and queues (cluster/queue).
-        """
-        from pipelines.demand import DemandJob, train_demand
+    Without --history, reads the configured Prometheus over --start/--end (default: the last 28 days);
+    with clusters in the settings, every cluster's runs and queues (cluster/queue).
+    """
+    from pipelines.demand import DemandJob, train_demand
 
-        settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow={"tracking_uri": tracking_uri})
-        inputs, rs = _inputs(settings, prometheus_url, start, end, history, step, scheduled=True, clusters=cluster)
-        _, fleet_runs, _ = _rightsize_fleet(inputs, rs)
-        runs = _demand_runs(fleet_runs)
-        queues = None if history is not None else _queue_hours(settings, start, end, cluster)
-        outcome = train_demand(settings, runs, DemandJob(quantile=quantile), queues=queues)
-        verdict = "promoted to champion" if outcome.promoted else "kept as challenger"
-        console.print(f"gpu-demand v{outcome.version}: {verdict} ({outcome.reason})", markup=False, highlight=False)
-        console.print(
-            f"queue-peak regressor (served by the loop): {outcome.queue_model}", markup=False, highlight=False
-        )
-        _print(outcome.table)
+    settings = settings_from(ctx, prometheus={"url": prometheus_url}, mlflow={"tracking_uri": tracking_uri})
+    inputs, rs = _inputs(settings, prometheus_url, start, end, history, step, scheduled=True, clusters=cluster)
+    _, fleet_runs, _ = _rightsize_fleet(inputs, rs)
+    runs = _demand_runs(fleet_runs)
+    queues = None if history is not None else _queue_hours(settings, start, end, cluster)
+    outcome = train_demand(settings, runs, DemandJob(quantile=quantile), queues=queues)
+    verdict = "promoted to champion" if outcome.promoted else "kept as challenger"
+    console.print(f"gpu-demand v{outcome.version}: {verdict} ({outcome.reason})", markup=False, highlight=False)
+    console.print(f"queue-peak regressor (served by the loop): {outcome.queue_model}", markup=False, highlight=False)
+    _print(outcome.table)
 
 
 def _print(table: pd.DataFrame) -> None:

@@ -1,7 +1,7 @@
-"""``predictor simulate`` (trace-driven cluster history) and ``predictor collect`` (NVML exporter).
+"""``predictor simulate``: trace-driven cluster history.
 
-Thin: parse flags into settings, call ``predictor.sim.simulate`` / ``predictor.collect.serve``, report
-with rich. Known errors surface as one line through the CLI's error handling.
+Thin: parse flags into settings, call ``predictor.sim.simulate``, report with rich. Known errors surface
+as one line through the CLI's error handling.
 """
 
 from __future__ import annotations
@@ -22,13 +22,7 @@ from predictor.timeparse import parse_duration, parse_time
 if TYPE_CHECKING:
     from predictor.sim import SimResult, SimSettings
 
-__all__ = ["register"]
-
-
-def register(app: typer.Typer, train: typer.Typer) -> None:
-    """Add ``simulate`` and ``collect`` to the root app."""
-    app.command("simulate")(simulate)
-    app.command("collect")(collect)
+__all__ = ["simulate"]
 
 
 def simulate(
@@ -139,42 +133,3 @@ def _summary_table(result: SimResult, counts: Mapping[str, int], title: str) -> 
     for name, count in counts.items():
         summary.add_row(f"samples ({name})", f"{count:,}")
     return summary
-
-
-def collect(
-    port: Annotated[int, typer.Option("--port", help="Port of the /metrics endpoint.")] = 9400,
-    address: Annotated[str, typer.Option("--address", help="Listen address.")] = "0.0.0.0",  # noqa: S104
-    interval: Annotated[str, typer.Option("--interval", help="How often NVML is read.")] = "15s",
-    once: Annotated[bool, typer.Option("--once", help="Print one scrape to stdout and exit.")] = False,
-    pod_resources_socket: Annotated[
-        str | None,
-        typer.Option(
-            "--pod-resources-socket",
-            help="The kubelet's pod-resources socket, to label GPUs with namespace/pod/container "
-            '(default /var/lib/kubelet/pod-resources/kubelet.sock; "" for no pod labels).',
-        ),
-    ] = None,
-) -> None:
-    """Serve DCGM-compatible GPU metrics read through NVML (for nodes without dcgm-exporter)."""
-    import logging
-
-    from predictor.collect import print_once, serve
-    from predictor.sources.nvml import PynvmlBackend
-    from predictor.sources.podresources import DEFAULT_SOCKET, DeviceOwners
-
-    backend = PynvmlBackend.open()
-    # A node agent's log is its stderr: say where pod labels come from, or why there are none.
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    socket_path = DEFAULT_SOCKET if pod_resources_socket is None else pod_resources_socket
-    owners = DeviceOwners(socket_path) if socket_path else None
-    if once:
-        console.print(print_once(backend, owners=owners), markup=False, highlight=False, end="")
-        return
-    console.print(f"serving NVML metrics on http://{address}:{port}/metrics")
-    serve(
-        backend,
-        port=port,
-        address=address,
-        interval_s=parse_duration(interval, name="--interval").total_seconds(),
-        owners=owners,
-    )

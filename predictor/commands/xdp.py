@@ -18,7 +18,7 @@ from predictor.actuators.xdp_profiles import load_profile
 from predictor.commands._common import console, err_console
 from predictor.errors import InputError
 
-__all__ = ["register", "xdp_app"]
+__all__ = ["xdp_app"]
 
 xdp_app = typer.Typer(
     help="XDP load-balancing profiles: load the program, switch profiles atomically, read stats.",
@@ -155,8 +155,3 @@ def agent_cmd(
     # Held cycles (nothing loaded yet, ...) are retried every interval but logged once per change.
     for result in log_lines(run_agent(settings, actuator, state=state)):
         typer.echo(result.model_dump_json())
-
-
-def register(app: typer.Typer, train: typer.Typer) -> None:
-    """Add ``predictor xdp``."""
-    app.add_typer(xdp_app, name="xdp")

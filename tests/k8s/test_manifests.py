@@ -327,11 +327,11 @@ def _train_command(container: Obj) -> list[str]:
 
 
 def test_cronjobs_train_each_family_safely() -> None:
-    from predictor.cli import train_app
+    from predictor.commands import TRAIN_COMMANDS
     from predictor.commands.rightsize import DEFAULT_WINDOW_DAYS
     from predictor.config import load_settings
 
-    registered = {c.name or (c.callback.__name__ if c.callback else "") for c in train_app.registered_commands}
+    registered = {c.name for c in TRAIN_COMMANDS}
     families = {}
     for cron in (o for o in render("dry-run") if o["kind"] == "CronJob"):
         spec = cron["spec"]
@@ -452,7 +452,7 @@ def test_retrain_all_component_replaces_the_per_family_cronjobs() -> None:
             kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
 
 
-def test_one_image_for_every_container_of_every_rendering() -> None:
+def test_two_images_of_one_release_the_node_workloads_run_the_agent_image() -> None:
     renderings = (
         render("dry-run"),
         render("apply"),
@@ -460,5 +460,13 @@ def test_one_image_for_every_container_of_every_rendering() -> None:
         render_dir(XDP_LOAD),
         render_dir(XDP_LOAD_EXAMPLE),
     )
-    images = {c["image"] for o in renderings for _w, _s, c in containers(o)}
-    assert len(images) == 1, images
+    images: dict[str, set[str]] = {"node": set(), "rest": set()}
+    for objects in renderings:
+        for workload, _spec, container in containers(objects):
+            node = workload["metadata"]["namespace"] == "gpu-capacity-predictor-node"
+            images["node" if node else "rest"].add(container["image"])
+    # the DaemonSet and the XDP load Job share one image, so the program loaded matches the agent driving it
+    (agent,) = images["node"]
+    (full,) = images["rest"]
+    assert agent.rsplit(":", 1)[0].endswith("/predictor-agent") and full.rsplit(":", 1)[0].endswith("/predictor")
+    assert agent.rsplit(":", 1)[1] == full.rsplit(":", 1)[1], "the agent and the full image are one release"
