@@ -27,7 +27,7 @@ FAKE_PYNVML = REPO / "tests" / "support" / "fake_pynvml"
 
 # Runs `predictor ARGS` where a module installed in site-packages imports only if its top-level name is
 # ALLOWED (the standard library and this checkout import as usual; pipelines/ and models/ are refused:
-# they need the ML stack).
+# they need the ML stack, except models.durations, the pure duration grammar the agents parse flags with).
 PROBE = """
 import importlib.machinery, json, runpy, sys, sysconfig
 allowed, args = set(sys.argv[1].split(",")), sys.argv[2:]
@@ -36,7 +36,7 @@ site = tuple({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]
 class AgentImageOnly:
     def find_spec(self, name, path=None, target=None):
         top = name.partition(".")[0]
-        if top in allowed:
+        if top in allowed or name in ("models", "models.durations"):
             return None
         if top not in ("pipelines", "models"):
             spec = importlib.machinery.PathFinder.find_spec(name, path)

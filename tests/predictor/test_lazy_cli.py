@@ -22,12 +22,14 @@ from predictor.commands import COMMANDS, TRAIN_COMMANDS
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_PYNVML = REPO / "tests" / "support" / "fake_pynvml"
-HEAVY = ("torch", "pandas", "sklearn", "mlflow", "statsmodels", "matplotlib", "kubernetes", "pipelines", "models")
+HEAVY = ("torch", "pandas", "sklearn", "mlflow", "statsmodels", "matplotlib", "kubernetes", "pipelines")
+# models/ holds the estimators; its one pure module the agents use is the duration grammar they share.
+LIGHT_MODELS = ("models", "models.durations")
 
 # Runs the CLI as `python -m predictor.cli ARGS` would, then prints which heavy packages got imported.
 PROBE = """
 import json, runpy, sys
-heavy, args = sys.argv[1].split(","), sys.argv[2:]
+heavy, light, args = sys.argv[1].split(","), sys.argv[2].split(","), sys.argv[3:]
 sys.argv = ["predictor", *args]
 try:
     runpy.run_module("predictor.cli", run_name="__main__")
@@ -35,7 +37,8 @@ except SystemExit as exc:
     code = exc.code
 else:
     code = 0
-print(json.dumps({"code": code, "heavy": sorted(m for m in heavy if m in sys.modules)}), file=sys.stderr)
+estimators = [m for m in sys.modules if m.split(".")[0] == "models" and m not in light]
+print(json.dumps({"code": code, "heavy": sorted([*(m for m in heavy if m in sys.modules), *estimators])}), file=sys.stderr)
 """
 
 
@@ -43,7 +46,7 @@ def _run(*args: str, fake_nvml: bool = False) -> tuple[int, list[str], str]:
     paths = [str(FAKE_PYNVML)] if fake_nvml else []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, str(REPO), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, ",".join(HEAVY), *args],
+        [sys.executable, "-c", PROBE, ",".join(HEAVY), ",".join(LIGHT_MODELS), *args],
         capture_output=True,
         text=True,
         check=False,
