@@ -6,7 +6,9 @@ a feature index past the input's columns, or a cycle of children is a segmentati
 never ends) in ``predict``, long after the model loaded. The registry's digest proves the files are the
 ones registered, not that their writer was honest, so every tree is checked here, when it is rebuilt:
 dtypes exactly as the compiled code expects, every index in range, children after their parent (the
-order both tree builders write, which also rules out cycles), finite thresholds and leaf values.
+order both tree builders write, which also rules out cycles), thresholds that are numbers and finite leaf
+values. (A threshold of +inf is legitimate: both builders write it for a split that sends only the
+missing values one way.)
 
 Each check raises ``StateCheckError`` naming the array it refused relative to the object checked
 (``.nodes[7].left``); ``models.state`` prefixes where that object sits in the estimator. Checks run on the
@@ -91,12 +93,9 @@ def check_tree_predictor(predictor: Any) -> None:
     if (split & (flags["is_categorical"] == 1)).any():
         i = _first(split & (flags["is_categorical"] == 1))
         raise StateCheckError(f".nodes[{i}].is_categorical", "categorical splits are not used by this project's models")
-    bad = split & ~np.isfinite(nodes["num_threshold"])
+    bad = split & np.isnan(nodes["num_threshold"])
     if bad.any():
-        i = _first(bad)
-        raise StateCheckError(
-            f".nodes[{i}].num_threshold", f"split threshold {nodes['num_threshold'][i]} is not finite"
-        )
+        raise StateCheckError(f".nodes[{_first(bad)}].num_threshold", "split threshold nan is not a number")
     bad = ~split & ~np.isfinite(nodes["value"])
     if bad.any():
         i = _first(bad)
@@ -211,9 +210,9 @@ def check_sklearn_tree(tree: Any, n_features: int, n_classes: int, where: str) -
     if bad.any():
         i = _first(bad)
         raise StateCheckError(f"{where}.nodes[{i}].feature", f"a leaf's feature is {int(feature[i])}, not -2")
-    bad = ~leaf & ~np.isfinite(nodes["threshold"])
+    bad = ~leaf & np.isnan(nodes["threshold"])
     if bad.any():
-        raise StateCheckError(f"{where}.nodes[{_first(bad)}].threshold", "split threshold is not finite")
+        raise StateCheckError(f"{where}.nodes[{_first(bad)}].threshold", "split threshold nan is not a number")
     bad = (nodes["n_node_samples"] < 0) | ~(nodes["weighted_n_node_samples"] >= 0)
     if bad.any():
         raise StateCheckError(f"{where}.nodes[{_first(bad)}]", "has a negative or undefined sample count")

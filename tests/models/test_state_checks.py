@@ -100,6 +100,14 @@ def test_a_nan_threshold_is_refused(demand: tuple[DemandRegressor, np.ndarray]) 
         from_state(meta, arrays)
 
 
+def test_an_infinite_threshold_still_loads(demand: tuple[DemandRegressor, np.ndarray]) -> None:
+    """scikit-learn writes +inf for a split that sends only the missing values right: not a refusal."""
+    _, X = demand
+    meta, arrays = _corrupted(demand, 0, "num_threshold", np.inf)
+    back = from_state(meta, arrays)
+    assert np.isfinite(back.predict(X)).all()
+
+
 def test_a_wrong_shape_array_is_refused(demand: tuple[DemandRegressor, np.ndarray]) -> None:
     model, _ = demand
     meta, arrays = to_state(model)
@@ -191,7 +199,7 @@ def test_an_intact_root_cause_tree_loads(rca_dict: dict[str, Any]) -> None:
         ("left_child", 10**6, r"\.nodes\[{i}\]\.left: child 1000000 of node {i} is outside"),
         ("right_child", 0, r"\.nodes\[{i}\]\.right: child 0 of node {i} is outside"),
         ("feature", 4, r"\.nodes\[{i}\]\.feature: 4 is outside the 4 features"),
-        ("threshold", float("nan"), r"\.nodes\[{i}\]\.threshold: split threshold is not finite"),
+        ("threshold", float("nan"), r"\.nodes\[{i}\]\.threshold: split threshold nan is not a number"),
         ("n_node_samples", -5, r"\.nodes\[{i}\]: has a negative or undefined sample count"),
     ],
 )
