@@ -261,7 +261,8 @@ class ModelRegistry:
             except Exception as exc:  # foreign boundary: MlflowException, OSError, HTTP errors
                 raise RegistryError(f"{where}: {_reason(exc)}") from exc
             version = str(mv.version)
-            what = f"{where}: models:/{family}/{version}"
+            # the alias and the version it resolved to: "v<n>" is what the registry's UI and logs say
+            what = f"cannot load {uri} (models:/{family}/{version}) from {self.settings.tracking_uri}: v{version}"
             tags = mv.tags or {}
             key = self._key
             check = None

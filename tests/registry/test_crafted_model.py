@@ -112,14 +112,16 @@ def test_a_crafted_demand_champion_with_a_valid_digest_is_refused_and_the_last_g
         ModelRegistry(mlflow_tracking.mlflow).load(DEMAND_FAMILY)
     message = str(refused.value)
     assert "\n" not in message
-    assert f"models:/{DEMAND_FAMILY}/2: malformed state: estimator.models_.gpus.model_._predictors[0][0]" in message
-    assert ".nodes[0].left: child 1000000 of node 0 is outside" in message
+    assert message.startswith(f"cannot load models:/{DEMAND_FAMILY}@champion (models:/{DEMAND_FAMILY}/2) from ")
+    array = "estimator.models_.gpus.model_._predictors[0][0].nodes[0].left"
+    assert f": v2: malformed state: {array}: child 1000000 of node 0 is outside" in message
 
     # the loop keeps serving version 1, says why, and its predictions are those of version 1
     with caplog.at_level(logging.WARNING, logger="predictor.registry.store"):
         assert demand.demand(_history(), NOW).versions == {DEMAND_FAMILY: "1"}
         assert serving.load(DEMAND_FAMILY) is last_good
-    assert f"models:/{DEMAND_FAMILY}/2: malformed state" in caplog.text and "keeping the last good model" in caplog.text
+    assert f"(models:/{DEMAND_FAMILY}/2) from " in caplog.text and array in caplog.text
+    assert "keeping the last good model" in caplog.text
     rows = pd.DataFrame(np.zeros((2, len(fitted.models_.gpus.empty_features_))))
     np.testing.assert_array_equal(last_good.estimator.models_.gpus.predict(rows), fitted.models_.gpus.predict(rows))
 
@@ -141,7 +143,9 @@ def test_with_a_signing_key_a_signed_version_loads_and_an_unsigned_one_is_refuse
     # a registry writer without the key: intact state files, a true digest, no valid signature
     unkeyed = ModelRegistry(mlflow_tracking.mlflow)
     unkeyed.promote(DEMAND_FAMILY, unkeyed.log_model(DEMAND_FAMILY, fitted, kind="tabular").version)
-    with pytest.raises(ModelRefusedError, match=rf"models:/{DEMAND_FAMILY}/2 has no {SIGNATURE_TAG} tag"):
+    with pytest.raises(
+        ModelRefusedError, match=rf"\(models:/{DEMAND_FAMILY}/2\) from .*: v2 has no {SIGNATURE_TAG} tag"
+    ):
         ModelRegistry(signed.mlflow).load(DEMAND_FAMILY)
     assert unkeyed.load(DEMAND_FAMILY).version == "2"  # without a key configured, the digest is all that is checked
 
@@ -153,11 +157,15 @@ def test_a_forged_or_replayed_signature_is_refused(
     # a tag made with another key over the crafted files' true digest
     digest = crafted_state(fitted, tmp_path / "probe" / "state")
     register_crafted(mlflow_tracking, fitted, tmp_path, signature=sign(b"x" * 32, DEMAND_FAMILY, "1", digest))
-    with pytest.raises(ModelRefusedError, match=rf"models:/{DEMAND_FAMILY}/1: its {SIGNATURE_TAG} tag was not made"):
+    with pytest.raises(
+        ModelRefusedError, match=rf"\(models:/{DEMAND_FAMILY}/1\) from .*: v1: its {SIGNATURE_TAG} tag was not made"
+    ):
         ModelRegistry(signed.mlflow).load(DEMAND_FAMILY)
     # the right key's tag, but for another version: a signature does not move between versions
     register_crafted(mlflow_tracking, fitted, tmp_path / "again", signature=sign(KEY, DEMAND_FAMILY, "1", digest))
-    with pytest.raises(ModelRefusedError, match=rf"models:/{DEMAND_FAMILY}/2: its {SIGNATURE_TAG} tag was not made"):
+    with pytest.raises(
+        ModelRefusedError, match=rf"\(models:/{DEMAND_FAMILY}/2\) from .*: v2: its {SIGNATURE_TAG} tag was not made"
+    ):
         ModelRegistry(signed.mlflow).load(DEMAND_FAMILY)
 
 

@@ -81,7 +81,7 @@ def test_a_pickled_champion_is_refused_and_never_unpickled(
     # a process with no good model yet: refused, naming why
     with pytest.raises(
         RegistryError,
-        match=rf"cannot load models:/{FAMILY}@champion .*: models:/{FAMILY}/{version} is not a model "
+        match=rf"cannot load models:/{FAMILY}@champion .*: v{version} is not a model "
         r"of this project \(a pickled python_model.*nothing was unpickled",
     ):
         ModelRegistry(mlflow_tracking.mlflow).load_estimator(FAMILY)
@@ -120,7 +120,7 @@ def test_a_tampered_state_file_is_refused(mlflow_tracking: Settings, good: Naive
 def test_a_version_without_a_digest_is_refused(mlflow_tracking: Settings, good: NaiveForecaster) -> None:
     with plain_mlflow(mlflow_tracking) as mlflow:
         mlflow.MlflowClient().delete_model_version_tag(FAMILY, "1", DIGEST_TAG)
-    with pytest.raises(RegistryError, match=f"models:/{FAMILY}/1 has no {DIGEST_TAG} tag"):
+    with pytest.raises(RegistryError, match=f"v1 has no {DIGEST_TAG} tag"):
         ModelRegistry(mlflow_tracking.mlflow).load_estimator(FAMILY)
 
 
