@@ -14,6 +14,10 @@ the exact inverse: predictions of the rebuilt estimator equal the original's. An
 table does not know raises ``StateError`` when the state is made, i.e. at registration, naming where it
 sits ("estimator.members_['lstm'].net_"); there is no fallback to pickle.
 
+Decoding is not enough on its own: compiled tree walkers trust their node arrays, so the classes whose
+arrays they read carry a check (``models.state_checks``) run on the rebuilt object; a refusal names the
+value by its path in the estimator ("estimator.model_._predictors[0][0].nodes[4].left").
+
 No I/O here (``models/`` stays pure); writing the files and checking their digest is the registry's job.
 """
 
@@ -28,7 +32,7 @@ from typing import Any, Literal, cast
 import numpy as np
 import pandas as pd
 
-from models.state_base import StateError
+from models.state_base import StateCheckError, StateError
 
 __all__ = ["STATE_FORMAT", "StateError", "from_state", "to_state", "type_name"]
 
@@ -221,13 +225,23 @@ class Decoder:
     def __init__(self, arrays: dict[str, np.ndarray]) -> None:
         self.arrays = arrays
         self.used: set[str] = set()
+        # where the walk is, as the encoder names it ("estimator.model_._predictors[0][0]"): a refusal
+        # names the value it refused
+        self._path: list[str] = ["estimator"]
+
+    def _at(self, step: str, node: Any) -> Any:
+        self._path.append(step)
+        try:
+            return self.value(node)
+        finally:
+            self._path.pop()
 
     def value(self, node: Any) -> Any:
         kind = type(node)
         if node is None or kind in (bool, int, str, float):
             return node
         if kind is list:
-            return [self.value(x) for x in node]
+            return [self._at(f"[{i}]", x) for i, x in enumerate(node)]
         if kind is not dict:
             raise StateError(f"malformed state: unexpected {kind.__name__}")
         tag = node.get("$")
@@ -236,13 +250,14 @@ class Decoder:
                 raise StateError(f"malformed state: float {node.get('v')!r}")
             return float(node["v"])
         if tag == "tuple":
-            return tuple(self.value(x) for x in self._list(node, "items"))
+            return tuple(self._at(f"[{i}]", x) for i, x in enumerate(self._list(node, "items")))
         if tag == "dict":
             out: dict[Any, Any] = {}
             for pair in self._list(node, "items"):
                 if not isinstance(pair, list) or len(pair) != 2:
                     raise StateError("malformed state: dict item is not a pair")
-                out[self.value(pair[0])] = self.value(pair[1])
+                key = self._at(" key", pair[0])
+                out[key] = self._at(f"[{key!r}]", pair[1])
             return out
         if tag == "array":
             return self.array(node)
@@ -300,7 +315,7 @@ class Decoder:
             return np.array(items, dtype=dt).reshape(shape)
         out = np.empty(len(items), dtype=object)
         for i, x in enumerate(items):
-            out[i] = self.value(x)
+            out[i] = self._at(f"[{i}]", x)
         return out.reshape(shape)
 
     def records(self, node: dict[str, Any]) -> np.ndarray:
@@ -334,7 +349,7 @@ class Decoder:
             static = inspect.getattr_static(cls, key, None)
             if callable(static) or isinstance(static, (property, staticmethod, classmethod)):
                 raise StateError(f"malformed state: attribute {key!r} would hide {cls.__name__}.{key}")
-            obj.__dict__[key] = self.value(node)
+            obj.__dict__[key] = self._at(f".{key}", node)
         return obj
 
     def obj(self, node: dict[str, Any]) -> Any:
@@ -345,4 +360,10 @@ class Decoder:
         if entry is None:
             raise StateError(f"unknown state type {name!r}: only the types in models.state_types are loaded")
         state = node.get("state")
-        return entry.decode(state, self) if entry.decode is not None else self.attrs(entry.cls(), state)
+        obj = entry.decode(state, self) if entry.decode is not None else self.attrs(entry.cls(), state)
+        if entry.check is not None:
+            try:
+                entry.check(obj)
+            except StateCheckError as exc:
+                raise StateError(f"malformed state: {''.join(self._path)}{exc.where}: {exc.reason}") from exc
+        return obj

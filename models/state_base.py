@@ -6,11 +6,20 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-__all__ = ["StateDecoder", "StateEncoder", "StateError"]
+__all__ = ["StateCheckError", "StateDecoder", "StateEncoder", "StateError"]
 
 
 class StateError(ValueError):
     """An object that cannot be stored as state, or a state that does not describe a known object."""
+
+
+class StateCheckError(StateError):
+    """A rebuilt object that is unsafe to use: ``where`` names the refused value relative to the object
+    (``.nodes[3].left``); the decoder adds where the object sits in the estimator."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"{where}: {reason}")
+        self.where, self.reason = where, reason
 
 
 class StateEncoder(Protocol):

@@ -15,6 +15,10 @@ rebuilt by calling their own constructors:
 * scikit-learn's pinball loss (the quantile) and numpy's PCG64 generator (its state dict);
 * the root-cause tree: the JSON description it already has (``RootCauseTree.to_dict``).
 
+The entries whose arrays compiled code walks (tree predictors, the boosting model and its binner, the
+demand regressor, the root-cause trees, the LSTM) name a ``models.state_checks`` check, run on the rebuilt
+object: a state that decodes but would crash or hang ``predict`` is refused when it is loaded.
+
 Why plain arrays rather than skops for scikit-learn: one reader for every family with one allow-list we
 own, a state that is numbers and names only, and no second deserialiser with its own trust rules (skops
 rebuilds objects through their ``__setstate__``/``__reduce__`` paths for each type it trusts).
@@ -29,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from models import state_checks
 from models.state_base import StateDecoder as Decoder
 from models.state_base import StateEncoder as Encoder
 from models.state_base import StateError
@@ -44,6 +49,9 @@ class StateType:
     qualname: str
     encode: Callable[[Any, Encoder, str], Any] | None = None
     decode: Callable[[Any, Decoder], Any] | None = None
+    # run on the rebuilt object before anything uses it: raises StateCheckError if compiled code would
+    # read past its arrays (``models.state_checks``)
+    check: Callable[[Any], None] | None = None
 
     def cls(self) -> type:
         # module and qualname come from this file, never from the data being read
@@ -188,16 +196,26 @@ TYPES: dict[str, StateType] = {
     **_plain("models.forecast.lstm", "LSTMForecaster"),
     **_plain("models.forecast.chunked", "ChunkedForecaster"),
     **_plain("models.forecast.prep", "RegularSeries"),
-    **_plain("models.demand", "DemandRegressor"),
+    "models.demand.DemandRegressor": StateType(
+        "models.demand", "DemandRegressor", check=state_checks.check_demand_regressor
+    ),
     **_plain("models.demand_eval", "RunDemandModel", "RunModels"),
-    **_plain(f"{_HGB}.gradient_boosting", "HistGradientBoostingRegressor"),
-    **_plain(f"{_HGB}.binning", "_BinMapper"),
-    **_plain(f"{_HGB}.predictor", "TreePredictor"),
-    "models.forecast.lstm._Net": StateType("models.forecast.lstm", "_Net", _net_encode, _net_decode),
+    f"{_HGB}.gradient_boosting.HistGradientBoostingRegressor": StateType(
+        f"{_HGB}.gradient_boosting", "HistGradientBoostingRegressor", check=state_checks.check_hist_gradient_boosting
+    ),
+    f"{_HGB}.binning._BinMapper": StateType(f"{_HGB}.binning", "_BinMapper", check=state_checks.check_bin_mapper),
+    f"{_HGB}.predictor.TreePredictor": StateType(
+        f"{_HGB}.predictor", "TreePredictor", check=state_checks.check_tree_predictor
+    ),
+    "models.forecast.lstm._Net": StateType(
+        "models.forecast.lstm", "_Net", _net_encode, _net_decode, check=state_checks.check_lstm
+    ),
     "statsmodels.tsa.exponential_smoothing.ets.ETSResultsWrapper": StateType(
         "statsmodels.tsa.exponential_smoothing.ets", "ETSResultsWrapper", _ets_encode, _ets_decode
     ),
     "sklearn._loss.loss.PinballLoss": StateType("sklearn._loss.loss", "PinballLoss", _pinball_encode, _pinball_decode),
     "numpy.random._generator.Generator": StateType("numpy.random", "Generator", _rng_encode, _rng_decode),
-    "models.rca.RootCauseTree": StateType("models.rca", "RootCauseTree", _rca_encode, _rca_decode),
+    "models.rca.RootCauseTree": StateType(
+        "models.rca", "RootCauseTree", _rca_encode, _rca_decode, check=state_checks.check_rca
+    ),
 }

@@ -102,6 +102,14 @@ class MlflowSettings(BaseModel):
     promotion_margin: float = Field(
         0.0, ge=0, le=1, description="Relative backtest improvement a challenger needs to become champion."
     )
+    signing_key_file: Path | None = Field(
+        None,
+        description="File holding a shared secret (at least 32 bytes) that signs registered models. When set, "
+        "training jobs tag each new version with an HMAC-SHA256 of its family, version and state digest, and "
+        "serving refuses any version whose tag does not verify. The digest alone lives in the registry and "
+        "proves integrity only; the key lives outside it, so a registry writer without the key cannot forge a "
+        "model the loop will load. Mount it read-only from a Secret in the loop and the training jobs.",
+    )
 
 
 class ActuatorSettings(BaseModel):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -141,8 +142,13 @@ def read_state_dir(directory: Path, what: str) -> tuple[Any, str]:
     return estimator, str(kind)
 
 
-def read_model_dir(root: Path, digest: str | None, what: str) -> tuple[Any, str]:
-    """``(estimator, kind)`` from a downloaded model directory, after the format and digest checks."""
+def read_model_dir(
+    root: Path, digest: str | None, what: str, check: Callable[[str], None] | None = None
+) -> tuple[Any, str]:
+    """``(estimator, kind)`` from a downloaded model directory, after the format and digest checks.
+
+    ``check`` is called with the files' digest before anything in them is parsed (the signature check).
+    """
     state = _check_layout(root, what)
     if not digest:
         raise ModelRefusedError(f"{what} has no {DIGEST_TAG} tag (not registered by this project); refusing to load it")
@@ -152,4 +158,6 @@ def read_model_dir(root: Path, digest: str | None, what: str) -> tuple[Any, str]
             f"{what}: state files do not match the digest recorded at registration "
             f"({DIGEST_TAG} {digest[:12]}…, files {actual[:12]}…); refusing to load them"
         )
+    if check is not None:
+        check(actual)
     return read_state_dir(state, what)

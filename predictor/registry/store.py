@@ -27,6 +27,7 @@ from predictor.config import MlflowSettings
 from predictor.errors import PredictorError, RegistryError
 from predictor.registry.modeldir import DIGEST_TAG, LOADER_MODULE, STATE_DIR, read_model_dir, write_state_dir
 from predictor.registry.served import ServedModel
+from predictor.registry.signing import SIGNATURE_TAG, read_key, sign, verify
 
 __all__ = ["CHALLENGER", "CHAMPION", "ModelRegistry", "ModelVersionInfo", "beats"]
 
@@ -71,6 +72,8 @@ class ModelRegistry:
     def __init__(self, settings: MlflowSettings) -> None:
         self.settings = settings
         self._last_good: dict[tuple[str, str], ServedModel] = {}
+        # read once, at start: a missing or short key is a configuration error, not a refused model
+        self._key = read_key(settings.signing_key_file) if settings.signing_key_file is not None else None
 
     @contextmanager
     def _mlflow(self) -> Iterator[Any]:
@@ -180,6 +183,9 @@ class ModelRegistry:
                         )
                     registered = mlflow.register_model(info.model_uri, family, tags={DIGEST_TAG: digest})
                     version = str(registered.version)
+                    if self._key is not None:  # signed before any alias can point at the version
+                        tag = sign(self._key, family, version, digest)
+                        self._client(mlflow).set_model_version_tag(family, version, SIGNATURE_TAG, tag)
                     self._client(mlflow).set_registered_model_alias(family, CHALLENGER, version)
                 except (MlflowException, OSError) as exc:
                     raise RegistryError(f"cannot log {family} to {self.settings.tracking_uri}: {_reason(exc)}") from exc
@@ -254,9 +260,19 @@ class ModelRegistry:
                 local = mlflow.artifacts.download_artifacts(artifact_uri=f"models:/{family}/{mv.version}", dst_path=tmp)
             except Exception as exc:  # foreign boundary: MlflowException, OSError, HTTP errors
                 raise RegistryError(f"{where}: {_reason(exc)}") from exc
-            what = f"{where}: v{mv.version}"
-            estimator, kind = read_model_dir(Path(local), (mv.tags or {}).get(DIGEST_TAG), what)
-            return ServedModel(estimator, kind, version=str(mv.version))
+            version = str(mv.version)
+            # the alias and the version it resolved to: "v<n>" is what the registry's UI and logs say
+            what = f"cannot load {uri} (models:/{family}/{version}) from {self.settings.tracking_uri}: v{version}"
+            tags = mv.tags or {}
+            key = self._key
+            check = None
+            if key is not None:
+
+                def check(digest: str) -> None:
+                    verify(key, family, version, digest, tags.get(SIGNATURE_TAG), what)
+
+            estimator, kind = read_model_dir(Path(local), tags.get(DIGEST_TAG), what, check)
+            return ServedModel(estimator, kind, version=version)
 
     def load_estimator(self, family: str, alias: str = CHAMPION) -> Any:
         """The estimator of the model at ``alias`` (to refit it, e.g. on a new window)."""

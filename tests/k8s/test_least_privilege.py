@@ -123,3 +123,59 @@ def test_the_documented_upgrade_and_unload_commands_parse(args: list[str]) -> No
     text = (XDP_LOAD_EXAMPLE / "kustomization.yaml").read_text(encoding="utf-8")
     assert f"[{', '.join(args)}]" in text
     _parse_cli(args)
+
+
+# ------------------------------------------------------------------------------- registry credentials
+READER, WRITER, SIGNING = "predictor-mlflow-reader", "predictor-mlflow-writer", "predictor-model-signing"
+TRAINERS = {"predictor-train-forecast", "predictor-train-demand", "predictor-train-rca", "predictor-retrain"}
+
+
+def _secret_uses(spec: Obj) -> dict[str, set[str]]:
+    """Secret name → how the pod reaches it (env variable, envFrom, volume, projected volume)."""
+    uses: dict[str, set[str]] = {}
+    for container in [*spec.get("initContainers", []), *spec["containers"]]:
+        for item in container.get("env", []):
+            ref = item.get("valueFrom", {}).get("secretKeyRef")
+            if ref:
+                uses.setdefault(ref["name"], set()).add(f"env {item['name']}")
+        for source in container.get("envFrom", []):
+            if "secretRef" in source:
+                uses.setdefault(source["secretRef"]["name"], set()).add("envFrom")
+    for volume in spec.get("volumes", []):
+        if "secret" in volume:
+            uses.setdefault(volume["secret"]["secretName"], set()).add(f"volume {volume['name']}")
+        for source in volume.get("projected", {}).get("sources", []):
+            if "secret" in source:
+                uses.setdefault(source["secret"]["name"], set()).add(f"projected volume {volume['name']}")
+    return uses
+
+
+@pytest.mark.parametrize("overlay", [*sorted(OVERLAYS), "retrain-all"])
+def test_the_loop_reads_the_registry_with_its_own_credential_and_never_holds_the_writers(overlay: str) -> None:
+    """A compromised loop cannot register or promote a model: only the training jobs get the writer token."""
+    from tests.k8s.manifests import render_with_retrain_all
+
+    objects = render_with_retrain_all() if overlay == "retrain-all" else render(overlay)
+    mlflow_env = {"env MLFLOW_TRACKING_TOKEN", "env MLFLOW_TRACKING_PASSWORD"}
+    seen = set()
+    for workload in objects:
+        spec = pod_spec(workload)
+        if spec is None:
+            continue
+        name, uses = workload["metadata"]["name"], _secret_uses(spec)
+        if name in TRAINERS:
+            seen.add(name)
+            assert uses[WRITER] == mlflow_env and READER not in uses, name
+        else:
+            assert WRITER not in uses, f"{name} can reach the registry writer's Secret ({uses[WRITER]})"
+        if name == "predictor-loop":
+            seen.add(name)
+            assert uses[READER] == mlflow_env
+        # the signing key is mounted read-only wherever it is mounted
+        signing = {v["name"] for v in spec.get("volumes", []) if v.get("secret", {}).get("secretName") == SIGNING}
+        for container in spec["containers"]:
+            for mount in container.get("volumeMounts", []):
+                assert mount["name"] not in signing or mount.get("readOnly") is True, name
+    # the component replaces the per-family jobs with one
+    trainers = {"predictor-retrain"} if overlay == "retrain-all" else TRAINERS - {"predictor-retrain"}
+    assert seen == {"predictor-loop", *trainers}

@@ -57,6 +57,8 @@ LOOP_NS, NODE_NS = "gpu-capacity-predictor", "gpu-capacity-predictor-node"
 PIN_HOST_PATH = {"path": "/sys/fs/bpf/gpu-capacity-predictor", "type": "DirectoryOrCreate"}
 POD_RESOURCES_HOST_PATH = {"path": "/var/lib/kubelet/pod-resources", "type": "Directory"}
 SETTINGS = K8S / "base" / "settings.yaml"
+# the Secrets an operator creates (base/secret.example.yaml); every reference to them is optional
+USER_SECRETS = ("predictor-credentials", "predictor-mlflow-reader", "predictor-mlflow-writer")
 XDP_LOAD, XDP_LOAD_EXAMPLE = K8S / "xdp-load", K8S / "examples" / "xdp-load-node"
 
 
@@ -240,7 +242,7 @@ def test_secrets_never_travel_in_argv_or_config() -> None:
         for item in container.get("env", []):
             if any(word in item["name"] for word in ("TOKEN", "PASSWORD")):
                 ref = item["valueFrom"]["secretKeyRef"]
-                assert ref["name"] == "predictor-credentials" and ref["optional"] is True
+                assert ref["name"] in USER_SECRETS and ref["optional"] is True
     settings_cm = next(o for o in objects if o["metadata"]["name"].startswith("predictor-settings"))
     settings = yaml.safe_load(settings_cm["data"]["settings.yaml"])
     assert not {"bearer_token", "basic_auth_password"} & set(settings["prometheus"])
@@ -354,10 +356,11 @@ def test_cronjobs_train_each_family_safely() -> None:
 @pytest.mark.parametrize("overlay", sorted(OVERLAYS))
 def test_every_reference_resolves(overlay: str) -> None:
     """Volumes, ServiceAccounts, Services and ServiceMonitors point at objects and ports that exist,
-    except the user-created Secret and the optional XDP-inputs ConfigMap, which must be optional."""
+    except the user-created Secrets and the optional XDP-inputs ConfigMap, which must be optional."""
     objects = render(overlay)
     names = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objects}
-    optional = {("Secret", "predictor-credentials"), ("ConfigMap", "predictor-xdp-inputs")}
+    optional = {("Secret", name) for name in (*USER_SECRETS, "predictor-model-signing")}
+    optional.add(("ConfigMap", "predictor-xdp-inputs"))
     for obj in objects:
         spec = pod_spec(obj)
         if spec is None:
@@ -368,6 +371,7 @@ def test_every_reference_resolves(overlay: str) -> None:
             for kind, key, ref in (
                 ("ConfigMap", "configMap", "name"),
                 ("PersistentVolumeClaim", "persistentVolumeClaim", "claimName"),
+                ("Secret", "secret", "secretName"),
             ):
                 if key in volume:
                     target = volume[key][ref]
