@@ -38,7 +38,8 @@ except SystemExit as exc:
 else:
     code = 0
 estimators = [m for m in sys.modules if m.split(".")[0] == "models" and m not in light]
-print(json.dumps({"code": code, "heavy": sorted([*(m for m in heavy if m in sys.modules), *estimators])}), file=sys.stderr)
+loaded = sorted([*(m for m in heavy if m in sys.modules), *estimators])
+print(json.dumps({"code": code, "heavy": loaded}), file=sys.stderr)
 """
 
 
