@@ -89,7 +89,9 @@ def plan_command(
     p = settings.planner
     check_output_directory(out)
     doc = read_structured(queues, "--queues", InputError)
-    live = queues_from_list(doc, source=str(queues), allocated_milli=p.allocated_milli_units)
+    live = queues_from_list(
+        doc, source=str(queues), allocated_milli=p.allocated_milli_units, manage=settings.actuators.queues.manage
+    )
     frame = read_frame(forecast)
     if cluster is not None:
         frame = _one_cluster(frame, settings, cluster, ID, source=str(forecast))
@@ -277,8 +279,10 @@ def _cluster(
 
         actuator = VolcanoActuator(connect(kubeconfig))
         return KubeCluster(actuator), actuator
-    if settings.actuators.mode != "plan":
-        raise InputError("--queues works in actuators.mode plan only (a file cannot be patched)")
+    if settings.actuators.writes_cluster:
+        raise InputError(
+            "--queues works with actuators.queues.writes and actuators.xdp.mode plan only (a file cannot be patched)"
+        )
     from predictor.planner import queues_from_list
 
     doc = read_structured(queues, "--queues", InputError)

@@ -18,12 +18,14 @@ import time
 from collections import Counter as CodeCounts
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
 from models.frames import ID
 from predictor.actuators import Change
 from predictor.actuators.audit import AuditLog, AuditRecord, read_state, write_state
+from predictor.actuators.recommend import apply_annotations
 from predictor.actuators.volcano import Outcome, PlanDirMemo, write_plan_dir
 from predictor.config import Settings
 from predictor.diagnose.bands import export_forecast_bands, step_at
@@ -40,6 +42,7 @@ from predictor.loop.demand import DemandPrediction, DemandReader, model_uri
 from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader, ReportsServing, WorkloadReader
 from predictor.loop.leader import FileLock, Leader
 from predictor.loop.metrics import LoopMetrics
+from predictor.loop.modes import RECOMMEND_OUTCOMES, annotation_changes, queue_modes, to_apply
 from predictor.loop.react import ReactWatch, react_cycle, with_pending
 from predictor.loop.seams import QueueActuator
 from predictor.loop.waiting import wait_and_watch, wait_for_next_cycle
@@ -98,6 +101,8 @@ class CycleReport:
     skipped: bool = False
     recovered: list[AuditRecord] = field(default_factory=list)
     standby: str = ""  # why this instance did nothing: another loop holds the lock or the Lease
+    modes: dict[str, str] = field(default_factory=dict)  # managed queue → recommend | apply
+    recommended: list[Outcome] = field(default_factory=list)  # annotation patches of recommend-mode queues
 
 
 class Loop:
@@ -128,9 +133,12 @@ class Loop:
         self.demand = demand  # None: no demand model wired; queues are sized by the forecast alone
         self.models: dict[str, str] = {}  # the cycle's served model URIs, cited by its change records
         self.actuator, self.name = actuator, name
-        self.mode = settings.actuators.mode
-        if self.mode != "plan" and actuator is None:
-            raise InputError(f"actuators.mode {self.mode} needs a Kubernetes connection")
+        self.mode = settings.actuators.mode  # how queue writes are sent: plan | server-dry-run | apply
+        if settings.actuators.writes_cluster and actuator is None:
+            raise InputError(
+                f"actuators.queues.writes {self.mode} / actuators.xdp.mode {settings.actuators.xdp.mode} "
+                "need a Kubernetes connection"
+            )
         self.audit = audit or AuditLog(settings.actuators.audit_log)
         # Stabilisation memory and the capacity reference are per cluster: one state file each.
         log = settings.actuators.audit_log
@@ -327,7 +335,12 @@ class Loop:
         self.models = inputs.models()
         try:
             objects = self.cluster.queue_objects()
-            queues = queues_from_list(objects, source="live queues", allocated_milli=psettings.allocated_milli_units)
+            queues = queues_from_list(
+                objects,
+                source="live queues",
+                allocated_milli=psettings.allocated_milli_units,
+                manage=self.settings.actuators.queues.manage,
+            )
             allocatable = self.cluster.allocatable(forecast_resources(forecast, psettings))
         except (PredictorError, OSError) as exc:
             report.hold = ("source_down", f"cannot read queues or nodes: {exc}")
@@ -356,6 +369,7 @@ class Loop:
             demand_unknown=inputs.demand.unknown if inputs.demand else None,
         )
         report.plan, report.hold = plan, hold
+        report.modes = queue_modes(plan, objects, self.settings.actuators.queues.mode)
         write_plan_dir(plan, objects, self.settings.actuators.plan_dir, models=self.models, memo=self._plan_files)
         records = [self._record(now, cycle, h.queue, "held", h.reason, code=h.code) for h in plan.held]
         if self.mode == "plan":
@@ -364,7 +378,7 @@ class Loop:
             self.metrics.changes.labels(mode=self.mode, outcome="planned").inc(len(plan.changes))
         else:
             self.audit.append(records)
-            report.outcomes = self._apply(now, cycle, plan)
+            report.outcomes = self._apply(now, cycle, plan, objects, report)
         write_state(
             self.state_path,
             {
@@ -381,7 +395,7 @@ class Loop:
 
     def _drive_xdp(self, now: pd.Timestamp, cycle: str) -> None:
         assert self.xdp is not None
-        done = self.xdp.run(now, mode=self.mode, plan_dir=self.settings.actuators.plan_dir)
+        done = self.xdp.run(now, mode=self.settings.actuators.xdp.mode, plan_dir=self.settings.actuators.plan_dir)
         profiles = ", ".join(f"{n.node}: {n.profile.name} {n.profile.weights}" for n in done.nodes[:20])
         more = f" and {len(done.nodes) - 20} more" if len(done.nodes) > 20 else ""
         skipped = f"; {len(done.skipped)} nodes without inputs" if done.skipped else ""
@@ -391,9 +405,21 @@ class Loop:
         )
         self.audit.append([self._record(now, cycle, "*", "xdp", reason, code="xdp_failed" if done.error else "xdp")])
 
-    def _apply(self, now: pd.Timestamp, cycle: str, plan: QueuePlan) -> list[Outcome]:
+    def _apply(
+        self, now: pd.Timestamp, cycle: str, plan: QueuePlan, objects: list[dict[str, Any]], report: CycleReport
+    ) -> list[Outcome]:
+        """Resize apply-mode queues and annotate recommend-mode ones, holding the Lease; both audited."""
         assert self.actuator is not None
-        lost = self.lead(self.clock()) if plan.changes else ""
+        resize = to_apply(plan, report.modes)
+        notes = annotation_changes(
+            plan,
+            objects,
+            report.modes,
+            models=self.models,
+            resource=self.settings.planner.resource,
+            at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        )
+        lost = self.lead(self.clock()) if resize.changes or notes else ""
         if lost:  # the cycle outlived the Lease and another loop took it: it decides now, not this one
             raise ActuatorError(f"lost the leader lock before applying, nothing applied: {lost}")
         by_queue: dict[str, list[FieldChange]] = {}
@@ -405,14 +431,27 @@ class Loop:
             self.audit.append([self._record(now, cycle, queue, "intent", c.reason, change=c) for c in by_queue[queue]])
 
         parents = {q.name: q.parent for q in plan.desired.values()}
-        outcomes = self.actuator.apply_all(
-            self.actuator.plan(plan), dry_run=self.mode != "apply", parents=parents, on_intent=intent
+        outcomes = (
+            self.actuator.apply_all(
+                self.actuator.plan(resize), dry_run=self.mode != "apply", parents=parents, on_intent=intent
+            )
+            if resize.changes
+            else []
         )
         records = []
         for o in outcomes:
             for c in by_queue.get(o.change.target, []):
                 records.append(self._record(now, cycle, c.queue, o.outcome, o.message or c.reason, change=c))
             self.metrics.changes.labels(mode=self.mode, outcome=o.outcome).inc(len(by_queue.get(o.change.target, [])))
+        report.recommended = apply_annotations(self.actuator, notes, dry_run=self.mode != "apply")
+        for o in report.recommended:
+            outcome = RECOMMEND_OUTCOMES.get(o.outcome, o.outcome)
+            why = o.message or o.change.reason
+            mine = by_queue.get(o.change.target, [])
+            records += [self._record(now, cycle, c.queue, outcome, why, change=c) for c in mine]
+            if not mine:
+                records.append(self._record(now, cycle, o.change.target, outcome, why, code="recommend"))
+            self.metrics.changes.labels(mode=self.mode, outcome=outcome).inc(max(1, len(mine)))
         self.audit.append(records)
         return outcomes
 
