@@ -43,6 +43,7 @@ from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader, Repo
 from predictor.loop.leader import FileLock, Leader
 from predictor.loop.metrics import LoopMetrics
 from predictor.loop.modes import RECOMMEND_OUTCOMES, annotation_changes, queue_modes, to_apply
+from predictor.loop.notify import Notifier, cycle_text
 from predictor.loop.react import ReactWatch, react_cycle, with_pending
 from predictor.loop.seams import QueueActuator
 from predictor.loop.waiting import wait_and_watch, wait_for_next_cycle
@@ -155,6 +156,7 @@ class Loop:
         self.xdp = xdp  # the XDP agents' inputs (predictor.loop.xdp), published each cycle when wired
         self._plan_files = PlanDirMemo()  # unchanged plan files are neither rendered nor read again
         self.react = ReactWatch(settings, cluster, workload, self.metrics)  # planner.react_pending_gpus
+        self.notifier = Notifier(settings.actuators.notify, name)  # the webhook, where one is configured
 
     def lead(self, now: pd.Timestamp) -> str:
         """Take or renew every lock; ``""`` when this instance may act, else why it stands by."""
@@ -347,6 +349,7 @@ class Loop:
             self.audit.append([self._record(now, cycle, "*", "held", report.hold[1], code="source_down")])
             self.metrics.held.labels(reason="source_down").inc()
             self.metrics.cycles.labels(result="held").inc()
+            self._notify(cycle, report)
             return
         workload = self._workload(now)
         queues = with_pending(queues, workload, psettings.resource)  # unknown (no workload): left empty
@@ -392,6 +395,23 @@ class Loop:
         self.audit.append(
             [self._record(now, cycle, "*", "cycle-done", hold[1] if hold else "ok", code=hold[0] if hold else "")]
         )
+        self._notify(cycle, report)
+
+    def _notify(self, cycle: str, report: CycleReport) -> None:
+        """Tell the webhook about applied changes and holds worth a look (never fails the cycle)."""
+        if not self.notifier.enabled:
+            return
+        text = cycle_text(
+            cycle,
+            plan=report.plan,
+            outcomes=report.outcomes,
+            hold=report.hold,
+            hold_codes=self.settings.actuators.notify.hold_codes,
+            link=self.notifier.link(cycle),
+            cluster=self.name,
+        )
+        if text:
+            self.notifier.send(text)
 
     def _drive_xdp(self, now: pd.Timestamp, cycle: str) -> None:
         assert self.xdp is not None
