@@ -24,6 +24,7 @@ from predictor.commands import (
     report,
     retrain,
     rightsize,
+    rollback,
     simulate,
     xdp,
 )
@@ -60,7 +61,21 @@ def version() -> None:
     console.print(f"gpu-capacity-predictor {__version__}")
 
 
-for _module in (data, demo, xdp, simulate, replay, forecast, retrain, loop, demand, rightsize, diagnose, report):
+for _module in (
+    data,
+    demo,
+    xdp,
+    simulate,
+    replay,
+    forecast,
+    retrain,
+    loop,
+    rollback,
+    demand,
+    rightsize,
+    diagnose,
+    report,
+):
     _module.register(app, train_app)
 
 
