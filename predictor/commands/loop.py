@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # annotations only: the loop, the actuator and their clients 
     from predictor.actuators.volcano import VolcanoActuator
     from predictor.config import Settings
     from predictor.loop import ClusterReader, HistoryReader, Loop, Probed, WorkloadReader
+    from predictor.loop.cycle import CycleReport
     from predictor.loop.fleet import FleetLoop
     from predictor.planner import PlannerSettings, QueueState
 
@@ -44,6 +45,38 @@ def _summary(title: str, changes: int, held: Counter[str]) -> Table:
     for code, n in sorted(held.items()):
         table.add_row(f"held: {code}", str(n))
     return table
+
+
+def _recommendations(report: CycleReport, resource: str) -> Table:
+    """Per managed queue: its mode, current and recommended deserved, and what was done or why it was held."""
+    assert report.plan is not None
+    plan = report.plan
+    table = Table(title=f"queues ({resource})")
+    for column, justify in (("queue", "left"), ("mode", "left"), ("deserved", "right"), ("recommended", "right")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    table.add_column("action / hold reason")
+    done = {o.change.target: o.outcome for o in [*report.outcomes, *report.recommended]}
+    for name, state in sorted(plan.desired.items()):
+        mine = [c for c in plan.changes if c.queue == name]
+        wanted = state.deserved.get(resource)
+        moved = next((c for c in mine if c.field == "deserved" and c.resource == resource), None)
+        current = moved.before if moved is not None else wanted
+        mode = report.modes.get(name, "")
+        if mine:
+            action = done.get(name, "planned" if report.mode == "plan" else "unchanged")
+            if mode == "recommend" and action in ("applied", "dry-run-ok"):
+                action = "annotated" if action == "applied" else "annotation dry-run-ok"
+            codes = ", ".join(sorted({c.code for c in mine}))
+            action = f"{action} ({codes})"
+        else:
+            holds = [h for h in plan.held if h.queue == name]
+            action = f"held: {holds[0].code}: {holds[0].reason}" if holds else "no change"
+        table.add_row(name, mode, _gpus(current), _gpus(wanted), action)
+    return table
+
+
+def _gpus(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
 
 
 def register(app: typer.Typer, train: typer.Typer) -> None:
@@ -327,6 +360,8 @@ def _run_once(loop: Loop, settings: Settings, *, force: bool) -> None:
     held = Counter(h.code for h in report.plan.held) if report.plan else Counter()
     changes = len(report.plan.changes) if report.plan else 0
     console.print(_summary(f"cycle {report.cycle} ({settings.actuators.mode})", changes, held))
+    if report.plan is not None and report.plan.desired:
+        console.print(_recommendations(report, settings.planner.resource))
     if report.hold:
         console.print(f"held everything: {report.hold[1]}", markup=False)
     xdp = loop.xdp.last if loop.xdp is not None else None

@@ -152,3 +152,39 @@ def test_a_bad_mode_annotation_recommends(fake: FakeApiServer, api: client.ApiCl
     spec_before = dict(fake.queues["team-b"]["spec"])
     report = make_loop(tmp_path, api).run_once()
     assert report.modes["team-b"] == "recommend" and fake.queues["team-b"]["spec"] == spec_before
+
+
+def test_loop_once_prints_each_managed_queue_with_its_recommendation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from rich.console import Console
+
+    from predictor.cli import main
+
+    monkeypatch.setattr("predictor.commands.loop.console", Console(width=200, force_terminal=False))
+    queues = [
+        queue_object("team-a", deserved=16, capability=32, guarantee=4, allocated=10, annotations=OPT_IN),
+        queue_object("team-c", deserved=10, capability=32, allocated=2),  # not opted in: not listed
+    ]
+    (tmp_path / "queues.json").write_text(json.dumps({"items": queues}))
+    now = pd.Timestamp.now(tz="UTC").floor("h")
+    rows = [
+        {"series_id": q, "timestamp": t.isoformat(), "value": v}
+        for q, v in (("team-a", 22.0), ("team-c", 30.0))
+        for t in pd.date_range(end=now, periods=72, freq="h")
+    ]
+    pd.DataFrame(rows).to_csv(tmp_path / "history.csv", index=False)
+    config = tmp_path / "settings.yaml"
+    config.write_text(
+        json.dumps({"actuators": {"audit_log": str(tmp_path / "a.jsonl"), "plan_dir": str(tmp_path / "p")}})
+    )
+    args = ["loop", "--once", "--config", str(config), "--history", str(tmp_path / "history.csv")]
+    assert main([*args, "--queues", str(tmp_path / "queues.json"), "--model", "seasonal_naive_24"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "team-a" in line)
+    cells = [c.strip() for c in row.strip("│┃ ").split("│")]
+    assert cells[:3] == ["team-a", "recommend", "16"] and float(cells[3]) > 16
+    assert cells[4].startswith("planned (")
+    assert "team-c" not in out
