@@ -25,7 +25,6 @@ from tests.k8s.manifests import (
     Obj,
     containers,
     counts_by_kind,
-    env_value,
     find,
     is_builtin,
     is_volcano,
@@ -153,7 +152,9 @@ def test_recommend_only_and_opt_in_is_the_default_and_apply_is_explicit(
                     env.setenv(item["name"], item["value"])
             actuators = load_settings(path).actuators
         seen[overlay] = (actuators.queues.writes, actuators.queues.mode, actuators.xdp.mode)
-        assert not actuators.queues.manage.all and actuators.queues.manage.annotation == "gpu-capacity-predictor/managed"
+        assert (
+            not actuators.queues.manage.all and actuators.queues.manage.annotation == "gpu-capacity-predictor/managed"
+        )
         agent_cm = next(o for o in objects if o["metadata"]["name"].startswith("predictor-agent-config"))
         agent = yaml.safe_load(agent_cm["data"]["agent.yaml.tmpl"])
         assert agent["dry_run"] is (overlay != "apply")
