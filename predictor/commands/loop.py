@@ -75,6 +75,16 @@ def _recommendations(report: CycleReport, resource: str) -> Table:
     return table
 
 
+def _none_managed() -> None:
+    console.print(
+        'note: no queue is managed: queues opt in with the annotation gpu-capacity-predictor/managed: "true" '
+        "or labels matching actuators.queues.manage.selector (actuators.queues.manage.all: true manages all)",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 def _gpus(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
 
@@ -154,6 +164,8 @@ def plan_command(
     items = doc.get("items") if isinstance(doc, dict) else doc
     write_plan_dir(plan, list(items or []), out, models=_file_models(frame, demand_frame))
     console.print(_summary(f"plan at {at.isoformat()} → {out}", len(plan.changes), Counter(h.code for h in plan.held)))
+    if not plan.desired:
+        _none_managed()
 
 
 def _one_cluster(frame: pd.DataFrame, settings: Settings, cluster: str, column: str, *, source: str) -> pd.DataFrame:
@@ -362,6 +374,8 @@ def _run_once(loop: Loop, settings: Settings, *, force: bool) -> None:
     console.print(_summary(f"cycle {report.cycle} ({settings.actuators.mode})", changes, held))
     if report.plan is not None and report.plan.desired:
         console.print(_recommendations(report, settings.planner.resource))
+    elif report.plan is not None:
+        _none_managed()
     if report.hold:
         console.print(f"held everything: {report.hold[1]}", markup=False)
     xdp = loop.xdp.last if loop.xdp is not None else None

@@ -15,9 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections import Counter as CodeCounts
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -28,7 +26,6 @@ from predictor.actuators.audit import AuditLog, AuditRecord, read_state, write_s
 from predictor.actuators.recommend import apply_annotations
 from predictor.actuators.volcano import Outcome, PlanDirMemo, write_plan_dir
 from predictor.config import Settings
-from predictor.diagnose.bands import export_forecast_bands, step_at
 from predictor.errors import (
     ActuatorError,
     DataSourceError,
@@ -38,13 +35,16 @@ from predictor.errors import (
     RegistryError,
 )
 from predictor.loop import capacity
-from predictor.loop.demand import DemandPrediction, DemandReader, model_uri
+from predictor.loop.demand import DemandPrediction, DemandReader
 from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader, ReportsServing, WorkloadReader
 from predictor.loop.leader import FileLock, Leader
 from predictor.loop.metrics import LoopMetrics
 from predictor.loop.modes import RECOMMEND_OUTCOMES, annotation_changes, queue_modes, to_apply
-from predictor.loop.notify import Notifier, cycle_text
+from predictor.loop.notify import Notifier, notify_cycle
+from predictor.loop.observe import observe_cycle
+from predictor.loop.outcome import CycleReport, Inputs
 from predictor.loop.react import ReactWatch, react_cycle, with_pending
+from predictor.loop.recovery import settle_intents
 from predictor.loop.seams import QueueActuator
 from predictor.loop.waiting import wait_and_watch, wait_for_next_cycle
 from predictor.loop.xdp import XdpLoop
@@ -53,13 +53,10 @@ from predictor.planner import (
     Memory,
     QueuePlan,
     forecast_resources,
-    parse_quantity,
     plan_cycle,
     queues_from_list,
     stale_series,
 )
-from predictor.planner.decisions import TARGET_CODES
-from predictor.planner.fragmentation import fgd, task_mix
 from predictor.planner.state import is_queue_name
 from predictor.planner.workload import Workload
 
@@ -72,38 +69,6 @@ def cycle_slot(now: pd.Timestamp, interval_s: float) -> str:
     """The id of the interval slot ``now`` falls in: a restarted loop never runs one slot twice."""
     start = math.floor(now.timestamp() / interval_s) * interval_s
     return pd.Timestamp(start, unit="s", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass
-class Inputs:
-    """What a cycle plans from: the forecast, its model versions, a hold of every queue, per-queue holds, demand."""
-
-    forecast: pd.DataFrame | None = None
-    versions: dict[str, str] = field(default_factory=dict)
-    hold: tuple[str, str] | None = None
-    held: dict[str, tuple[str, str]] = field(default_factory=dict)
-    demand: DemandPrediction | None = None
-
-    def models(self) -> dict[str, str]:
-        """Family → model URI of every model served this cycle (forecast and demand)."""
-        versions = {**self.versions, **(self.demand.versions if self.demand else {})}
-        return {family: model_uri(family, str(v)) for family, v in sorted(versions.items())}
-
-
-@dataclass
-class CycleReport:
-    """What a cycle did."""
-
-    cycle: str
-    mode: str
-    plan: QueuePlan | None = None
-    hold: tuple[str, str] | None = None
-    outcomes: list[Outcome] = field(default_factory=list)
-    skipped: bool = False
-    recovered: list[AuditRecord] = field(default_factory=list)
-    standby: str = ""  # why this instance did nothing: another loop holds the lock or the Lease
-    modes: dict[str, str] = field(default_factory=dict)  # managed queue → recommend | apply
-    recommended: list[Outcome] = field(default_factory=list)  # annotation patches of recommend-mode queues
 
 
 class Loop:
@@ -207,34 +172,7 @@ class Loop:
         if not pending:
             return []
         live = {str(o["metadata"]["name"]): o for o in self.cluster.queue_objects()}
-        records = []
-        for intent in pending:
-            obj = live.get(str(intent["queue"]), {})
-            spec = obj.get("spec") or {}
-            source = (
-                (spec.get("guarantee") or {}).get("resource")
-                if intent["field"] == "guarantee"
-                else spec.get(intent["field"])
-            )
-            value = (source or {}).get(intent["resource"]) if intent["field"] != "weight" else spec.get("weight")
-            landed = value is not None and math.isclose(parse_quantity(value, what="live"), float(intent["after"]))
-            records.append(
-                AuditRecord(
-                    timestamp=now.isoformat(),
-                    cycle=intent["cycle"],
-                    queue=intent["queue"],
-                    field=intent["field"],
-                    resource=intent.get("resource"),
-                    before=intent["before"],
-                    after=intent["after"],
-                    reason="found on the live queue after a restart" if landed else "not applied before a restart",
-                    mode=intent["mode"],
-                    outcome="applied" if landed else "abandoned",
-                    code=intent.get("code", ""),
-                    unix=float(intent.get("unix", now.timestamp())),
-                    cluster=self.name,
-                )
-            )
+        records = settle_intents(pending, live, now, self.name)
         self.audit.append(records)
         return records
 
@@ -398,20 +336,7 @@ class Loop:
         self._notify(cycle, report)
 
     def _notify(self, cycle: str, report: CycleReport) -> None:
-        """Tell the webhook about applied changes and holds worth a look (never fails the cycle)."""
-        if not self.notifier.enabled:
-            return
-        text = cycle_text(
-            cycle,
-            plan=report.plan,
-            outcomes=report.outcomes,
-            hold=report.hold,
-            hold_codes=self.settings.actuators.notify.hold_codes,
-            link=self.notifier.link(cycle),
-            cluster=self.name,
-        )
-        if text:
-            self.notifier.send(text)
+        notify_cycle(self.notifier, self.settings.actuators.notify.hold_codes, cycle, report)
 
     def _drive_xdp(self, now: pd.Timestamp, cycle: str) -> None:
         assert self.xdp is not None
@@ -498,44 +423,7 @@ class Loop:
         hold: tuple[str, str] | None,
         workload: Workload | None = None,
     ) -> None:
-        m = self.metrics
-        # Clipped or raised changes are counted by the rule that moved it (safety codes, and the workload rules
-        # gang_floor / whole_nodes / pool / steady_priority). One increment per code, codes in first-seen order.
-        held = CodeCounts(h.code for h in plan.held)
-        held.update(c.code for c in plan.changes if c.code not in TARGET_CODES)
-        for code, count in held.items():
-            m.held.labels(reason=code).inc(count)
-        m.fragmentation.clear()
-        if workload is not None and workload.nodes:
-            frag = fgd(workload.nodes, task_mix(workload))
-            measures = {
-                "fgd_gpus": frag.gpus,
-                "rate": frag.rate,
-                "free_gpus": float(frag.free),
-                "free_nodes": float(frag.free_nodes),
-            }
-            for measure, amount in measures.items():
-                m.fragmentation.labels(measure=measure).set(amount)
-        if forecast is not None and not forecast.empty:
-            # Both band families show the step that covers now (for a fresh forecast: its first step).
-            current = step_at(forecast, now)
-            for column in [c for c in ("mean", "lo-80", "hi-80", "lo-95", "hi-95") if c in current.columns]:
-                for queue, value in zip(current[ID], current[column], strict=True):
-                    m.child(m.band, str(queue), column).set(float(value))
-            if {"lo-80", "hi-80"} <= set(forecast.columns):
-                # predictor_forecast_upper/lower{series,level}: the dynamic thresholds alert rules compare
-                # live demand against (examples/alerts/forecast-bands.yaml, k8s PrometheusRule).
-                export_forecast_bands(m.registry, forecast, level=80, at=now, current=current)
-        for name, state in plan.desired.items():
-            for f in ("deserved", "capability", "guarantee"):
-                value = state.get(f).get(self.settings.planner.resource)
-                if value is not None:
-                    m.child(m.quota, name, f).set(value)
-        if versions:
-            m.models(versions)
-        m.cycles.labels(result="held" if hold else "ok").inc()
-        if hold is None:
-            m.succeeded(now.timestamp())
+        observe_cycle(self.metrics, self.settings.planner.resource, now, plan, forecast, versions, hold, workload)
 
     def fail(self, exc: Exception) -> str:
         """Record a cycle that raised (outcome ``failed``, code ``error``); returns its one-line reason."""

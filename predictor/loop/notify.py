@@ -19,11 +19,12 @@ from collections.abc import Iterable, Sequence
 from predictor.actuators.volcano import Outcome
 from predictor.config import NotifySettings
 from predictor.errors import ConfigError
+from predictor.loop.outcome import CycleReport
 from predictor.planner import QueuePlan
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Notifier", "cycle_text"]
+__all__ = ["Notifier", "cycle_text", "notify_cycle"]
 
 MAX_LINES = 20  # a message a person reads; the plan link has the rest
 
@@ -108,3 +109,20 @@ def cycle_text(
     more = [f"… and {len(lines) - MAX_LINES} more"] if len(lines) > MAX_LINES else []
     tail = [f"plan: {link}"] if link else []
     return "\n".join([head, *lines[:MAX_LINES], *more, *tail])
+
+
+def notify_cycle(notifier: Notifier, hold_codes: Iterable[str], cycle: str, report: CycleReport) -> None:
+    """Tell the webhook about a cycle's applied changes and holds worth a look (never raises)."""
+    if not notifier.enabled:
+        return
+    text = cycle_text(
+        cycle,
+        plan=report.plan,
+        outcomes=report.outcomes,
+        hold=report.hold,
+        hold_codes=hold_codes,
+        link=notifier.link(cycle),
+        cluster=notifier.cluster,
+    )
+    if text:
+        notifier.send(text)
