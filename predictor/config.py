@@ -108,7 +108,6 @@ class MlflowSettings(BaseModel):
 
 WriteMode = Literal["plan", "server-dry-run", "apply"]
 QueueMode = Literal["recommend", "apply"]
-MODE_ANNOTATION = "gpu-capacity-predictor/mode"
 
 
 class QueueActuatorSettings(BaseModel):

@@ -24,6 +24,7 @@ __all__ = [
     "AT",
     "KEYS",
     "MODE_ANNOTATION",
+    "RECOMMENDATION_KEYS",
     "QueueWriter",
     "annotate_change",
     "apply_annotations",
@@ -37,6 +38,7 @@ MODE_ANNOTATION = PREFIX + "mode"
 AT = PREFIX + "recommended-at"
 KEYS = tuple(PREFIX + k for k in ("recommended-deserved", "recommended-guarantee", "recommended-capability"))
 REASON, MODEL = PREFIX + "reason", PREFIX + "model"
+RECOMMENDATION_KEYS = (*KEYS, REASON, MODEL)  # what a queue switched to apply mode no longer carries
 MODES = ("recommend", "apply")
 
 
@@ -104,8 +106,11 @@ def _differs(live: Mapping[str, Any], wanted: Mapping[str, str | None]) -> bool:
     return any(annotations.get(k) != v for k, v in wanted.items() if k != AT)
 
 
-def annotate_change(name: str, live: Mapping[str, Any], wanted: Mapping[str, str | None], at: str) -> Change | None:
-    """An ``annotate-queue`` change to ``wanted`` (stamped ``at``), or ``None`` when the queue already says so."""
+def annotate_change(
+    name: str, live: Mapping[str, Any], wanted: Mapping[str, str | None], at: str | None
+) -> Change | None:
+    """An ``annotate-queue`` change to ``wanted`` (stamped ``at``; ``None`` removes the stamp), or ``None``
+    when the queue already says so."""
     if not _differs(live, wanted):
         return None
     meta = live.get("metadata") or {}

@@ -392,7 +392,8 @@ class Loop:
         for o in report.recommended:
             outcome = RECOMMEND_OUTCOMES.get(o.outcome, o.outcome)
             why = o.message or o.change.reason
-            mine = by_queue.get(o.change.target, [])
+            # An apply-mode queue's patch only clears an old recommendation: its changes are audited above.
+            mine = by_queue.get(o.change.target, []) if report.modes.get(o.change.target) == "recommend" else []
             records += [self._record(now, cycle, c.queue, outcome, why, change=c) for c in mine]
             if not mine:
                 records.append(self._record(now, cycle, o.change.target, outcome, why, code="recommend"))

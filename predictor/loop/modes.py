@@ -14,7 +14,13 @@ from dataclasses import replace
 from typing import Any
 
 from predictor.actuators import Change
-from predictor.actuators.recommend import annotate_change, queue_mode, recommendation, resources_of
+from predictor.actuators.recommend import (
+    RECOMMENDATION_KEYS,
+    annotate_change,
+    queue_mode,
+    recommendation,
+    resources_of,
+)
 from predictor.planner import QueuePlan
 
 __all__ = ["RECOMMEND_OUTCOMES", "annotation_changes", "queue_modes", "to_apply"]
@@ -44,10 +50,15 @@ def annotation_changes(
     resource: str,
     at: str,
 ) -> list[Change]:
-    """One ``annotate-queue`` change per recommend-mode queue whose annotations would change."""
+    """One ``annotate-queue`` change per recommend-mode queue whose annotations would change, and one per
+    apply-mode queue still carrying a recommendation from its recommend days (a stale one would mislead)."""
     by_name = {str((o.get("metadata") or {}).get("name")): o for o in objects}
     changes, held = _by_queue(plan)
     out = []
+    for name in sorted(n for n, m in modes.items() if m == "apply"):
+        cleared = annotate_change(name, by_name.get(name, {}), dict.fromkeys(RECOMMENDATION_KEYS), None)
+        if cleared is not None:
+            out.append(cleared)
     for name in sorted(n for n, m in modes.items() if m == "recommend"):
         desired, mine = plan.desired[name], changes.get(name, [])
         wanted = recommendation(desired, mine, held.get(name, []), resources_of(desired, mine, resource), models)

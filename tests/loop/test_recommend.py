@@ -188,3 +188,17 @@ def test_loop_once_prints_each_managed_queue_with_its_recommendation(
     assert cells[:3] == ["team-a", "recommend", "16"] and float(cells[3]) > 16
     assert cells[4].startswith("planned (")
     assert "team-c" not in out
+
+
+def test_a_queue_switched_to_apply_loses_its_old_recommendation(
+    fake: FakeApiServer, api: client.ApiClient, tmp_path: Path
+) -> None:
+    make_loop(tmp_path, api).run_once()
+    assert "gpu-capacity-predictor/reason" in annotations(fake.queues["team-a"])
+    fake.edit("team-a", lambda q: q["metadata"]["annotations"].update({"gpu-capacity-predictor/mode": "apply"}))
+    report = make_loop(tmp_path, api, at=NOW + pd.Timedelta(hours=1)).run_once(force=True)
+    assert report.modes["team-a"] == "apply"
+    left = annotations(fake.queues["team-a"])
+    assert not [k for k in left if k.startswith("gpu-capacity-predictor/recommended") or k.endswith("/reason")]
+    assert left["gpu-capacity-predictor/managed"] == "true" and left["gpu-capacity-predictor/mode"] == "apply"
+    validate_object(fake.queues["team-a"])
