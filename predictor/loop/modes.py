@@ -58,7 +58,7 @@ def annotation_changes(
     for name in sorted(n for n, m in modes.items() if m == "apply"):
         cleared = annotate_change(name, by_name.get(name, {}), dict.fromkeys(RECOMMENDATION_KEYS), None)
         if cleared is not None:
-            out.append(cleared)
+            out.append(replace(cleared, reason="recommendation annotations removed: the queue is in apply mode"))
     for name in sorted(n for n, m in modes.items() if m == "recommend"):
         desired, mine = plan.desired[name], changes.get(name, [])
         wanted = recommendation(desired, mine, held.get(name, []), resources_of(desired, mine, resource), models)
