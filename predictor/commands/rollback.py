@@ -46,9 +46,9 @@ def rollback_command(
 ) -> None:
     """Restore the quota values a cycle replaced, from the audit log (dry run unless --apply).
 
-    A queue whose quota moved again since the cycle is left as it is. The loop plans the same change again
-    once its cooldown ends: switch the queue to recommend mode (annotate it gpu-capacity-predictor/mode=recommend)
-    to keep the rollback.
+    A queue whose quota moved again since the cycle is left as it is.
+
+    To keep a rollback, annotate the queue gpu-capacity-predictor/mode=recommend first.
     """
     import pandas as pd
 
