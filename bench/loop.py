@@ -52,6 +52,12 @@ from predictor.planner import (  # noqa: E402
 )
 from predictor.registry import FORECAST_FAMILY  # noqa: E402
 
+# A simulated cluster's queues carry no opt-in annotation: the benchmark plans them all, writing plan files only.
+SIMULATED: dict[str, Any] = {
+    "queues": {"writes": "plan", "mode": "apply", "manage": {"all": True}},
+    "xdp": {"mode": "plan"},
+}
+
 GPU = "nvidia.com/gpu"
 DEFAULT_JOBS = REPO.parent / "shared" / "data" / "philly" / "jobs.csv"
 HOUR = pd.Timedelta(hours=1)
@@ -261,7 +267,7 @@ class Replay:
         self.forecaster = WeeklyAuto()
         settings = load_settings(
             None,
-            actuators={"mode": "plan", "audit_log": workdir / "audit.jsonl", "plan_dir": workdir / "plans"},
+            actuators={**SIMULATED, "audit_log": workdir / "audit.jsonl", "plan_dir": workdir / "plans"},
             loop={"interval_s": 3600.0},
         )
         self.now = start
