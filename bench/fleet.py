@@ -50,6 +50,12 @@ from predictor.sources.files import write_frame
 
 REPO = Path(__file__).resolve().parents[1]
 
+# A simulated cluster's queues carry no opt-in annotation: the benchmark plans them all, writing plan files only.
+SIMULATED: dict[str, Any] = {
+    "queues": {"writes": "plan", "mode": "apply", "manage": {"all": True}},
+    "xdp": {"mode": "plan"},
+}
+
 GPU = "nvidia.com/gpu"
 HORIZON = 168
 NOW = pd.Timestamp("2026-11-02T00:00:00Z")
@@ -232,7 +238,7 @@ def bench_loop(clusters: int, gpus: int, queues: int, weeks: int, repeats: int =
     times = pd.date_range(NOW.floor("h") - pd.Timedelta(hours=hours - 1), periods=hours, freq="h")
     with tempfile.TemporaryDirectory(prefix="fleet-loop-") as tmp:
         settings = load_settings(
-            None, actuators={"mode": "plan", "audit_log": Path(tmp) / "audit.jsonl", "plan_dir": Path(tmp) / "plans"}
+            None, actuators={**SIMULATED, "audit_log": Path(tmp) / "audit.jsonl", "plan_dir": Path(tmp) / "plans"}
         )
         audit = AuditLog(settings.actuators.audit_log)
         lock = FileLock(audit.path.with_name(audit.path.name + ".lock"))

@@ -53,6 +53,12 @@ from predictor.registry import FORECAST_FAMILY
 
 REPO = Path(__file__).resolve().parents[1]
 
+# A simulated cluster's queues carry no opt-in annotation: the benchmark plans them all, writing plan files only.
+SIMULATED: dict[str, Any] = {
+    "queues": {"writes": "plan", "mode": "apply", "manage": {"all": True}},
+    "xdp": {"mode": "plan"},
+}
+
 GPU = "nvidia.com/gpu"
 DEFAULT_JOBS = REPO.parent / "shared" / "data" / "philly" / "jobs.csv"
 HOUR = pd.Timedelta(hours=1)
@@ -262,7 +268,7 @@ class Replay:
         self.forecaster = WeeklyAuto()
         settings = load_settings(
             None,
-            actuators={"mode": "plan", "audit_log": workdir / "audit.jsonl", "plan_dir": workdir / "plans"},
+            actuators={**SIMULATED, "audit_log": workdir / "audit.jsonl", "plan_dir": workdir / "plans"},
             loop={"interval_s": 3600.0},
         )
         self.now = start

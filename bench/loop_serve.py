@@ -36,6 +36,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+# A simulated cluster's queues carry no opt-in annotation: the benchmark plans them all, writing plan files only.
+SIMULATED: dict[str, Any] = {
+    "queues": {"writes": "plan", "mode": "apply", "manage": {"all": True}},
+    "xdp": {"mode": "plan"},
+}
+
 HOUR = pd.Timedelta(hours=1)
 START = pd.Timestamp("2026-09-07T00:00:00Z")  # a Monday
 
@@ -188,7 +194,7 @@ def bench_served(queues: int = 1000, weeks: float = 5.0, cycles: int = 5, refits
         def loop(name: str, forecaster: Any, clock: list[pd.Timestamp]) -> Any:
             s = load_settings(
                 None,
-                actuators={"mode": "plan", "audit_log": root / name / "audit.jsonl", "plan_dir": root / name / "plans"},
+                actuators={**SIMULATED, "audit_log": root / name / "audit.jsonl", "plan_dir": root / name / "plans"},
             )
             return Loop(
                 s,

@@ -141,6 +141,21 @@ class VolcanoActuator:
         )
         return obj
 
+    def send_patch(self, name: str, body: Mapping[str, Any], *, dry_run: bool, what: str = "patch queue") -> None:
+        """One merge patch of queue ``name`` (``dryRun=All`` when ``dry_run``); errors mapped as every call's."""
+        self._call(
+            f"{what} {name}",
+            self.api.patch_cluster_custom_object,
+            GROUP,
+            VERSION,
+            PLURAL,
+            name,
+            body,
+            dry_run="All" if dry_run else None,
+            field_manager=self.field_manager,
+            _content_type=MERGE_PATCH,
+        )
+
     # -- plan ----------------------------------------------------------------------------------------
     def plan(self, desired: QueuePlan) -> list[Change]:
         """One ``patch-queue`` change per queue the plan changes (``[]`` once converged)."""
@@ -259,18 +274,7 @@ class VolcanoActuator:
             except ActuatorError as exc:
                 return Outcome(change, "rejected", f"not sent: {exc}")
             try:
-                self._call(
-                    f"patch queue {name}",
-                    self.api.patch_cluster_custom_object,
-                    GROUP,
-                    VERSION,
-                    PLURAL,
-                    name,
-                    body,
-                    dry_run="All" if dry_run else None,
-                    field_manager=self.field_manager,
-                    _content_type=MERGE_PATCH,
-                )
+                self.send_patch(name, body, dry_run=dry_run)
             except TemporaryActuatorError as exc:
                 last = str(exc)  # 409, timeout, 5xx: re-read and decide again (resourceVersion keeps it idempotent)
                 continue
@@ -300,7 +304,7 @@ class VolcanoActuator:
 
 def _grows(change: Change) -> bool:
     planned = change.before.get("planned") or {}
-    after = change.after["spec"].get("deserved") or {}
+    after = (change.after.get("spec") or {}).get("deserved") or {}
     before = planned.get("deserved") or {}
     return any(before.get(r) is None or parse_quantity(v, what=r) > (before.get(r) or 0.0) for r, v in after.items())
 

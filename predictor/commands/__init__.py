@@ -76,6 +76,11 @@ COMMANDS: tuple[LazyCommand, ...] = (
         "Forecast, plan and resize Volcano queues every interval (mode from actuators.mode; plan by default).",
     ),
     LazyCommand(
+        "rollback",
+        f"{_C}.rollback:rollback_command",
+        "Restore the quota values a cycle replaced, from the audit log (dry run unless --apply).",
+    ),
+    LazyCommand(
         "demand",
         f"{_C}.demand:demand_command",
         "Predict each queue's GPU peak over the next hours with the gpu-demand champion (as registered).",

@@ -47,7 +47,7 @@ def demand(settings: Settings, jobs: JobsReader | None) -> DemandReader | None:
 
 def lease(settings: Settings, actuator: VolcanoActuator | None) -> LeaseLock | None:
     """The leader Lease in the modes that write to the cluster (plan mode writes files only: the lock suffices)."""
-    if actuator is None or settings.actuators.mode == "plan":
+    if actuator is None or not settings.actuators.writes_cluster:
         return None
     from predictor.loop.leader import LeaseLock
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # annotations only: the loop, the actuator and their clients 
     from predictor.actuators.volcano import VolcanoActuator
     from predictor.config import Settings
     from predictor.loop import ClusterReader, HistoryReader, Loop, Probed, WorkloadReader
+    from predictor.loop.cycle import CycleReport
     from predictor.loop.fleet import FleetLoop
     from predictor.planner import PlannerSettings, QueueState
 
@@ -42,6 +43,48 @@ def _summary(title: str, changes: int, held: Counter[str]) -> Table:
     for code, n in sorted(held.items()):
         table.add_row(f"held: {code}", str(n))
     return table
+
+
+def _recommendations(report: CycleReport, resource: str) -> Table:
+    """Per managed queue: its mode, current and recommended deserved, and what was done or why it was held."""
+    assert report.plan is not None
+    plan = report.plan
+    table = Table(title=f"queues ({resource})")
+    for column, justify in (("queue", "left"), ("mode", "left"), ("deserved", "right"), ("recommended", "right")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    table.add_column("action / hold reason")
+    done = {o.change.target: o.outcome for o in [*report.outcomes, *report.recommended]}
+    for name, state in sorted(plan.desired.items()):
+        mine = [c for c in plan.changes if c.queue == name]
+        wanted = state.deserved.get(resource)
+        moved = next((c for c in mine if c.field == "deserved" and c.resource == resource), None)
+        current = moved.before if moved is not None else wanted
+        mode = report.modes.get(name, "")
+        if mine:
+            action = done.get(name, "planned" if report.mode == "plan" else "unchanged")
+            if mode == "recommend" and action in ("applied", "dry-run-ok"):
+                action = "annotated" if action == "applied" else "annotation dry-run-ok"
+            codes = ", ".join(sorted({c.code for c in mine}))
+            action = f"{action} ({codes})"
+        else:
+            holds = [h for h in plan.held if h.queue == name]
+            action = f"held: {holds[0].code}: {holds[0].reason}" if holds else "no change"
+        table.add_row(name, mode, _gpus(current), _gpus(wanted), action)
+    return table
+
+
+def _none_managed() -> None:
+    console.print(
+        'note: no queue is managed: queues opt in with the annotation gpu-capacity-predictor/managed: "true" '
+        "or labels matching actuators.queues.manage.selector (actuators.queues.manage.all: true manages all)",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _gpus(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
 
 
 def plan_command(
@@ -81,7 +124,9 @@ def plan_command(
     p = settings.planner
     check_output_directory(out)
     doc = read_structured(queues, "--queues", InputError)
-    live = queues_from_list(doc, source=str(queues), allocated_milli=p.allocated_milli_units)
+    live = queues_from_list(
+        doc, source=str(queues), allocated_milli=p.allocated_milli_units, manage=settings.actuators.queues.manage
+    )
     frame = read_frame(forecast)
     if cluster is not None:
         frame = _one_cluster(frame, settings, cluster, ID, source=str(forecast))
@@ -111,6 +156,8 @@ def plan_command(
     items = doc.get("items") if isinstance(doc, dict) else doc
     write_plan_dir(plan, list(items or []), out, models=_file_models(frame, demand_frame))
     console.print(_summary(f"plan at {at.isoformat()} → {out}", len(plan.changes), Counter(h.code for h in plan.held)))
+    if not plan.desired:
+        _none_managed()
 
 
 def _one_cluster(frame: pd.DataFrame, settings: Settings, cluster: str, column: str, *, source: str) -> pd.DataFrame:
@@ -267,8 +314,10 @@ def _cluster(
 
         actuator = VolcanoActuator(connect(kubeconfig))
         return KubeCluster(actuator), actuator
-    if settings.actuators.mode != "plan":
-        raise InputError("--queues works in actuators.mode plan only (a file cannot be patched)")
+    if settings.actuators.writes_cluster:
+        raise InputError(
+            "--queues works with actuators.queues.writes and actuators.xdp.mode plan only (a file cannot be patched)"
+        )
     from predictor.planner import queues_from_list
 
     doc = read_structured(queues, "--queues", InputError)
@@ -313,6 +362,10 @@ def _run_once(loop: Loop, settings: Settings, *, force: bool) -> None:
     held = Counter(h.code for h in report.plan.held) if report.plan else Counter()
     changes = len(report.plan.changes) if report.plan else 0
     console.print(_summary(f"cycle {report.cycle} ({settings.actuators.mode})", changes, held))
+    if report.plan is not None and report.plan.desired:
+        console.print(_recommendations(report, settings.planner.resource))
+    elif report.plan is not None:
+        _none_managed()
     if report.hold:
         console.print(f"held everything: {report.hold[1]}", markup=False)
     xdp = loop.xdp.last if loop.xdp is not None else None

@@ -136,8 +136,18 @@ def plan_stage(ctx: DemoContext) -> StageResult:
     loop_dir, plan_dir = ctx.out / "loop", ctx.out / "plans"
     for stale in (loop_dir, plan_dir):  # each demo run is one fresh cycle: no cooldown from the last run
         shutil.rmtree(stale, ignore_errors=True)
+    from predictor.config import QueueActuatorSettings, XdpActuatorSettings
+    from predictor.planner.selection import ManagedQueues
+
+    # The simulated cluster's queues carry no opt-in annotation: the demo manages them all, as a plan.
+    queues = QueueActuatorSettings(writes="plan", mode="apply", manage=ManagedQueues(all=True))
     actuators = ctx.settings.actuators.model_copy(
-        update={"mode": "plan", "plan_dir": plan_dir, "audit_log": loop_dir / "audit.jsonl"}
+        update={
+            "queues": queues,
+            "xdp": XdpActuatorSettings(mode="plan"),
+            "plan_dir": plan_dir,
+            "audit_log": loop_dir / "audit.jsonl",
+        }
     )
     settings = ctx.settings.model_copy(update={"actuators": actuators})
     as_of = ctx.state["as_of"]

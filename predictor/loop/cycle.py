@@ -16,13 +16,14 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
 from models.frames import ID
 from predictor.actuators import Change
 from predictor.actuators.audit import AuditLog, AuditRecord, read_state, write_state
+from predictor.actuators.recommend import apply_annotations
 from predictor.actuators.volcano import Outcome, PlanDirMemo, write_plan_dir
 from predictor.config import Settings
 from predictor.errors import (
@@ -34,11 +35,14 @@ from predictor.errors import (
     RegistryError,
 )
 from predictor.loop import capacity
-from predictor.loop.demand import DemandPrediction, DemandReader, model_uri
+from predictor.loop.demand import DemandPrediction, DemandReader
 from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader, ReportsServing, WorkloadReader
 from predictor.loop.leader import FileLock, Leader
 from predictor.loop.metrics import LoopMetrics
+from predictor.loop.modes import RECOMMEND_OUTCOMES, annotation_changes, queue_modes, to_apply
+from predictor.loop.notify import Notifier, notify_cycle
 from predictor.loop.observe import observe_cycle
+from predictor.loop.outcome import CycleReport, Inputs
 from predictor.loop.react import ReactWatch, react_cycle, with_pending
 from predictor.loop.recovery import settle_intents
 from predictor.loop.seams import QueueActuator
@@ -65,36 +69,6 @@ def cycle_slot(now: pd.Timestamp, interval_s: float) -> str:
     """The id of the interval slot ``now`` falls in: a restarted loop never runs one slot twice."""
     start = math.floor(now.timestamp() / interval_s) * interval_s
     return pd.Timestamp(start, unit="s", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass
-class Inputs:
-    """What a cycle plans from: the forecast, its model versions, a hold of every queue, per-queue holds, demand."""
-
-    forecast: pd.DataFrame | None = None
-    versions: dict[str, str] = field(default_factory=dict)
-    hold: tuple[str, str] | None = None
-    held: dict[str, tuple[str, str]] = field(default_factory=dict)
-    demand: DemandPrediction | None = None
-
-    def models(self) -> dict[str, str]:
-        """Family → model URI of every model served this cycle (forecast and demand)."""
-        versions = {**self.versions, **(self.demand.versions if self.demand else {})}
-        return {family: model_uri(family, str(v)) for family, v in sorted(versions.items())}
-
-
-@dataclass
-class CycleReport:
-    """What a cycle did."""
-
-    cycle: str
-    mode: str
-    plan: QueuePlan | None = None
-    hold: tuple[str, str] | None = None
-    outcomes: list[Outcome] = field(default_factory=list)
-    skipped: bool = False
-    recovered: list[AuditRecord] = field(default_factory=list)
-    standby: str = ""  # why this instance did nothing: another loop holds the lock or the Lease
 
 
 class Loop:
@@ -125,9 +99,12 @@ class Loop:
         self.demand = demand  # None: no demand model wired; queues are sized by the forecast alone
         self.models: dict[str, str] = {}  # the cycle's served model URIs, cited by its change records
         self.actuator, self.name = actuator, name
-        self.mode = settings.actuators.mode
-        if self.mode != "plan" and actuator is None:
-            raise InputError(f"actuators.mode {self.mode} needs a Kubernetes connection")
+        self.mode = settings.actuators.mode  # how queue writes are sent: plan | server-dry-run | apply
+        if settings.actuators.writes_cluster and actuator is None:
+            raise InputError(
+                f"actuators.queues.writes {self.mode} / actuators.xdp.mode {settings.actuators.xdp.mode} "
+                "need a Kubernetes connection"
+            )
         self.audit = audit or AuditLog(settings.actuators.audit_log)
         # Stabilisation memory and the capacity reference are per cluster: one state file each.
         log = settings.actuators.audit_log
@@ -146,6 +123,7 @@ class Loop:
         self.xdp = xdp  # the XDP agents' inputs (predictor.loop.xdp), published each cycle when wired
         self._plan_files = PlanDirMemo()  # unchanged plan files are neither rendered nor read again
         self.react = ReactWatch(settings, cluster, workload, self.metrics)  # planner.react_pending_gpus
+        self.notifier = Notifier(settings.actuators.notify, name)  # the webhook, where one is configured
 
     def lead(self, now: pd.Timestamp) -> str:
         """Take or renew every lock; ``""`` when this instance may act, else why it stands by."""
@@ -313,13 +291,19 @@ class Loop:
         self.models = inputs.models()
         try:
             objects = self.cluster.queue_objects()
-            queues = queues_from_list(objects, source="live queues", allocated_milli=psettings.allocated_milli_units)
+            queues = queues_from_list(
+                objects,
+                source="live queues",
+                allocated_milli=psettings.allocated_milli_units,
+                manage=self.settings.actuators.queues.manage,
+            )
             allocatable = self.cluster.allocatable(forecast_resources(forecast, psettings))
         except (PredictorError, OSError) as exc:
             report.hold = ("source_down", f"cannot read queues or nodes: {exc}")
             self.audit.append([self._record(now, cycle, "*", "held", report.hold[1], code="source_down")])
             self.metrics.held.labels(reason="source_down").inc()
             self.metrics.cycles.labels(result="held").inc()
+            self._notify(cycle, report)
             return
         workload = self._workload(now)
         queues = with_pending(queues, workload, psettings.resource)  # unknown (no workload): left empty
@@ -350,6 +334,7 @@ class Loop:
         )
         report.plan, report.hold = plan, hold
         self.metrics.capacity(checked.next_reference, held=bool(hold and hold[0] == "capacity_drop"))
+        report.modes = queue_modes(plan, objects, self.settings.actuators.queues.mode)
         write_plan_dir(plan, objects, self.settings.actuators.plan_dir, models=self.models, memo=self._plan_files)
         records = [self._record(now, cycle, h.queue, "held", h.reason, code=h.code) for h in plan.held]
         if self.mode == "plan":
@@ -358,7 +343,7 @@ class Loop:
             self.metrics.changes.labels(mode=self.mode, outcome="planned").inc(len(plan.changes))
         else:
             self.audit.append(records)
-            report.outcomes = self._apply(now, cycle, plan)
+            report.outcomes = self._apply(now, cycle, plan, objects, report)
         write_state(
             self.state_path,
             {
@@ -372,10 +357,14 @@ class Loop:
         self.audit.append(
             [self._record(now, cycle, "*", "cycle-done", hold[1] if hold else "ok", code=hold[0] if hold else "")]
         )
+        self._notify(cycle, report)
+
+    def _notify(self, cycle: str, report: CycleReport) -> None:
+        notify_cycle(self.notifier, self.settings.actuators.notify.hold_codes, cycle, report)
 
     def _drive_xdp(self, now: pd.Timestamp, cycle: str) -> None:
         assert self.xdp is not None
-        done = self.xdp.run(now, mode=self.mode, plan_dir=self.settings.actuators.plan_dir)
+        done = self.xdp.run(now, mode=self.settings.actuators.xdp.mode, plan_dir=self.settings.actuators.plan_dir)
         profiles = ", ".join(f"{n.node}: {n.profile.name} {n.profile.weights}" for n in done.nodes[:20])
         more = f" and {len(done.nodes) - 20} more" if len(done.nodes) > 20 else ""
         skipped = f"; {len(done.skipped)} nodes without inputs" if done.skipped else ""
@@ -385,9 +374,21 @@ class Loop:
         )
         self.audit.append([self._record(now, cycle, "*", "xdp", reason, code="xdp_failed" if done.error else "xdp")])
 
-    def _apply(self, now: pd.Timestamp, cycle: str, plan: QueuePlan) -> list[Outcome]:
+    def _apply(
+        self, now: pd.Timestamp, cycle: str, plan: QueuePlan, objects: list[dict[str, Any]], report: CycleReport
+    ) -> list[Outcome]:
+        """Resize apply-mode queues and annotate recommend-mode ones, holding the Lease; both audited."""
         assert self.actuator is not None
-        lost = self.lead(self.clock()) if plan.changes else ""
+        resize = to_apply(plan, report.modes)
+        notes = annotation_changes(
+            plan,
+            objects,
+            report.modes,
+            models=self.models,
+            resource=self.settings.planner.resource,
+            at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        )
+        lost = self.lead(self.clock()) if resize.changes or notes else ""
         if lost:  # the cycle outlived the Lease and another loop took it: it decides now, not this one
             raise ActuatorError(f"lost the leader lock before applying, nothing applied: {lost}")
         by_queue: dict[str, list[FieldChange]] = {}
@@ -399,18 +400,34 @@ class Loop:
             self.audit.append([self._record(now, cycle, queue, "intent", c.reason, change=c) for c in by_queue[queue]])
 
         parents = {q.name: q.parent for q in plan.desired.values()}
-        outcomes = self.actuator.apply_all(
-            self.actuator.plan(plan),
-            dry_run=self.mode != "apply",
-            parents=parents,
-            on_intent=intent,
-            still_leading=self.still_leading,
+        outcomes = (
+            self.actuator.apply_all(
+                self.actuator.plan(resize),
+                dry_run=self.mode != "apply",
+                parents=parents,
+                on_intent=intent,
+                still_leading=self.still_leading,
+            )
+            if resize.changes
+            else []
         )
         records = []
         for o in outcomes:
             for c in by_queue.get(o.change.target, []):
                 records.append(self._record(now, cycle, c.queue, o.outcome, o.message or c.reason, change=c))
             self.metrics.changes.labels(mode=self.mode, outcome=o.outcome).inc(len(by_queue.get(o.change.target, [])))
+        # Annotations are writes too: a loop that lost its Lease during the resize leaves them to the new leader.
+        lost = self.still_leading() if notes else ""
+        report.recommended = [] if lost else apply_annotations(self.actuator, notes, dry_run=self.mode != "apply")
+        for o in report.recommended:
+            outcome = RECOMMEND_OUTCOMES.get(o.outcome, o.outcome)
+            why = o.message or o.change.reason
+            # An apply-mode queue's patch only clears an old recommendation: its changes are audited above.
+            mine = by_queue.get(o.change.target, []) if report.modes.get(o.change.target) == "recommend" else []
+            records += [self._record(now, cycle, c.queue, outcome, why, change=c) for c in mine]
+            if not mine:
+                records.append(self._record(now, cycle, o.change.target, outcome, why, code="recommend"))
+            self.metrics.changes.labels(mode=self.mode, outcome=outcome).inc(max(1, len(mine)))
         self.audit.append(records)
         return outcomes
 

@@ -115,7 +115,10 @@ class ReactWatch:
         p = self.settings.planner
         try:
             queues = queues_from_list(
-                self.cluster.queue_objects(), source="live queues", allocated_milli=p.allocated_milli_units
+                self.cluster.queue_objects(),
+                source="live queues",
+                allocated_milli=p.allocated_milli_units,
+                manage=self.settings.actuators.queues.manage,
             )
             workload = self.workload.workload(now)
         except (PredictorError, OSError) as exc:

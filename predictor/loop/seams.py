@@ -31,7 +31,16 @@ class QueueApi(Protocol):
 
 
 class QueueActuator(Protocol):
-    """Plan → apply for queue quotas: ``plan`` is ``[]`` once converged; ``apply_all`` reports every queue."""
+    """Plan → apply for queue quotas: ``plan`` is ``[]`` once converged; ``apply_all`` reports every queue.
+
+    ``retries``, ``get_queue`` and ``send_patch`` carry recommend-mode annotation patches
+    (``predictor.actuators.recommend``) through the same reads and writes."""
+
+    retries: int
+
+    def get_queue(self, name: str) -> dict[str, Any]: ...
+
+    def send_patch(self, name: str, body: Mapping[str, Any], *, dry_run: bool, what: str = "patch queue") -> None: ...
 
     def plan(self, desired: QueuePlan) -> list[Change]: ...
 

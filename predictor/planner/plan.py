@@ -432,7 +432,11 @@ def _why_not_planned(
     if queue.name in PROTECTED_QUEUES:
         return Hold(queue.name, f"{queue.name} is never resized", "protected")
     if not queue.managed:
-        return Hold(queue.name, "annotated gpu-capacity-predictor/managed=false", "opted_out")
+        return Hold(
+            queue.name,
+            "not managed: not opted in (actuators.queues.manage) or annotated gpu-capacity-predictor/managed=false",
+            "opted_out",
+        )
     if hold_all is not None:
         return Hold(queue.name, hold_all[1], hold_all[0])
     if not mine:

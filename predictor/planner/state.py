@@ -15,6 +15,7 @@ from typing import Any
 from predictor.errors import InputError
 from predictor.names import is_dns1123_subdomain
 from predictor.planner.quantity import MILLI, parse_quantity
+from predictor.planner.selection import MANAGE_ALL, MANAGED_ANNOTATION, ManagedQueues
 
 __all__ = [
     "FIELDS",
@@ -27,7 +28,6 @@ __all__ = [
     "queues_from_list",
 ]
 
-MANAGED_ANNOTATION = "gpu-capacity-predictor/managed"
 FIELDS = ("guarantee", "deserved", "capability")
 Resources = Mapping[str, float]
 MAX_WEIGHT = 65535  # the Volcano Queue CRD's bound on spec.weight
@@ -93,8 +93,14 @@ def _resources(obj: Any, what: str, *, milli: bool = False) -> dict[str, float]:
     return {str(k): parse_quantity(v, what=f"{what}[{k}]") * scale for k, v in obj.items()}
 
 
-def queue_from_object(obj: Mapping[str, Any], *, source: str = "queue", allocated_milli: bool = False) -> QueueState:
-    """Parse one Queue object (a dict as the API returns it)."""
+def queue_from_object(
+    obj: Mapping[str, Any],
+    *,
+    source: str = "queue",
+    allocated_milli: bool = False,
+    manage: ManagedQueues = MANAGE_ALL,
+) -> QueueState:
+    """Parse one Queue object (a dict as the API returns it); ``manage`` decides whether it is managed."""
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
         raise InputError(f"{source}: a Queue object has no metadata.name")
@@ -110,8 +116,10 @@ def queue_from_object(obj: Mapping[str, Any], *, source: str = "queue", allocate
     weight = spec.get("weight", 1)
     if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= MAX_WEIGHT:
         raise InputError(f"{where}: spec.weight must be an integer 1 … {MAX_WEIGHT}, got {weight!r}")
-    annotations = meta.get("annotations") or {}
-    managed = str(annotations.get(MANAGED_ANNOTATION, "true")).strip().lower() != "false"
+    annotations, labels = meta.get("annotations") or {}, meta.get("labels") or {}
+    if not isinstance(annotations, Mapping) or not isinstance(labels, Mapping):
+        raise InputError(f"{where}: metadata.annotations and metadata.labels must be mappings")
+    managed = manage.manages({str(k): str(v) for k, v in labels.items()}, annotations)
     parent = spec.get("parent")
     reclaimable = spec.get("reclaimable", True)
     if not isinstance(reclaimable, bool):
@@ -130,8 +138,13 @@ def queue_from_object(obj: Mapping[str, Any], *, source: str = "queue", allocate
     )
 
 
-def queues_from_list(doc: Any, *, source: str = "queues", allocated_milli: bool = False) -> list[QueueState]:
-    """Queues from a ``QueueList``/``List`` document (``kubectl get queues -o json``) or a bare list."""
+def queues_from_list(
+    doc: Any, *, source: str = "queues", allocated_milli: bool = False, manage: ManagedQueues = MANAGE_ALL
+) -> list[QueueState]:
+    """Queues from a ``QueueList``/``List`` document (``kubectl get queues -o json``) or a bare list.
+
+    ``manage``: which queues are managed (the settings' ``actuators.queues.manage``); by default every queue
+    not annotated ``gpu-capacity-predictor/managed: "false"``."""
     items = doc.get("items") if isinstance(doc, Mapping) else doc
     if not isinstance(items, Sequence) or isinstance(items, str | bytes):
         raise InputError(f"{source}: expected a List with items (kubectl get queues -o json)")
@@ -142,7 +155,7 @@ def queues_from_list(doc: Any, *, source: str = "queues", allocated_milli: bool 
         kind = item.get("kind", "Queue")
         if kind != "Queue":
             raise InputError(f"{source}: expected kind Queue, got {kind!r}")
-        queues.append(queue_from_object(item, source=source, allocated_milli=allocated_milli))
+        queues.append(queue_from_object(item, source=source, allocated_milli=allocated_milli, manage=manage))
     names = [q.name for q in queues]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)

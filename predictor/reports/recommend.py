@@ -14,7 +14,14 @@ from typing import Any
 import pandas as pd
 
 from models.frames import ID, TIME, VALUE
-from predictor.planner import PlannerSettings, QueuePlan, forecast_targets, plan_queues, queues_from_list
+from predictor.planner import (
+    MANAGED_ANNOTATION,
+    PlannerSettings,
+    QueuePlan,
+    forecast_targets,
+    plan_queues,
+    queues_from_list,
+)
 from predictor.reports.inputs import ReportInputs
 from predictor.reports.model import DEFAULT_RESOURCE
 
@@ -45,7 +52,8 @@ def queue_objects(inputs: ReportInputs) -> list[dict[str, Any]]:
             {
                 "apiVersion": "scheduling.volcano.sh/v1beta1",
                 "kind": "Queue",
-                "metadata": {"name": name},
+                # The report plans every queue of the cluster it was given: each one opts in.
+                "metadata": {"name": name, "annotations": {MANAGED_ANNOTATION: "true"}},
                 "spec": spec,
                 "status": {"state": "Open", "allocated": {resource: _quantity(round(used, 3))}},
             }

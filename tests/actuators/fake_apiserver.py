@@ -263,11 +263,14 @@ def queue_object(
     parent: str | None = None,
     managed: bool = True,
     weight: int = 1,
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A Queue as ``kubectl get queues -o json`` shows it (quantities as strings, status.allocated set)."""
     meta: dict[str, Any] = {"name": name}
+    if annotations:
+        meta["annotations"] = dict(annotations)
     if not managed:
-        meta["annotations"] = {"gpu-capacity-predictor/managed": "false"}
+        meta["annotations"] = {**meta.get("annotations", {}), "gpu-capacity-predictor/managed": "false"}
     spec: dict[str, Any] = {
         "weight": weight,
         "reclaimable": True,

@@ -21,7 +21,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"
-OVERLAYS = {"dry-run": K8S, "apply": K8S / "overlays" / "apply"}
+OVERLAYS = {"recommend": K8S, "dry-run": K8S / "overlays" / "dry-run", "apply": K8S / "overlays" / "apply"}
 
 Obj = dict[str, Any]
 
@@ -43,7 +43,7 @@ def _render_text(directory: Path) -> str:
 
 
 def render(overlay: str) -> list[Obj]:
-    """The objects ``kubectl kustomize`` renders for ``overlay`` (``dry-run`` is ``k8s/`` itself)."""
+    """The objects ``kubectl kustomize`` renders for ``overlay`` (``recommend``, the default, is ``k8s/`` itself)."""
     return [doc for doc in yaml.safe_load_all(_render_text(OVERLAYS[overlay])) if doc]
 
 

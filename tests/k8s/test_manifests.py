@@ -25,7 +25,6 @@ from tests.k8s.manifests import (
     Obj,
     containers,
     counts_by_kind,
-    env_value,
     find,
     is_builtin,
     is_volcano,
@@ -135,16 +134,35 @@ def test_volcano_validation_rejects_a_misspelt_field() -> None:
     assert list(_volcano_validator(queue).iter_errors(queue))
 
 
-def test_dry_run_is_the_default_and_apply_is_explicit() -> None:
-    modes = {}
+def test_recommend_only_and_opt_in_is_the_default_and_apply_is_explicit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from predictor.config import load_settings
+
+    seen = {}
     for overlay in OVERLAYS:
         objects = render(overlay)
         loop = find(objects, "Deployment", "predictor-loop")
-        modes[overlay] = env_value(loop["spec"]["template"]["spec"]["containers"][0], "PREDICTOR_ACTUATORS__MODE")
+        settings_cm = next(o for o in objects if o["metadata"]["name"].startswith("predictor-settings"))
+        path = tmp_path / f"{overlay}.yaml"
+        path.write_text(settings_cm["data"]["settings.yaml"], encoding="utf-8")
+        with monkeypatch.context() as env:  # the settings the loop container really gets: file, then variables
+            for item in loop["spec"]["template"]["spec"]["containers"][0]["env"]:
+                if item["name"].startswith("PREDICTOR_ACTUATORS__") and "value" in item:
+                    env.setenv(item["name"], item["value"])
+            actuators = load_settings(path).actuators
+        seen[overlay] = (actuators.queues.writes, actuators.queues.mode, actuators.xdp.mode)
+        assert (
+            not actuators.queues.manage.all and actuators.queues.manage.annotation == "gpu-capacity-predictor/managed"
+        )
         agent_cm = next(o for o in objects if o["metadata"]["name"].startswith("predictor-agent-config"))
         agent = yaml.safe_load(agent_cm["data"]["agent.yaml.tmpl"])
         assert agent["dry_run"] is (overlay != "apply")
-    assert modes == {"dry-run": "server-dry-run", "apply": "apply"}
+    assert seen == {
+        "recommend": ("apply", "recommend", "apply"),  # annotations written, no spec changed, agents fed
+        "dry-run": ("server-dry-run", "recommend", "apply"),  # every queue write only validated
+        "apply": ("apply", "apply", "apply"),
+    }
     base = (K8S / "base" / "agent.yaml.tmpl").read_text(encoding="utf-8")
     apply = (K8S / "overlays" / "apply" / "agent.yaml.tmpl").read_text(encoding="utf-8")
     assert apply == base.replace("dry_run: true", "dry_run: false"), "the apply overlay's agent config drifted"

@@ -44,6 +44,7 @@ from tests.actuators.fake_apiserver import queue_object
 from tests.k8s.manifests import K8S
 from tests.k8s.project_metrics import HOUR
 from tests.k8s.promql import Query, dashboard_queries, inline_recordings, rule_queries
+from tests.support.actuators import resizing
 from tests.support.localprom import LocalPrometheus, backfill, prometheus_available
 
 pytestmark = pytest.mark.slow
@@ -203,7 +204,7 @@ def loop_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalP
     backfill(work / "source.om", tsdb)
 
     loop_settings = load_settings(
-        None, actuators={"mode": "plan", "audit_log": work / "audit.jsonl", "plan_dir": work / "plans"}
+        None, actuators={**resizing("plan"), "audit_log": work / "audit.jsonl", "plan_dir": work / "plans"}
     )
     metrics = LoopMetrics()
     cluster = FileCluster(

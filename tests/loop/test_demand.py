@@ -24,6 +24,7 @@ from predictor.config import Settings, load_settings
 from predictor.loop import FileCluster, Loop
 from predictor.loop.demand import FileJobs, RegistryDemand
 from predictor.registry import DEMAND_FAMILY, ModelRegistry
+from tests.support.actuators import resizing
 from tests.support.planner_inputs import write_plan_inputs
 
 NOW = pd.Timestamp("2026-11-12T00:00:00Z")
@@ -110,7 +111,7 @@ def champion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]
 def _settings(tmp_path: Path) -> Settings:
     return load_settings(
         None,
-        actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"},
+        actuators={**resizing("plan"), "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"},
         planner={"max_step_abs": 64, "max_step_rel": 10},
     )
 

@@ -23,6 +23,7 @@ from predictor.loop.demand import RegistryDemand, SourceJobs
 from predictor.registry import DEMAND_FAMILY, ModelRegistry
 from predictor.sources import PrometheusSource, queries
 from tests.loop.test_demand import _fitted_demand_model
+from tests.support.actuators import resizing
 from tests.support.localprom import LocalPrometheus
 
 pytestmark = pytest.mark.slow
@@ -78,7 +79,7 @@ def test_predictor_demand_and_a_loop_cycle_serve_the_champion_from_prometheus(
 
     settings = load_settings(
         None,
-        actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"},
+        actuators={**resizing("plan"), "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"},
         planner={"max_step_abs": 1000, "max_step_rel": 10},
     )
     items = [

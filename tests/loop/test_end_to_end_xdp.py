@@ -33,6 +33,7 @@ from tests.actuators.fake_apiserver import node_object, queue_object, serve
 from tests.bpf.conftest import bpf_objects, bpffs, in_netns, lib, netns_pair  # noqa: F401 (fixtures)
 from tests.bpf.test_veth import PORT, SO_NO_CHECK, InNetns, drain, receivers_with_xdp
 from tests.loop.test_demand import _fitted_demand_model
+from tests.support.actuators import resizing
 from tests.support.fake_configmaps import FakeApiServerWithConfigMaps
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -243,7 +244,7 @@ def test_loop_once_patches_queues_publishes_xdp_inputs_and_the_agent_switches(
                         "prometheus": {"url": prom.url},
                         "mlflow": {"tracking_uri": tracking},
                         "actuators": {
-                            "mode": "apply",
+                            **resizing("apply"),
                             "audit_log": str(tmp_path / "audit.jsonl"),
                             "plan_dir": str(tmp_path / "plans"),
                         },

@@ -27,6 +27,7 @@ from predictor.loop import FileLock, KubeCluster, LeaseLock, Loop
 from predictor.loop.fleet import FleetLoop, QualifiedForecaster, cluster_settings
 from tests.actuators.fake_apiserver import FakeApiServer, Request, queue_object, serve
 from tests.loop.test_hardening import FRESH, Flat, History
+from tests.support.actuators import resizing
 
 NOW = pd.Timestamp("2026-11-02T10:20:00Z")
 NAMESPACE = "gpu-capacity-predictor"
@@ -64,7 +65,7 @@ class Fleet:
 
     def __init__(self, tmp_path: Path, mode: str, stack: ExitStack) -> None:
         self.settings: Settings = load_settings(
-            None, actuators={"mode": mode, "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
+            None, actuators={**resizing(mode), "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
         )
         self.audit = AuditLog(self.settings.actuators.audit_log)
         self.lock = FileLock(self.audit.path.with_name(self.audit.path.name + ".lock"), identity="pod-1")
@@ -299,7 +300,7 @@ def test_loop_once_from_the_cli_runs_every_cluster_on_its_own_context(
         json.dumps(
             {
                 "actuators": {
-                    "mode": "apply",
+                    **resizing("apply"),
                     "audit_log": str(tmp_path / "audit.jsonl"),
                     "plan_dir": str(tmp_path / "plans"),
                 },
@@ -355,7 +356,9 @@ def test_plan_offline_for_one_cluster_of_a_fleet_file_is_the_plan_of_its_rows_al
     mine = forecast[forecast["series_id"].str.startswith("b/")]
     mine.assign(series_id=mine["series_id"].str.removeprefix("b/")).to_csv(alone_file, index=False)
     queues = tmp_path / "queues.json"
-    queues.write_text(json.dumps({"items": [queue_object("team-a", deserved=4, capability=8, guarantee=2)]}))
+    opt_in = {"gpu-capacity-predictor/managed": "true"}
+    team_a = queue_object("team-a", deserved=4, capability=8, guarantee=2, annotations=opt_in)
+    queues.write_text(json.dumps({"items": [team_a]}))
     settings = tmp_path / "fleet.yaml"
     settings.write_text(json.dumps({"clusters": [{"name": "a"}, {"name": "b"}]}))
     common = ["plan", "--queues", str(queues), "--now", NOW.isoformat()]
@@ -410,7 +413,7 @@ def test_loop_once_with_a_one_cluster_history_file_or_a_missing_kubeconfig_says_
     clusters = [{"name": n, "kube_context": f"ctx-{n}", "kubeconfig": str(config)} for n in ("a", "b")]
     settings = tmp_path / "settings.yaml"
     plans = tmp_path / "plans"
-    actuators = {"mode": "plan", "audit_log": str(tmp_path / "audit.jsonl"), "plan_dir": str(plans)}
+    actuators = {**resizing("plan"), "audit_log": str(tmp_path / "audit.jsonl"), "plan_dir": str(plans)}
     settings.write_text(json.dumps({"actuators": actuators, "clusters": clusters}))
     args = ["loop", "--once", "--config", str(settings), "--history", str(history), "--model", "seasonal_naive_24"]
     assert main(args) == 1

@@ -19,6 +19,7 @@ from predictor.errors import InputError
 from predictor.loop import FileCluster, Loop
 from predictor.planner import PlannerSettings, forecast_targets, plan_cycle, queues_from_list
 from tests.actuators.fake_apiserver import node_object, queue_object
+from tests.support.actuators import resizing
 
 GPU = "nvidia.com/gpu"
 NOW = pd.Timestamp("2026-11-02T10:20:00Z")
@@ -74,7 +75,7 @@ def nodes(n: int, *, ready: bool = True) -> dict[str, Any]:
 
 def make_loop(tmp_path: Path, history: History, node_doc: dict[str, Any], at: pd.Timestamp = NOW) -> Loop:
     settings = load_settings(
-        None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
+        None, actuators={**resizing("plan"), "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
     )
     return Loop(settings, cluster=FileCluster(queues(), node_doc), history=history, forecaster=Flat(), clock=lambda: at)
 

@@ -27,6 +27,7 @@ from predictor.config import load_settings
 from predictor.errors import DataSourceError, RegistryError
 from predictor.loop import KubeCluster, Loop, LoopMetrics, MetricsServer
 from tests.actuators.fake_apiserver import FakeApiServer, Fault, queue_object, serve_team_queues
+from tests.support.actuators import resizing
 
 GPU = "nvidia.com/gpu"
 NOW = pd.Timestamp("2026-11-02T10:20:00Z")
@@ -89,7 +90,7 @@ def make_loop(
     at: pd.Timestamp = NOW,
 ) -> Loop:
     settings = load_settings(
-        None, actuators={"mode": mode, "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
+        None, actuators={**resizing(mode), "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
     )
     actuator = VolcanoActuator(api, timeout_s=2)
     return Loop(
@@ -196,7 +197,7 @@ def test_killed_mid_apply_restarts_without_half_patches_or_repeats(fake: FakeApi
         yaml.safe_dump(
             {
                 "actuators": {
-                    "mode": "apply",
+                    **resizing("apply"),
                     "audit_log": str(tmp_path / "audit.jsonl"),
                     "plan_dir": str(tmp_path / "plans"),
                 }

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 from predictor.config import load_settings
 from predictor.loop import FileCluster, Loop, LoopMetrics
 from tests.actuators.fake_apiserver import queue_object
+from tests.support.actuators import resizing
 
 NOW = pd.Timestamp("2026-11-02T10:20:00Z")
 
@@ -46,7 +47,7 @@ def _value(registry: CollectorRegistry, name: str, **labels: str) -> float | Non
 
 def test_band_families_and_success_time_follow_the_loop_clock(tmp_path: Path) -> None:
     settings = load_settings(
-        None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
+        None, actuators={**resizing("plan"), "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
     )
     metrics = LoopMetrics(CollectorRegistry())
     cluster = FileCluster([queue_object("team-a", deserved=16, capability=32, guarantee=4, allocated=10)])

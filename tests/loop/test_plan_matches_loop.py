@@ -15,6 +15,7 @@ import pytest
 from predictor.cli import main
 from predictor.config import load_settings
 from predictor.loop import FileCluster, Loop
+from tests.support.actuators import resizing
 from tests.support.planner_inputs import write_plan_inputs
 
 GPU = "nvidia.com/gpu"
@@ -88,7 +89,7 @@ def test_plan_command_and_a_loop_cycle_write_the_same_plan(
     )
 
     settings = load_settings(
-        None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "loop-plans"}
+        None, actuators={**resizing("plan"), "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "loop-plans"}
     )
     cluster = FileCluster(json.loads(inputs["queues"].read_text()), json.loads(inputs["nodes"].read_text()))
     loop = Loop(

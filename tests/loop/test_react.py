@@ -29,6 +29,7 @@ from predictor.planner import QueueState
 from predictor.planner.workload import JobSummary, Workload
 from tests.actuators.fake_apiserver import FakeApiServer, serve_team_queues
 from tests.loop.test_loop import Flat, History
+from tests.support.actuators import resizing
 
 GPU = "nvidia.com/gpu"
 NOW = pd.Timestamp("2026-11-02T10:20:00Z")
@@ -105,7 +106,7 @@ def make_loop(
 ) -> tuple[Loop, CountedCluster]:
     settings = load_settings(
         None,
-        actuators={"mode": mode, "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"},
+        actuators={**resizing(mode), "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"},
         planner=planner or {},
         loop={"react_poll_s": 60},
     )
@@ -253,7 +254,7 @@ def test_a_fleet_replans_between_slots_only_the_cluster_whose_queue_waits(tmp_pa
     clock = Clock(NOW)
     settings = load_settings(
         None,
-        actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"},
+        actuators={**resizing("plan"), "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"},
         planner=REACT,
     )
     audit = AuditLog(settings.actuators.audit_log)
@@ -439,7 +440,7 @@ def test_polls_keep_their_period_and_the_locks_are_renewed_on_their_own_schedule
     clock = Clock(NOW)
     settings = load_settings(
         None,
-        actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"},
+        actuators={**resizing("plan"), "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"},
         planner=REACT,
         loop={"react_poll_s": poll_s},
     )

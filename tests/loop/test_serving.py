@@ -22,6 +22,7 @@ from predictor.loop import FileCluster, Loop, LoopMetrics, RegistryForecaster
 from predictor.registry import ModelVersionInfo
 from predictor.registry.served import ServedModel
 from tests.actuators.fake_apiserver import queue_object
+from tests.support.actuators import resizing
 
 FAMILY = "gpu-forecast"
 NOW = pd.Timestamp("2026-11-02T10:00:00Z")
@@ -134,7 +135,7 @@ def test_the_loop_publishes_what_it_serves(models: dict[str, BaseForecaster], tm
             return history(now.floor("h"))
 
     settings = load_settings(
-        None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
+        None, actuators={**resizing("plan"), "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
     )
     cluster = FileCluster([queue_object(q, deserved=20, capability=40) for q in ("team-a", "team-b")])
     loop = Loop(

@@ -21,6 +21,7 @@ from predictor.config import load_settings
 from predictor.loop import FileLock, KubeCluster, LeaseLock, Loop
 from tests.actuators.fake_apiserver import FakeApiServer, Fault, queue_object, serve
 from tests.loop.test_hardening import FRESH, Flat, History
+from tests.support.actuators import resizing
 
 NOW = pd.Timestamp("2026-11-02T10:20:00Z")
 LEASE_S = 60.0
@@ -41,7 +42,9 @@ def api(fake: FakeApiServer) -> Iterator[client.ApiClient]:
 
 
 def make_loop(api: client.ApiClient, audit: Path, who: str, clock: list[pd.Timestamp]) -> Loop:
-    settings = load_settings(None, actuators={"mode": "apply", "audit_log": audit, "plan_dir": audit.parent / "plans"})
+    settings = load_settings(
+        None, actuators={**resizing("apply"), "audit_log": audit, "plan_dir": audit.parent / "plans"}
+    )
     actuator = VolcanoActuator(api, timeout_s=2)
     lease = LeaseLock(api, name="loop", namespace="gpu-capacity-predictor", duration_s=LEASE_S, identity=who)
     history = History({"team-a": (22.0, FRESH), "team-b": (41.0, FRESH)})

@@ -13,6 +13,7 @@ from predictor.errors import DataSourceError
 from predictor.loop import FileCluster, Loop, LoopMetrics
 from predictor.planner.workload import JobSummary, NodeSummary, Workload
 from tests.actuators.fake_apiserver import queue_object
+from tests.support.actuators import resizing
 
 NOW = pd.Timestamp("2026-11-02T10:20:00Z")
 NODES = tuple(NodeSummary(f"n{i}", 8, 4 if i == 0 else 0) for i in range(8))
@@ -53,7 +54,7 @@ class Reader:
 
 def run(tmp_path: Path, reader: Reader | None) -> tuple[Loop, CollectorRegistry]:
     settings = load_settings(
-        None, actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
+        None, actuators={**resizing("plan"), "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
     )
     metrics = LoopMetrics(CollectorRegistry())
     cluster = FileCluster([queue_object("team-a", deserved=16, capability=32, guarantee=4, allocated=10)])

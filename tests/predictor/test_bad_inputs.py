@@ -38,7 +38,8 @@ def _forecast(rows: list[tuple[str, str, float]] | None = None) -> str:
 
 
 def _queues(*objects: dict[str, Any]) -> str:
-    items = objects or (queue_object("team-a", deserved=4, capability=8, guarantee=2, allocated=2),)
+    opt_in = {"gpu-capacity-predictor/managed": "true"}  # the loop manages only queues that opt in
+    items = objects or (queue_object("team-a", deserved=4, capability=8, guarantee=2, allocated=2, annotations=opt_in),)
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(items)})
 
 

@@ -15,6 +15,9 @@ def test_defaults_are_safe(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
     settings = load_settings()
     assert settings.prometheus.verify_tls is True
     assert settings.actuators.mode == "plan" and settings.actuators.dry_run
+    # Opt-in and recommend-only: a fresh install resizes nothing and manages no queue until one opts in.
+    assert settings.actuators.queues.mode == "recommend" and not settings.actuators.queues.manage.all
+    assert settings.actuators.xdp.mode == "plan" and not settings.actuators.writes_cluster
     assert settings.mlflow.tracking_uri == f"sqlite:///{tmp_path / 'mlflow.db'}"
 
 
@@ -22,7 +25,7 @@ def test_yaml_then_environment_then_flags(monkeypatch: pytest.MonkeyPatch, tmp_p
     config = tmp_path / "c.yaml"
     config.write_text(
         "prometheus:\n  url: http://yaml:9090\n  headers: {X-Scope-OrgID: team-a}\n  retries: 5\n"
-        "actuators:\n  mode: server-dry-run\n"
+        "actuators:\n  queues: {writes: server-dry-run}\n"
     )
     assert load_settings(config).prometheus.url == "http://yaml:9090"
     monkeypatch.setenv("PREDICTOR_PROMETHEUS__URL", "http://env:9090")
@@ -59,7 +62,9 @@ def test_token_file_is_read_and_a_missing_one_is_a_config_error(tmp_path: Path) 
         ("- a\n- b\n", "mapping at the top level"),
         ("prometheus:\n  retries: -1\n", "invalid setting prometheus.retries"),
         ("prometheus:\n  urll: x\n", "invalid setting prometheus.urll"),
-        ("actuators:\n  mode: yolo\n", "invalid setting actuators.mode"),
+        ("actuators:\n  queues: {mode: yolo}\n", "invalid setting actuators.queues.mode"),
+        ("actuators:\n  queues: {writes: yolo}\n", "invalid setting actuators.queues.writes"),
+        ("actuators:\n  queues: {manage: {selector: 'team in (a'}}\n", "invalid setting actuators.queues.manage"),
         ("prometheus:\n  bearer_token: a\n  basic_auth_user: u\n  basic_auth_password: p\n", "not both"),
     ],
 )
@@ -129,3 +134,31 @@ def test_the_cli_reports_a_deprecated_key_in_one_line(tmp_path: Path, capsys: py
 
 def test_readiness_window_is_three_loop_intervals() -> None:
     assert load_settings(None, loop={"interval_s": 300}).loop.ready_within_s == 900
+
+
+def test_the_old_single_actuator_mode_still_loads_as_queue_writes_and_xdp_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from predictor.config import DeprecatedSettingWarning
+
+    config = tmp_path / "c.yaml"
+    config.write_text("actuators:\n  mode: server-dry-run\n")
+    with pytest.warns(DeprecatedSettingWarning, match=r"actuators\.mode .* actuators\.queues\.writes"):
+        old = load_settings(config).actuators
+    # What the one switch meant: every queue write and the XDP inputs in that mode, queues resized.
+    assert (old.queues.writes, old.queues.mode, old.xdp.mode) == ("server-dry-run", "apply", "server-dry-run")
+    config.write_text("actuators:\n  mode: server-dry-run\n  xdp: {mode: apply}\n")
+    with pytest.warns(DeprecatedSettingWarning):
+        both = load_settings(config).actuators
+    assert (both.queues.writes, both.xdp.mode) == ("server-dry-run", "apply")  # the new key wins
+    monkeypatch.setenv("PREDICTOR_ACTUATORS__MODE", "apply")
+    with pytest.warns(DeprecatedSettingWarning):
+        assert load_settings().actuators.queues.writes == "apply"
+
+
+def test_queue_and_xdp_modes_are_separate(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("actuators:\n  queues: {writes: server-dry-run}\n  xdp: {mode: apply}\n")
+    actuators = load_settings(config).actuators
+    assert actuators.mode == "server-dry-run" and actuators.dry_run  # queue patches only validated
+    assert actuators.xdp.mode == "apply" and actuators.writes_cluster  # the agents still get their inputs

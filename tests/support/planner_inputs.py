@@ -1,5 +1,5 @@
 """The offline planner's input files (queues, nodes, forecast) that the ``plan`` command tests and the
-plan-versus-loop test share: two managed team queues, root/default, an opted-out queue, 96 GPUs."""
+plan-versus-loop test share: two team queues that opt in, root/default, an opted-out queue, 96 GPUs."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pandas as pd
 from tests.actuators.fake_apiserver import queue_object
 
 GPU = "nvidia.com/gpu"
+OPT_IN = {"gpu-capacity-predictor/managed": "true"}  # the loop manages only queues that opt in
 
 
 def write_plan_inputs(directory: Path, start: pd.Timestamp) -> dict[str, Path]:
@@ -21,8 +22,8 @@ def write_plan_inputs(directory: Path, start: pd.Timestamp) -> dict[str, Path]:
         "items": [
             queue_object("root", deserved=0, capability=0),
             queue_object("default", deserved=1, capability=1),
-            queue_object("team-a", deserved=16, capability=32, guarantee=4, allocated=10),
-            queue_object("team-b", deserved=40, capability=48, guarantee=8, allocated=12),
+            queue_object("team-a", deserved=16, capability=32, guarantee=4, allocated=10, annotations=OPT_IN),
+            queue_object("team-b", deserved=40, capability=48, guarantee=8, allocated=12, annotations=OPT_IN),
             queue_object("frozen", deserved=8, capability=8, managed=False),
         ],
     }
