@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from predictor.commands._common import console, settings_from
+from predictor.commands._options import SettingsFileOption
 from predictor.errors import ActuatorError, ConfigError
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ def rollback_command(
     kubeconfig: Annotated[
         Path | None, typer.Option("--kubeconfig", help="Kubeconfig (default: in-cluster, then ~/.kube/config).")
     ] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="Settings file (replaces the global one).")] = None,
+    config: SettingsFileOption = None,
 ) -> None:
     """Restore the quota values a cycle replaced, from the audit log (dry run unless --apply).
 
