@@ -45,8 +45,9 @@ Every command reads one settings object, built in this order (later wins):
    case-sensitive; a list or mapping takes a JSON value, e.g. `PREDICTOR_CLUSTERS='[{"name": "prod-a"}]'`);
 4. explicit command-line flags (`--prometheus-url`, `--tracking-uri`, …).
 
-An unknown key, a value out of its bounds or a broken cross-field rule is one line naming the key and the
-file, and exit code 1. Secrets are never taken from argv: a bearer token or a basic-auth password comes from
+An unknown key, a value out of its bounds or a broken cross-field rule is an error of one line, naming the
+file and, where there is one, the key; the command exits with code 1.
+Secrets are never taken from argv: a bearer token or a basic-auth password comes from
 the environment (`PREDICTOR_PROMETHEUS__BEARER_TOKEN`, `PREDICTOR_PROMETHEUS__BASIC_AUTH_PASSWORD`) or, for
 the token, from a file (`bearer_token_file`, re-read on each request so a rotated service-account token is
 honoured). A key that moved keeps working under its old name with a one-line deprecation warning:
