@@ -79,6 +79,7 @@ def test_history_file_names_cause_and_scope(small_sim: sim.SimResult, history_fi
     assert thermal and thermal[0]["scope"]["node"] == fault["node"] and thermal[0]["scope"]["gpu"] == fault["gpu"]
 
 
+@pytest.mark.slow
 def test_clean_window_is_healthy(small_sim: sim.SimResult, history_file: Path, tmp_path: Path) -> None:
     _quiet(small_sim, CLEAN_AT)
     result = _diagnose(["--history", str(history_file), "--at", CLEAN_AT], tmp_path / "d.json")
