@@ -1,10 +1,11 @@
 # The README's two commands: `make demo` (set up, run the main job) and `make test` (set up, run the tests).
+# `make test-fast` skips the tests marked slow or root; `make docs` regenerates docs/configuration.md.
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTHON ?= python3
 DEMO_OUT ?= demo-out
 
-.PHONY: setup system-deps lint test demo bench clean
+.PHONY: setup system-deps lint test test-fast docs demo bench clean
 
 setup: $(VENV)/.installed
 
@@ -27,6 +28,14 @@ lint: setup
 
 test: setup system-deps lint
 	$(BIN)/pytest
+
+# The inner loop while editing: no lint, no system packages, no tests marked slow (real Prometheus, demo
+# end to end, Ray) or root (XDP in the kernel).
+test-fast: setup
+	$(BIN)/pytest -m "not slow and not root"
+
+docs: setup
+	$(BIN)/python -m predictor.config_reference docs/configuration.md
 
 demo: setup
 	$(BIN)/predictor demo --out $(DEMO_OUT)

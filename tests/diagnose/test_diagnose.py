@@ -70,6 +70,7 @@ def prometheus(
     return server
 
 
+@pytest.mark.slow
 def test_history_file_names_cause_and_scope(small_sim: sim.SimResult, history_file: Path, tmp_path: Path) -> None:
     fault = _fault(small_sim, "gpu_thermal", THERMAL_AT)
     result = _diagnose(["--history", str(history_file), "--at", THERMAL_AT], tmp_path / "d.json")
@@ -78,6 +79,7 @@ def test_history_file_names_cause_and_scope(small_sim: sim.SimResult, history_fi
     assert thermal and thermal[0]["scope"]["node"] == fault["node"] and thermal[0]["scope"]["gpu"] == fault["gpu"]
 
 
+@pytest.mark.slow
 def test_clean_window_is_healthy(small_sim: sim.SimResult, history_file: Path, tmp_path: Path) -> None:
     _quiet(small_sim, CLEAN_AT)
     result = _diagnose(["--history", str(history_file), "--at", CLEAN_AT], tmp_path / "d.json")
@@ -86,6 +88,7 @@ def test_clean_window_is_healthy(small_sim: sim.SimResult, history_file: Path, t
     assert result["findings"][0]["scope"] == {"node": None, "gpu": None, "job": None}
 
 
+@pytest.mark.slow
 def test_real_prometheus_names_the_injected_cause_and_says_healthy_when_clean(
     small_sim: sim.SimResult, prometheus: LocalPrometheus, tmp_path: Path
 ) -> None:
@@ -101,6 +104,7 @@ def test_real_prometheus_names_the_injected_cause_and_says_healthy_when_clean(
     assert [f["cause"] for f in clean["findings"]] == ["healthy"], clean
 
 
+@pytest.mark.slow
 def test_history_without_volcano_request_series_is_not_a_fault(small_sim: sim.SimResult, tmp_path: Path) -> None:
     # A history that lacks volcano_queue_request_scalar_resources once made every quiet window a
     # scheduling_starvation at 0.996. Unknown is not evidence: a clean window is not a fault, the family is
@@ -120,6 +124,7 @@ def test_history_without_volcano_request_series_is_not_a_fault(small_sim: sim.Si
     assert "cooling" in thermal[0]["remediation"]
 
 
+@pytest.mark.slow
 def test_history_without_tcp_counters_blames_no_network_on_a_quiet_cluster(
     small_sim: sim.SimResult, tmp_path: Path
 ) -> None:
@@ -137,6 +142,7 @@ def test_history_without_tcp_counters_blames_no_network_on_a_quiet_cluster(
     assert "gpu_thermal" in {f["cause"] for f in hot["findings"]}, hot
 
 
+@pytest.mark.slow
 def test_history_with_almost_nothing_measured_is_insufficient_data(small_sim: sim.SimResult, tmp_path: Path) -> None:
     frame = to_long_frame(small_sim)
     path = tmp_path / "thin.parquet"

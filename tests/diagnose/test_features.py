@@ -51,6 +51,7 @@ def test_empty_window_gives_no_rows() -> None:
     assert feats.empty or feats[list(FEATURE_NAMES)].isna().all().all() or len(feats) <= 1
 
 
+@pytest.mark.slow
 def test_long_frame_and_simulator_matrices_give_the_same_features(small_sim: sim.SimResult) -> None:
     # The Prometheus / --history path (long frames) and the training path (matrices) must agree exactly.
     at = pd.Timestamp(small_sim.grid.start_s, unit="s", tz="UTC") + pd.Timedelta(hours=5, minutes=30)
@@ -61,6 +62,7 @@ def test_long_frame_and_simulator_matrices_give_the_same_features(small_sim: sim
     pd.testing.assert_frame_equal(fast.reset_index(drop=True), slow.reset_index(drop=True), check_dtype=False)
 
 
+@pytest.mark.slow
 def test_injected_faults_show_in_their_features(small_sim: sim.SimResult) -> None:
     data = to_window_data(small_sim)
     faults = small_sim.faults

@@ -20,6 +20,7 @@ TINY_TRAIN = (Scenario(seed=31, nodes=4, fault_rate_per_day=90, days=0.3),)
 TINY_TEST = (Scenario(seed=32, nodes=4, fault_rate_per_day=90, days=0.3),)
 
 
+@pytest.mark.slow
 def test_train_register_gate_and_serve(mlflow_settings: Settings, tmp_path: Path, rca_cache: Path) -> None:
     job = RcaJob(
         cache_dir=rca_cache, train_scenarios=TINY_TRAIN, heldout_scenarios=TINY_TEST, save=tmp_path / "rca.json"
@@ -41,6 +42,7 @@ def test_train_register_gate_and_serve(mlflow_settings: Settings, tmp_path: Path
     assert served.predict(rows)[0] in set(served.classes_)
 
 
+@pytest.mark.slow
 def test_cli_diagnose_uses_the_registry_champion(mlflow_settings: Settings, tmp_path: Path, rca_cache: Path) -> None:
     job = RcaJob(cache_dir=rca_cache, train_scenarios=TINY_TRAIN, heldout_scenarios=TINY_TEST)
     train_rca(mlflow_settings, job)
@@ -54,6 +56,7 @@ def test_cli_diagnose_uses_the_registry_champion(mlflow_settings: Settings, tmp_
     assert json.loads(out.read_text())["findings"]
 
 
+@pytest.mark.slow
 def test_team_incidents_csv(tmp_path: Path) -> None:
     run = simulate_scenario(TINY_TEST[0])
     fault = run.faults[run.faults["node"] != ""].iloc[0]

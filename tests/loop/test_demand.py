@@ -132,6 +132,7 @@ def _demand_loop(tmp_path: Path) -> Loop:
     )
 
 
+@pytest.mark.slow
 def test_a_cycle_serves_the_demand_champion_and_says_what_set_each_queue(
     champion: tuple[str, str], tmp_path: Path
 ) -> None:
@@ -156,6 +157,7 @@ def test_a_cycle_serves_the_demand_champion_and_says_what_set_each_queue(
     assert b.code == "forecast" and "demand unknown: no pending-jobs series" in b.reason
 
 
+@pytest.mark.slow
 def test_without_a_demand_champion_every_queue_is_forecast_sized_and_says_demand_is_unknown(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -171,6 +173,7 @@ def test_without_a_demand_champion_every_queue_is_forecast_sized_and_says_demand
     }
 
 
+@pytest.mark.slow
 def test_the_demand_file_round_trips_into_plan_and_matches_the_loop(champion: tuple[str, str], tmp_path: Path) -> None:
     _, version = champion
     inputs = write_plan_inputs(tmp_path, NOW)
@@ -234,6 +237,7 @@ def test_the_demand_file_round_trips_into_plan_and_matches_the_loop(champion: tu
     assert b and b[0]["code"] == "forecast" and "demand unknown: no row for this queue" in b[0]["reason"]
 
 
+@pytest.mark.slow
 def test_predictor_loop_once_with_pending_serves_the_champion(
     champion: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -266,6 +270,7 @@ def test_predictor_loop_once_with_pending_serves_the_champion(
     }
 
 
+@pytest.mark.slow
 def test_predictor_demand_with_a_champion_that_cannot_load_writes_nothing_and_says_why(
     champion: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

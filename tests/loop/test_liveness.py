@@ -75,9 +75,7 @@ def test_healthz_fails_while_a_cycle_hangs_and_recovers_when_it_completes(tmp_pa
 
 def test_a_failing_cycle_is_alive_but_not_ready(tmp_path: Path) -> None:
     """A cycle that ends in an error completes: liveness holds (a restart would not help), readiness does not."""
-    settings = load_settings(
-        None, actuators={"audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"}
-    )
+    settings = load_settings(None, actuators={"audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"})
     elapsed = [0.0]
     metrics = LoopMetrics(
         ready_within_s=settings.loop.ready_within_s,

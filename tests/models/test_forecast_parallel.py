@@ -26,6 +26,7 @@ def _forecast() -> pd.DataFrame:
     return model.fit(HISTORY).predict(H, level=(50, 80, 95))
 
 
+@pytest.mark.slow
 def test_the_work_done_beside_the_backtest_gives_the_serial_forecast(monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[int] = []
 

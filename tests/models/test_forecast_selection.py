@@ -102,6 +102,7 @@ def test_cached_auto_replay_equals_fitting_auto_at_that_origin(make_history: Cal
     np.testing.assert_allclose(served["hi-80"], replay["hi-80"])
 
 
+@pytest.mark.slow
 def test_auto_intervals_are_calibrated_on_stationary_noise() -> None:
     rng = np.random.default_rng(3)
     t = pd.date_range("2026-01-01", periods=24 * 42, freq="1h", tz="UTC")

@@ -35,6 +35,7 @@ def recent_history(
     return prometheus_from_openmetrics(out / "metrics.om"), queues
 
 
+@pytest.mark.slow
 def test_train_forecast_from_prometheus_registers_one_series_per_queue(
     recent_history: tuple[LocalPrometheus, list[str]],
     tmp_path: Path,
@@ -73,6 +74,7 @@ def test_train_forecast_from_prometheus_registers_one_series_per_queue(
     assert (forecast["mean"] >= 0).all()
 
 
+@pytest.mark.slow
 def test_kube_state_metrics_fallback_gives_the_same_queue_demand(
     recent_history: tuple[LocalPrometheus, list[str]],
 ) -> None:

@@ -17,6 +17,7 @@ def _math_threads(_: int) -> tuple[int, str]:
     return os.getpid(), f"{os.environ.get('OMP_NUM_THREADS')}:{sorted(limits)}"
 
 
+@pytest.mark.slow
 def test_chunks_run_in_other_processes_with_one_math_thread_each() -> None:
     executor = ProcessExecutor(2)
     try:

@@ -68,6 +68,7 @@ def good(mlflow_tracking: Settings, daily_history: pd.DataFrame) -> NaiveForecas
     return model
 
 
+@pytest.mark.slow
 def test_a_pickled_champion_is_refused_and_never_unpickled(
     mlflow_tracking: Settings, good: NaiveForecaster, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

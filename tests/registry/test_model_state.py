@@ -66,6 +66,7 @@ def _register(settings: Settings, family: str, model: Any, kind: str = "forecast
 
 
 @pytest.mark.parametrize("name", FORECASTERS)
+@pytest.mark.slow
 def test_every_forecaster_round_trips_through_the_registry(
     name: str, fitted: dict[str, BaseForecaster], mlflow_tracking: Settings
 ) -> None:

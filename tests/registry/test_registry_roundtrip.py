@@ -24,6 +24,7 @@ def test_beats_needs_the_margin() -> None:
     assert not beats(1.0, 1.0, 0.0)
 
 
+@pytest.mark.slow
 def test_round_trip_and_promotion_rules(mlflow_tracking: Settings, daily_history: pd.DataFrame) -> None:
     registry = ModelRegistry(mlflow_tracking.mlflow)
     first = train_forecast(

@@ -37,6 +37,7 @@ def test_page_is_self_contained(page: Path) -> None:
     assert html.count('src="data:image/png;base64,') == 4  # bars, heatmap, two fan charts
 
 
+@pytest.mark.slow
 def test_screenshot_is_not_blank_and_console_is_clean(page: Path, tmp_path: Path) -> None:
     shot = tmp_path / "report.png"
     result = chromium.screenshot(page, shot)

@@ -44,6 +44,7 @@ def test_queue_regressor_evaluation() -> None:
     assert (table["hours"] > 100).all()
 
 
+@pytest.mark.slow
 def test_train_demand_registers_and_gates(runs: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # MLflow's default artifact root is ./mlruns
     settings = Settings(mlflow=MlflowSettings(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}"))
@@ -64,12 +65,14 @@ def test_train_demand_registers_and_gates(runs: pd.DataFrame, tmp_path: Path, mo
         train_demand(settings, runs.head(0), job, registry=registry)
 
 
+@pytest.mark.slow
 def test_train_demand_cli(demand_out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'cli.db'}"
     assert main(["train", "demand", "--history", str(demand_out / "metrics"), "--tracking-uri", uri]) == 0
 
 
+@pytest.mark.slow
 def test_train_demand_fits_the_queue_regressor_the_loop_serves(
     runs: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

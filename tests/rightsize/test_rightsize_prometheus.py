@@ -70,6 +70,7 @@ def test_sharing_sizes_give_fractions(demand_out: Path, tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_rightsize_against_real_prometheus(
     demand_out: Path, tmp_path: Path, prometheus_from_openmetrics: Callable[[Path], LocalPrometheus]
 ) -> None:

@@ -21,6 +21,7 @@ def test_format_fixed_matches_python_formatting():
     assert [bytes(r[r != 0]).decode() for r in rows] == [f"{v:.2f}" for v in values]
 
 
+@pytest.mark.slow
 def test_openmetrics_is_what_promtool_wants(small_out):
     text = (small_out / "metrics.om").read_text()
     assert text.endswith("# EOF\n")
@@ -50,6 +51,7 @@ def test_openmetrics_is_what_promtool_wants(small_out):
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
+@pytest.mark.slow
 def test_promtool_accepts_the_file(small_out, tmp_path):
     done = subprocess.run(
         [
