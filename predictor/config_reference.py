@@ -64,7 +64,11 @@ prometheus:
 mlflow:
   tracking_uri: sqlite:///./mlflow.db
 actuators:
-  mode: plan                              # plan | server-dry-run | apply
+  queues:
+    writes: plan                          # plan | server-dry-run | apply
+    mode: recommend                       # recommend (annotations) | apply (resize), per queue by annotation
+    manage: {annotation: gpu-capacity-predictor/managed}   # opt-in; or selector: "team in (ml)"; or all: true
+  xdp: {mode: plan}
 loop:
   interval_s: 3600
 planner:
