@@ -6,6 +6,7 @@ import re
 
 import pandas as pd
 
+from predictor.bounds import check_time
 from predictor.errors import InputError
 
 __all__ = ["parse_duration", "parse_time"]
@@ -41,4 +42,4 @@ def parse_time(text: str, *, name: str = "time") -> pd.Timestamp:
         raise InputError(f"{name} {text!r} is not an ISO 8601 time (example: 2026-11-01T00:00:00Z)") from exc
     if pd.isna(stamp):
         raise InputError(f"{name} {text!r} is not an ISO 8601 time (example: 2026-11-01T00:00:00Z)")
-    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    return check_time(stamp, name)

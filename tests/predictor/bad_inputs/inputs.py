@@ -83,6 +83,7 @@ def make_files(tmp_path: Path) -> Files:
         "pods.json": pods_json(),
         "profile.yaml": "name: p\nweights: {}\n",
         "settings.yaml": "loop: {interval_s: 3600}\n",
+        "model.json": "{}",
     }
     paths = {name: tmp_path / name for name in texts}
     for name, text in texts.items():
@@ -215,3 +216,68 @@ def out_is_a(kind: str, name: str = "") -> Callable[[Files], None]:
 
 Args = Callable[[Files], list[str]]
 Spoil = Callable[[Files], None] | None
+
+
+def write_bytes(name: str, data: bytes) -> Callable[[Files], None]:
+    return lambda f: f[name].write_bytes(data)
+
+
+def sparse(name: str, size: int) -> Callable[[Files], None]:
+    """Make ``name`` a sparse file of ``size`` bytes: larger than a stated maximum, yet no disk used."""
+
+    def make(f: Files) -> None:
+        f[name].unlink()
+        with f[name].open("wb") as handle:
+            handle.truncate(size)
+
+    return make
+
+
+def nested_json(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def nested_yaml(depth: int) -> str:
+    return "a: " + "[" * depth + "]" * depth + "\n"
+
+
+def jobs_csv(row: str) -> str:
+    return "submit_time,queue,num_gpus,duration_s\n" + row + "\n2026-01-01T01:00:00Z,a,1,3600\n"
+
+
+def simulate(f: Files) -> list[str]:
+    return ["simulate", "--jobs", str(f["jobs.csv"]), "--weeks", "0.01", "--out", str(f["out"] / "sim")]
+
+
+def replay(f: Files) -> list[str]:
+    start = "2026-01-01T00:00:00Z"
+    return [
+        "replay",
+        "--jobs",
+        str(f["jobs.csv"]),
+        "--nodes",
+        "2",
+        "--start",
+        start,
+        "--weeks",
+        "0.01",
+        "--policy",
+        "static-hard",
+        "--out",
+        str(f["out"] / "replay"),
+    ]
+
+
+def diagnose(f: Files) -> list[str]:
+    at = NOW.isoformat()
+    return [
+        "diagnose",
+        "--history",
+        str(f["history.csv"]),
+        "--at",
+        at,
+        "--out",
+        str(f["out"] / "d.json"),
+        "--model",
+        str(f["model.json"]),
+    ]

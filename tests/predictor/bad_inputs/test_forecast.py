@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from tests.predictor.bad_inputs.inputs import (
@@ -91,6 +92,37 @@ CASES = [
         lambda f: ["report", "--history", str(f["out"].parent), "--out", str(f["out"])],
         out_is_a("file"),
         "not a directory",
+    ),
+    # horizons and times bounded where they enter
+    Case(
+        "forecast-horizon-100000000",
+        lambda f: [*forecast(f)[:-4], "--horizon", "100000000", "--model", "naive"],
+        None,
+        "--horizon",
+    ),
+    Case(
+        "backtest-horizon-100000000",
+        lambda f: [*backtest(f)[:-6], "--horizon", "100000000", "--windows", "1", "--model", "naive"],
+        None,
+        "--horizon",
+    ),
+    Case(
+        "forecast-ends-past-2262",
+        forecast,
+        write(
+            "history.csv",
+            history_csv(times=[t.isoformat() for t in pd.date_range(end="2262-04-10T23:00Z", periods=48, freq="h")]),
+        ),
+        "2262",
+    ),
+    Case(
+        "forecast-history-year-2300",
+        forecast,
+        write(
+            "history.csv",
+            history_csv(times=[t.isoformat() for t in pd.date_range("2300-01-01", periods=48, freq="h", unit="s")]),
+        ),
+        "outside",
     ),
 ]
 
