@@ -101,6 +101,15 @@ class MlflowSettings(BaseModel):
     promotion_margin: float = Field(
         0.0, ge=0, le=1, description="Relative backtest improvement a challenger needs to become champion."
     )
+    http_timeout_s: int = Field(
+        30, ge=1, le=600, description="Seconds one HTTP request to a remote MLflow may take (MLflow's own: 120)."
+    )
+    http_retries: int = Field(
+        2, ge=0, le=10, description="Retries of a failed HTTP request to a remote MLflow (MLflow's own: 7)."
+    )
+    http_backoff_s: int = Field(
+        1, ge=0, le=30, description="Backoff factor between those retries, doubling (MLflow's own: 2)."
+    )
 
 
 class ActuatorSettings(BaseModel):

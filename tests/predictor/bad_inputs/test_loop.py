@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import socket
+import time
+from collections.abc import Iterator
+
 import pytest
 
 from tests.actuators.fake_apiserver import queue_object
@@ -18,6 +22,7 @@ from tests.predictor.bad_inputs.inputs import (
     write,
 )
 from tests.predictor.bad_inputs.runner import Case, ids, params, run_case
+from tests.support.localprom import free_port
 
 CASES = [
     # loop --once on files
@@ -64,6 +69,13 @@ CASES = [
         "pending.csv: is a directory",
     ),
     Case("demand-no-such-registry", demand, None, "no such database file"),
+    # an MLflow that is not there: refused within the bounded retries, as one line
+    Case(
+        "demand-mlflow-refused",
+        demand,
+        lambda f: f["mlflow.yaml"].write_text(f"mlflow: {{tracking_uri: 'http://127.0.0.1:{free_port()}'}}\n"),
+        "(http://127.0.0.1:",
+    ),
 ]
 
 
@@ -71,3 +83,25 @@ CASES = [
 @pytest.mark.parametrize(("args", "spoil", "says"), params(CASES), ids=ids(CASES))
 def test_bad_input(files: Files, capsys: pytest.CaptureFixture[str], args: Args, spoil: Spoil, says: str) -> None:
     run_case(files, capsys, args, spoil, says)
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port that accepts connections (the kernel completes them) and never answers a byte."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        yield int(sock.getsockname()[1])
+
+
+@pytest.mark.timeout(30)
+def test_an_mlflow_that_never_answers_fails_within_the_configured_time(
+    files: Files, capsys: pytest.CaptureFixture[str], silent_port: int
+) -> None:
+    """``mlflow.http_timeout_s`` × (``http_retries`` + 1) plus the backoff bounds the wait (MLflow's own
+    defaults would block for minutes)."""
+    settings = f"mlflow: {{tracking_uri: 'http://127.0.0.1:{silent_port}', http_timeout_s: 2, http_retries: 1}}\n"
+    files["mlflow.yaml"].write_text(settings)
+    started = time.monotonic()
+    run_case(files, capsys, demand, None, f"(http://127.0.0.1:{silent_port})")
+    assert time.monotonic() - started < 15
