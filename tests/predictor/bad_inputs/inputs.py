@@ -281,3 +281,12 @@ def diagnose(f: Files) -> list[str]:
         "--model",
         str(f["model.json"]),
     ]
+
+
+# Hourly times in 2300: past what pandas' nanosecond timestamps hold (2262-04-11).
+YEAR_2300 = [t.isoformat() for t in pd.date_range("2300-01-01", periods=48, freq="h", unit="s")]
+
+
+def train(f: Files, family: str, *rest: str) -> list[str]:
+    """``predictor --config <a registry that does not exist> train <family> ...``."""
+    return ["--config", str(f["mlflow.yaml"]), "train", family, *rest]

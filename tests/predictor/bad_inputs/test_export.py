@@ -69,6 +69,26 @@ CASES = [
         None,
         "--step",
     ),
+    Case(
+        "export-start-year-3000",
+        lambda f: (
+            [
+                "export",
+                "--query",
+                "up",
+                "--start",
+                "3000-01-01",
+                "--end",
+                "3000-01-02",
+                "--out",
+                str(f["out"] / "e.csv"),
+                "--prometheus-url",
+                "http://127.0.0.1:9",
+            ]
+        ),
+        None,
+        "--start",
+    ),
 ]
 
 

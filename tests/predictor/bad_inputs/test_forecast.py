@@ -7,6 +7,7 @@ import pytest
 
 from tests.predictor.bad_inputs.inputs import (
     NOW,
+    YEAR_2300,
     Args,
     Files,
     Spoil,
@@ -15,6 +16,7 @@ from tests.predictor.bad_inputs.inputs import (
     history_csv,
     mixed_types_csv,
     out_is_a,
+    train,
     write,
 )
 from tests.predictor.bad_inputs.runner import Case, ids, params, run_case
@@ -120,9 +122,39 @@ CASES = [
         forecast,
         write(
             "history.csv",
-            history_csv(times=[t.isoformat() for t in pd.date_range("2300-01-01", periods=48, freq="h", unit="s")]),
+            history_csv(times=YEAR_2300),
         ),
         "outside",
+    ),
+    # train: the same readers and bounds before anything reaches the registry
+    Case(
+        "train-forecast-horizon-100000000",
+        lambda f: train(f, "forecast", "--history", str(f["history.csv"]), "--horizon", "100000000"),
+        None,
+        "--horizon",
+    ),
+    Case(
+        "train-forecast-history-year-2300",
+        lambda f: train(f, "forecast", "--history", str(f["history.csv"])),
+        write(
+            "history.csv",
+            history_csv(times=YEAR_2300),
+        ),
+        "outside",
+    ),
+    Case(
+        "train-demand-missing-history",
+        lambda f: train(f, "demand", "--history", str(f["out"] / "none.csv")),
+        None,
+        "none.csv",
+    ),
+    Case(
+        "train-rca-missing-incidents",
+        lambda f: train(
+            f, "rca", "--incidents", str(f["out"] / "none.csv"), "--history", str(f["history.csv"]), "--quick"
+        ),
+        None,
+        "none.csv",
     ),
 ]
 

@@ -10,6 +10,7 @@ import pytest
 
 from tests.actuators.fake_apiserver import queue_object
 from tests.predictor.bad_inputs.inputs import (
+    YEAR_2300,
     Args,
     Files,
     Spoil,
@@ -75,6 +76,15 @@ CASES = [
         demand,
         lambda f: f["mlflow.yaml"].write_text(f"mlflow: {{tracking_uri: 'http://127.0.0.1:{free_port()}'}}\n"),
         "(http://127.0.0.1:",
+    ),
+    Case(
+        "loop-history-year-2300",
+        loop,
+        write(
+            "history.csv",
+            history_csv(times=YEAR_2300),
+        ),
+        "outside",
     ),
 ]
 

@@ -208,6 +208,21 @@ CASES = [
         write("nodes.json", nodes_json(node_with(status__allocatable="8"))),
         "allocatable",
     ),
+    # numbers and times bounded where they enter
+    Case("plan-quota-2e6", plan, write("queues.json", queues_json(quota("deserved", "2e6"))), "above 1e+06 GPUs"),
+    Case(
+        "plan-allocatable-2e6",
+        plan,
+        write("nodes.json", nodes_json(node_with(status__allocatable={"nvidia.com/gpu": "2e6"}))),
+        "1e+06",
+    ),
+    Case("plan-now-year-3000", lambda f: [*plan(f)[:-1], "3000-01-01T00:00:00Z"], None, "--now"),
+    Case(
+        "plan-forecast-year-2300",
+        plan,
+        write("forecast.csv", forecast_csv([("team-a", "2300-01-01T00:00:00Z", 6.0)])),
+        "outside",
+    ),
 ]
 
 

@@ -43,6 +43,28 @@ CASES = [
         None,
         "none.yaml",
     ),
+    Case(
+        "xdp-load-profile-not-utf8",
+        lambda f: (
+            [
+                "xdp",
+                "load",
+                "--iface",
+                "lo",
+                "--targets",
+                "a,b",
+                "--pin-dir",
+                str(f["out"] / "pins"),
+                "--profile",
+                str(f["profile.yaml"]),
+            ]
+        ),
+        lambda f: f["profile.yaml"].write_bytes(b"name: \xff\n"),
+        "not UTF-8",
+    ),
+    Case("xdp-status-not-bpffs", lambda f: ["xdp", "status", "--pin-dir", str(f["out"] / "pins")], None, "--pin-dir"),
+    Case("xdp-unload-not-bpffs", lambda f: ["xdp", "unload", "--pin-dir", str(f["out"] / "pins")], None, "--pin-dir"),
+    Case("xdp-upgrade-not-bpffs", lambda f: ["xdp", "upgrade", "--pin-dir", str(f["out"] / "pins")], None, "--pin-dir"),
 ]
 
 
