@@ -48,6 +48,12 @@ MAX_BYTES: dict[Kind, int] = {
     "table": 16 << 30,
     "model": 4 << 30,
 }
+_NOUN: dict[Kind, str] = {
+    "settings": "a settings file",
+    "kubernetes list": "a Kubernetes list",
+    "table": "a table",
+    "model": "a model file",
+}
 # Deeper than any file of ours (a Kubernetes pod is about 10 levels), far below Python's recursion limit.
 MAX_DEPTH = 64
 
@@ -67,7 +73,7 @@ def check_size(path: Path, what: str, error: type[PredictorError], kind: Kind = 
         raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
     limit = MAX_BYTES[kind]
     if size > limit:
-        raise error(f"{what} {path} is {_size_text(size)}, larger than the {_size_text(limit)} allowed for a {kind}")
+        raise error(f"{what} {path} is {_size_text(size)}, above the {_size_text(limit)} limit for {_NOUN[kind]}")
 
 
 def read_text(path: Path, what: str, error: type[PredictorError], kind: Kind = "settings") -> str:

@@ -116,7 +116,7 @@ def normalise_jobs(raw: pd.DataFrame, *, source: str = "job table", naive_tz: st
             row = int(bad.to_numpy().argmax())
             raise InputError(
                 f"{source}: column {column!r} must be a number within (0, {most:g}] "
-                f"(row {row + 2}: {frame[column].iloc[row]!r})"
+                f"(row {row + 2}: {frame[column].iloc[row]})"
             )
         frame[column] = values
     frame["num_gpus"] = frame["num_gpus"].round().astype("int64")

@@ -65,7 +65,7 @@ def parse_timestamps(column: pd.Series, path: Path, name: str) -> pd.Series:
         row = int(parsed.isna().to_numpy().argmax())
         raise InputError(f"{path}: column {name!r} is empty at row {row + 2}")
     # pandas parses 2300-01-01 at a coarser unit; as nanoseconds it would not fit (or would wrap).
-    check_times(parsed, f"{path}: column {name!r} has")
+    check_times(parsed, f"{path}: column {name!r} value")
     return parsed.astype("datetime64[ns, UTC]")
 
 

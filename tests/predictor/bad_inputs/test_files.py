@@ -58,18 +58,18 @@ CASES = [
     Case("settings-not-utf8", loop, write_bytes("settings.yaml", NOT_UTF8), "not UTF-8"),
     Case("settings-nested-100000", loop, write("settings.yaml", nested_yaml(100_000)), "nested deeper"),
     Case("settings-nested-65", loop, write("settings.yaml", nested_yaml(65)), "nested deeper"),
-    Case("settings-too-large", loop, sparse("settings.yaml", 17 << 20), "larger than the 16 MiB"),
+    Case("settings-too-large", loop, sparse("settings.yaml", 17 << 20), "above the 16 MiB limit"),
     Case("demand-settings-not-utf8", demand_config, write_bytes("settings.yaml", NOT_UTF8), "not UTF-8"),
     # Kubernetes lists
     Case("plan-queues-not-utf8", plan, write_bytes("queues.json", b'{"items": ["\xff"]}'), "not UTF-8"),
     Case("plan-queues-nested-100000", plan, write("queues.json", nested_json(100_000)), "nested deeper"),
     Case("plan-nodes-nested-100000", plan, write("nodes.json", nested_json(100_000)), "nested deeper"),
     Case("plan-pods-not-utf8", plan_pods, write_bytes("pods.json", b"\xc3\x28"), "not UTF-8"),
-    Case("plan-queues-too-large", plan, sparse("queues.json", 2 * GIB), "larger than the 1 GiB"),
+    Case("plan-queues-too-large", plan, sparse("queues.json", 2 * GIB), "above the 1 GiB limit"),
     Case("loop-queues-nested-100000", loop, write("queues.json", nested_json(100_000)), "nested deeper"),
     # tables
-    Case("forecast-history-too-large", forecast, sparse("history.csv", 17 * GIB), "larger than the 16 GiB"),
-    Case("simulate-jobs-too-large", simulate, sparse("jobs.csv", 17 * GIB), "larger than the 16 GiB"),
+    Case("forecast-history-too-large", forecast, sparse("history.csv", 17 * GIB), "above the 16 GiB limit"),
+    Case("simulate-jobs-too-large", simulate, sparse("jobs.csv", 17 * GIB), "above the 16 GiB limit"),
     # xdp profiles and the agent's settings
     Case("xdp-profile-not-utf8", set_profile, write_bytes("profile.yaml", b"name: \xff\n"), "not UTF-8"),
     Case("xdp-profile-nested-100000", set_profile, write("profile.yaml", nested_yaml(100_000)), "nested deeper"),
