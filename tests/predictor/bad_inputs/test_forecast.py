@@ -21,6 +21,15 @@ from tests.predictor.bad_inputs.inputs import (
 )
 from tests.predictor.bad_inputs.runner import Case, ids, params, run_case
 
+
+def _sparse_metrics(f: Files) -> None:
+    """A simulator output directory whose first metric file is 17 GiB (sparse: refused before reading)."""
+    metrics = f["out"].parent / "sim" / "metrics"
+    metrics.mkdir(parents=True)
+    with (metrics / "volcano_queue_allocated_scalar_resources.parquet").open("wb") as handle:
+        handle.truncate(17 << 30)
+
+
 CASES = [
     # forecast and backtest
     Case("forecast-history-negative", forecast, write("history.csv", history_csv([-1.0] * 48)), "negative"),
@@ -155,6 +164,12 @@ CASES = [
         ),
         None,
         "none.csv",
+    ),
+    Case(
+        "report-metrics-too-large",
+        lambda f: ["report", "--history", str(f["out"].parent / "sim"), "--out", str(f["out"] / "report")],
+        _sparse_metrics,
+        "above the 16 GiB limit",
     ),
 ]
 
