@@ -34,6 +34,7 @@ from models.forecast.chunked import DEFAULT_CHUNK_SIZE
 from models.frames import ID, TIME
 from pipelines.forecast_fanout import FannedOut, fit_and_backtest
 from pipelines.forecast_plots import forecast_plots
+from predictor.bounds import check_horizon
 from predictor.config import Settings
 from predictor.errors import InputError, ModelError
 from predictor.registry import FORECAST_FAMILY, ModelRegistry, ModelVersionInfo, Verdict, git_revision, judge, settle
@@ -138,8 +139,7 @@ def run_forecast(
     freq: str = "1h",
 ) -> ForecastOutcome:
     """Fit ``model`` on ``history`` and forecast ``horizon`` steps for every series."""
-    if horizon < 1:
-        raise InputError(f"--horizon must be positive, got {horizon}")
+    check_horizon(horizon, "--horizon", last=_last_time(history), step=freq)
     estimator = make_model(model, horizon=horizon, freq=freq)
     try:
         forecast = estimator.fit(history).predict(horizon, level=tuple(levels))
@@ -149,6 +149,11 @@ def run_forecast(
     if isinstance(estimator, AutoForecaster):
         notes += [f"{sid}: auto serves {choice}" for sid, choice in estimator.choices_.items()]
     return ForecastOutcome(forecast=forecast, notes=notes)
+
+
+def _last_time(history: pd.DataFrame) -> pd.Timestamp | None:
+    """The latest timestamp of ``history``: forecasts start one step after it."""
+    return None if history.empty else pd.Timestamp(history[TIME].max())
 
 
 def evaluate(
@@ -204,6 +209,7 @@ def backtest_table(
 
     ``models`` defaults to every registered forecaster, each once (aliases such as ``seasonal_naive`` skipped).
     """
+    check_horizon(horizon, "--horizon")
     step = step or horizon
     parts = []
     for name in forecasters.names(aliases=False) if models is None else models:
@@ -398,6 +404,7 @@ def train_forecast(
     plots: bool = True,
 ) -> TrainOutcome:
     """Backtest, fit, compare with the champion, log and register one ``gpu-forecast`` version; promote if better."""
+    check_horizon(job.horizon, "--horizon", last=_last_time(history), step=job.freq)
     registry = registry or ModelRegistry(settings.mlflow)
     template = make_model(job.model, horizon=job.horizon, freq=job.freq, params=job.model_params)
     fanned = _fanned(template, history, job)  # chunks of series, on the executor the command chose

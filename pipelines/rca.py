@@ -81,10 +81,13 @@ def train_rca(settings: Settings, job: RcaJob, registry: ModelRegistry | None = 
     train_s = job.train_scenarios or (QUICK_TRAIN if job.quick else TRAIN_SCENARIOS)
     test_s = job.heldout_scenarios or (QUICK_HELDOUT if job.quick else HELDOUT_SCENARIOS)
     cache = job.cache_dir if job.cache_dir is not None else (None if job.quick else default_cache_dir())
-    train = build_dataset(train_s, job.window, cache_dir=cache)
     notes = []
+    own = None
     if job.incidents is not None and job.history is not None:
+        # The user's files first: a bad one fails in a second, not after minutes of simulated scenarios.
         own = incident_windows(read_history(job.history), read_incidents(job.incidents), job.window)
+    train = build_dataset(train_s, job.window, cache_dir=cache)
+    if own is not None:
         train = pd.concat([train, own], ignore_index=True)
         notes.append(f"{len(own)} rows from {job.incidents}")
     test = build_dataset(test_s, job.window, cache_dir=cache)

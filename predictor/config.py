@@ -113,6 +113,15 @@ class MlflowSettings(BaseModel):
         "proves integrity only; the key lives outside it, so a registry writer without the key cannot forge a "
         "model the loop will load. Mount it read-only from a Secret in the loop and the training jobs.",
     )
+    http_timeout_s: int = Field(
+        30, ge=1, le=600, description="Seconds one HTTP request to a remote MLflow may take (MLflow's own: 120)."
+    )
+    http_retries: int = Field(
+        2, ge=0, le=10, description="Retries of a failed HTTP request to a remote MLflow (MLflow's own: 7)."
+    )
+    http_backoff_s: int = Field(
+        1, ge=0, le=30, description="Backoff factor between those retries, doubling (MLflow's own: 2)."
+    )
 
 
 WriteMode = Literal["plan", "server-dry-run", "apply"]

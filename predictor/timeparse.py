@@ -42,6 +42,8 @@ def parse_time(text: str, *, name: str = "time") -> pd.Timestamp:
     """An ISO 8601 instant (naive means UTC) or a Unix timestamp in seconds → UTC Timestamp."""
     import pandas as pd
 
+    from predictor.bounds import check_time
+
     raw = text.strip()
     try:
         if re.fullmatch(r"\d+(\.\d+)?", raw):
@@ -52,4 +54,4 @@ def parse_time(text: str, *, name: str = "time") -> pd.Timestamp:
         raise InputError(f"{name} {text!r} is not an ISO 8601 time (example: 2026-11-01T00:00:00Z)") from exc
     if pd.isna(stamp):
         raise InputError(f"{name} {text!r} is not an ISO 8601 time (example: 2026-11-01T00:00:00Z)")
-    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    return check_time(stamp, name)

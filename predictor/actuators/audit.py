@@ -18,6 +18,7 @@ from typing import Any
 
 from predictor.atomicio import fsync_directory, write_text
 from predictor.errors import ActuatorError, redact_url
+from predictor.userfiles import parse_structured, read_text
 
 __all__ = ["AuditLog", "AuditRecord", "read_state", "write_state"]
 
@@ -191,12 +192,11 @@ class _Index:
 
 def read_state(path: Path) -> dict[str, Any]:
     """The loop's state file (stabilisation memory); empty when absent."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not path.exists():
         return {}
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ActuatorError(f"cannot read loop state {path}: {exc}") from exc
+    data = parse_structured(
+        read_text(path, "loop state", ActuatorError), "loop state", path, ActuatorError, is_json=True
+    )
     return data if isinstance(data, dict) else {}
 
 

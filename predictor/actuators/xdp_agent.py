@@ -151,7 +151,9 @@ def agent_cycle(settings: AgentSettings, actuator: XdpActuator, now: datetime) -
         return _held(now, "unreadable", exc)
     try:
         inputs = read_inputs(settings.inputs)
-    except InputError as exc:
+    except (PredictorError, OSError, ValueError, RecursionError) as exc:
+        # Whatever a loop (or a person) left in the file — not UTF-8, nested too deep, too large, cut off —
+        # holds the datapath as it is: a node's links must never depend on that file parsing.
         return _held(now, "inputs_unreadable", exc)
     # Stale or invalid inputs hold the profile in force (no switch at all, not even to observe-only): a
     # loop that stopped publishing says nothing about the links, so the datapath keeps what it has.

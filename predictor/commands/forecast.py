@@ -56,7 +56,9 @@ ModelOpt = Annotated[str, typer.Option("--model", help=f"{_MODEL_HELP}.", callba
 ModelsOpt = Annotated[
     list[str] | None, typer.Option("--model", help=f"{_MODEL_HELP}; repeatable, default all.", callback=_check_models)
 ]
-HorizonOpt = Annotated[int, typer.Option("--horizon", min=1, help="Steps ahead to forecast.")]
+HorizonOpt = Annotated[
+    int, typer.Option("--horizon", min=1, help="Steps ahead to forecast (at most 1344: eight weeks of hours).")
+]
 TimeColOpt = Annotated[str, typer.Option("--time-col", help="Timestamp column (naive = UTC).")]
 IdColOpt = Annotated[str, typer.Option("--id-col", help="Series id column.")]
 ValueColOpt = Annotated[str, typer.Option("--value-col", help="Value column.")]

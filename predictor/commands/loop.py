@@ -123,7 +123,7 @@ def plan_command(
     settings = settings_from(ctx, config=config)
     p = settings.planner
     check_output_directory(out)
-    doc = read_structured(queues, "--queues", InputError)
+    doc = read_structured(queues, "--queues", InputError, "kubernetes list")
     live = queues_from_list(
         doc, source=str(queues), allocated_milli=p.allocated_milli_units, manage=settings.actuators.queues.manage
     )
@@ -138,7 +138,9 @@ def plan_command(
     demand_frame = _read_demand(demand, live, p, settings=settings, cluster=cluster) if demand else None
     allocatable = (
         allocatable_from_nodes(
-            read_structured(nodes, "--nodes", InputError), forecast_resources(frame, p), source=str(nodes)
+            read_structured(nodes, "--nodes", InputError, "kubernetes list"),
+            forecast_resources(frame, p),
+            source=str(nodes),
         )
         if nodes
         else None
@@ -147,9 +149,12 @@ def plan_command(
     if pods is not None:
         from predictor.planner.workload import workload_from_objects
 
-        node_doc = read_structured(nodes, "--nodes", InputError) if nodes else {"items": []}
+        node_doc = read_structured(nodes, "--nodes", InputError, "kubernetes list") if nodes else {"items": []}
         workload = workload_from_objects(
-            read_structured(pods, "--pods", InputError), node_doc, source=str(pods), node_source=str(nodes)
+            read_structured(pods, "--pods", InputError, "kubernetes list"),
+            node_doc,
+            source=str(pods),
+            node_source=str(nodes),
         )
     # The loop's own cycle (stale hold, targets, policy, invariant gate): the same plan from the same inputs.
     plan = plan_cycle(live, frame, p, now=at, allocatable=allocatable, demand=demand_frame, workload=workload).plan
@@ -320,7 +325,7 @@ def _cluster(
         )
     from predictor.planner import queues_from_list
 
-    doc = read_structured(queues, "--queues", InputError)
+    doc = read_structured(queues, "--queues", InputError, "kubernetes list")
     # A file is the user's input: a bad queue is an error now, not a "source_down" hold every cycle.
     queues_from_list(doc, source=str(queues), allocated_milli=settings.planner.allocated_milli_units)
     return FileCluster(doc), None

@@ -18,6 +18,7 @@ from predictor.atomicio import write_text
 from predictor.config import MlflowSettings
 from predictor.errors import InputError, ModelError, RegistryError
 from predictor.registry import RCA_FAMILY
+from predictor.userfiles import parse_structured, read_text
 
 __all__ = ["DEFAULT_MODEL_PATH", "FAMILY", "load_default", "load_model_file", "load_registry", "save_model_file"]
 
@@ -27,12 +28,9 @@ DEFAULT_MODEL_PATH = Path(__file__).with_name("data") / "rca-default.json"
 
 def load_model_file(path: Path) -> RootCauseTree:
     """A model saved by ``save_model_file`` (JSON); errors name the file."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise InputError(f"--model {path}: no such file") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"--model {path}: not a JSON model file ({str(exc).splitlines()[0]})") from exc
+    if not path.exists():
+        raise InputError(f"--model {path}: no such file")
+    data = parse_structured(read_text(path, "--model", InputError), "--model", path, InputError, is_json=True)
     if not isinstance(data, dict):
         raise InputError(f"--model {path}: not a JSON model file (top level is not an object)")
     try:

@@ -11,15 +11,12 @@ import math
 import re
 from decimal import Decimal, InvalidOperation
 
+from predictor.bounds import MAX_GPUS  # the largest GPU count any planner input may hold
 from predictor.errors import InputError
 
-__all__ = ["MAX_GPUS", "MILLI", "format_quantity", "from_milli", "parse_quantity"]
+__all__ = ["MAX_GPUS", "MILLI", "bounded", "format_quantity", "from_milli", "parse_quantity"]
 
 MILLI = 1000.0
-# The largest GPU count any planner input may hold (a forecast, a demand peak, a limit): a million GPUs is
-# beyond any cluster, so a larger number is a unit mistake or corruption, and refusing it keeps ceil(),
-# headroom and sums finite (1.7e308 × 1.1 is inf).
-MAX_GPUS = 1e6
 
 _QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))((?:[KMGTPE]i)|[numkMGTPE]|(?:[eE][+-]?[0-9]+))?$")
 _SUFFIX: dict[str, Decimal] = {
@@ -53,6 +50,14 @@ def parse_quantity(value: object, *, what: str) -> float:
     if number < 0:
         raise InputError(f"{what}: {value!r} is negative; resource quantities are >= 0")
     return number
+
+
+def bounded(resource: str, amount: float, *, what: str, value: object) -> float:
+    """``amount`` of ``resource``, refused above ``MAX_GPUS`` when the resource counts GPUs (its name says
+    "gpu": nvidia.com/gpu, amd.com/gpu); memory and CPU quantities are legitimately far larger."""
+    if "gpu" in resource.lower() and amount > MAX_GPUS:
+        raise InputError(f"{what}: {value!r} is above {MAX_GPUS:g} GPUs")
+    return amount
 
 
 def _parse(value: object, *, what: str) -> float:

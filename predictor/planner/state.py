@@ -14,7 +14,7 @@ from typing import Any
 
 from predictor.errors import InputError
 from predictor.names import is_dns1123_subdomain
-from predictor.planner.quantity import MILLI, parse_quantity
+from predictor.planner.quantity import MILLI, bounded, parse_quantity
 from predictor.planner.selection import MANAGE_ALL, MANAGED_ANNOTATION, ManagedQueues
 
 __all__ = [
@@ -90,7 +90,10 @@ def _resources(obj: Any, what: str, *, milli: bool = False) -> dict[str, float]:
     if not isinstance(obj, Mapping):
         raise InputError(f"{what}: expected a mapping of resource quantities, got {type(obj).__name__}")
     scale = 1.0 / MILLI if milli else 1.0
-    return {str(k): parse_quantity(v, what=f"{what}[{k}]") * scale for k, v in obj.items()}
+    return {
+        str(k): bounded(str(k), parse_quantity(v, what=f"{what}[{k}]") * scale, what=f"{what}[{k}]", value=v)
+        for k, v in obj.items()
+    }
 
 
 def queue_from_object(
@@ -186,7 +189,9 @@ def allocatable_from_nodes(doc: Any, resources: Sequence[str], *, source: str = 
             raise InputError(f"{source}: node {name!r} status.allocatable must be an object")
         for resource in resources:
             if resource in allocatable:
-                total[resource] += parse_quantity(allocatable[resource], what=f"{source}: node {name!r} {resource}")
+                what = f"{source}: node {name!r} {resource}"
+                value = allocatable[resource]
+                total[resource] += bounded(resource, parse_quantity(value, what=what), what=what, value=value)
     return total
 
 

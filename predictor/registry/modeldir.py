@@ -23,6 +23,7 @@ import yaml
 
 from models.state import StateError, from_state, to_state
 from predictor.errors import ModelRefusedError, RegistryError
+from predictor.userfiles import check_size
 
 __all__ = [
     "DIGEST_TAG",
@@ -96,8 +97,9 @@ def _check_layout(root: Path, what: str) -> Path:
         # Missing rather than refused: an empty download is what a lost or unmounted artifact store gives.
         raise RegistryError(f"{what}: no MLmodel file in its artifacts (missing or not a model); not loaded")
     try:
+        check_size(mlmodel, what, ModelRefusedError)
         spec = yaml.safe_load(mlmodel.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, RecursionError, yaml.YAMLError) as exc:
         raise ModelRefusedError(f"{what}: unreadable MLmodel ({str(exc).splitlines()[0]})") from exc
     pyfunc = (spec.get("flavors") or {}).get("python_function") if isinstance(spec, dict) else None
     if not isinstance(pyfunc, dict) or pyfunc.get("loader_module") != LOADER_MODULE or pyfunc.get("data") != STATE_PATH:
@@ -124,6 +126,8 @@ def read_state_dir(directory: Path, what: str) -> tuple[Any, str]:
     from safetensors import SafetensorError
     from safetensors.numpy import load
 
+    for name in STATE_FILES:
+        check_size(directory / name, what, ModelRefusedError, "model")
     try:
         document = json.loads((directory / STATE_FILES[0]).read_text(encoding="utf-8"))
         arrays = load((directory / STATE_FILES[1]).read_bytes())

@@ -25,6 +25,7 @@ from typing import Any
 
 from predictor.config import MlflowSettings
 from predictor.errors import PredictorError, RegistryError
+from predictor.registry.limits import http_limits
 from predictor.registry.modeldir import DIGEST_TAG, LOADER_MODULE, STATE_DIR, read_model_dir, write_state_dir
 from predictor.registry.served import ServedModel
 from predictor.registry.signing import SIGNATURE_TAG, read_key, sign, verify
@@ -96,7 +97,8 @@ class ModelRegistry:
             mlflow.set_tracking_uri(self.settings.tracking_uri)
             mlflow.set_registry_uri(self.settings.registry_uri or self.settings.tracking_uri)
             try:
-                yield mlflow
+                with http_limits(self.settings):
+                    yield mlflow
             except PredictorError:
                 raise
             except Exception as exc:

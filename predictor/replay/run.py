@@ -24,6 +24,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 import pandas as pd
 
+from predictor.bounds import MAX_GPUS
 from predictor.errors import InputError
 from predictor.planner import Memory, PlannerSettings, QueueState, plan_cycle
 from predictor.planner.react import PendingWatch
@@ -66,6 +67,8 @@ class ReplaySettings:
             raise InputError(f"--nodes must be >= 1, got {self.nodes}")
         if self.gpus_per_node < 1:
             raise InputError(f"--gpus-per-node must be >= 1, got {self.gpus_per_node}")
+        if self.nodes * self.gpus_per_node > MAX_GPUS:
+            raise InputError(f"--nodes {self.nodes} × --gpus-per-node {self.gpus_per_node} is above {MAX_GPUS:g} GPUs")
         if not (0 < self.weeks <= 60):
             raise InputError(f"--weeks must be in (0, 60], got {self.weeks:g}")
 

@@ -23,6 +23,7 @@ from predictor.reports.fragmentation import live_fragmentation
 from predictor.reports.model import DEFAULT_RESOURCE
 from predictor.sources import queries
 from predictor.timeparse import parse_duration
+from predictor.userfiles import check_size
 
 if TYPE_CHECKING:
     from predictor.sources import MetricSource
@@ -91,6 +92,7 @@ def _read(directory: Path, name: str, columns: list[str]) -> pd.DataFrame:
     path = directory / f"{name}.parquet"
     if not path.is_file():
         raise InputError(f"{directory}: no {name}.parquet (is this the simulator's output directory?)")
+    check_size(path, "table", InputError, "table")
     try:
         table = pq.read_table(path, columns=columns)
     except (OSError, ValueError, KeyError) as exc:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from predictor.bounds import MAX_GPUS
 from predictor.errors import InputError
 
 __all__ = [
@@ -60,6 +61,9 @@ class ClusterSpec:
             raise InputError(f"gpus_per_node must be >= 1, got {self.gpus_per_node}")
         if not self.pools or any(count < 1 for _, count in self.pools):
             raise InputError("every node pool needs at least one node")
+        total = sum(count for _, count in self.pools) * self.gpus_per_node
+        if total > MAX_GPUS:
+            raise InputError(f"a cluster of {total} GPUs (nodes × GPUs per node) is above {MAX_GPUS:g} GPUs")
         unknown = [name for name, _ in self.pools if name not in GPU_TYPES]
         if unknown:
             raise InputError(f"unknown GPU type {unknown[0]!r} (known: {', '.join(GPU_TYPES)})")

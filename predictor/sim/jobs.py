@@ -13,8 +13,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from predictor.bounds import MAX_GPUS, check_times
 from predictor.errors import InputError
 from predictor.sources.files import read_frame
+from predictor.userfiles import check_size
 
 __all__ = [
     "JOB_COLUMNS",
@@ -38,6 +40,8 @@ _LOG_DURATION_MULTI = (9.27, 3.0)
 _PHILLY_QUEUES = ("6214e9", "11cb48", "6c71a0", "b436b2", "103959", "ee9e8c", "0e4a51", "ed69ec")
 _PHILLY_QUEUE_PROBS = np.array([0.50, 0.196, 0.121, 0.09, 0.024, 0.018, 0.017, 0.014])
 _MAX_DURATION_S = 14 * 86400.0
+# The longest job a table may hold: a century, so submit + duration still fits pandas' timestamps.
+_MAX_JOB_S = 100 * 365 * 86400.0
 
 
 def philly_sample() -> pd.DataFrame:
@@ -53,6 +57,7 @@ _TEXT_COLUMNS = {"queue": str, "vc": str, "job_id": str}
 def read_table(path: Path) -> pd.DataFrame:
     """``read_frame``, but queue names stay text: Philly's ``6214e9`` would otherwise parse as 6.214e12."""
     if path.suffix.lower() == ".csv" and path.is_file():
+        check_size(path, "job table", InputError, "table")
         try:
             return pd.read_csv(path, dtype=_TEXT_COLUMNS)
         except (ValueError, OSError, pd.errors.ParserError, pd.errors.EmptyDataError):
@@ -70,7 +75,7 @@ def _submit_utc(column: pd.Series, source: str, tz: str) -> pd.Series:
         raise InputError(f"{source}: submit times are numbers, expected ISO 8601 timestamps")
     try:
         parsed = pd.to_datetime(column, format="ISO8601")
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:
         raise InputError(f"{source}: a submit time is not a timestamp: {exc}".splitlines()[0]) from exc
     if parsed.isna().any():
         raise InputError(f"{source}: submit time is empty at row {int(parsed.isna().to_numpy().argmax()) + 2}")
@@ -78,7 +83,9 @@ def _submit_utc(column: pd.Series, source: str, tz: str) -> pd.Series:
         # Philly logs local wall-clock time: ambiguous fall-back hours are taken as standard time and the
         # spring-forward gap is shifted forward, so every job keeps a real instant.
         parsed = parsed.dt.tz_localize(tz, ambiguous=False, nonexistent="shift_forward")
-    return parsed.dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
+    utc = parsed.dt.tz_convert("UTC")
+    check_times(utc, f"{source}: submit time")
+    return utc.astype("datetime64[ns, UTC]")
 
 
 def normalise_jobs(raw: pd.DataFrame, *, source: str = "job table", naive_tz: str | None = None) -> pd.DataFrame:
@@ -101,13 +108,15 @@ def normalise_jobs(raw: pd.DataFrame, *, source: str = "job table", naive_tz: st
         raise InputError(f"{source}: the job table has no rows")
     tz = naive_tz or ("US/Pacific" if is_philly else "UTC")
     frame["submit"] = _submit_utc(frame["submit"], source, tz)
-    for column in ("num_gpus", "duration_s"):
+    for column, most in (("num_gpus", MAX_GPUS), ("duration_s", _MAX_JOB_S)):
         values = pd.to_numeric(frame[column], errors="coerce")
-        bad = values.isna() | (values <= 0)
+        # Finite and bounded: 1e308 GPUs would wrap to a negative int64, an infinite duration to NaN quotas.
+        bad = values.isna() | ~values.between(0, most, inclusive="right")
         if bad.any():
             row = int(bad.to_numpy().argmax())
             raise InputError(
-                f"{source}: column {column!r} must be a positive number (row {row + 2}: {frame[column].iloc[row]!r})"
+                f"{source}: column {column!r} must be a number within (0, {most:g}] "
+                f"(row {row + 2}: {frame[column].iloc[row]})"
             )
         frame[column] = values
     frame["num_gpus"] = frame["num_gpus"].round().astype("int64")

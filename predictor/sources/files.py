@@ -13,7 +13,9 @@ import pandas as pd
 
 from models.frames import ID, TIME, VALUE, empty_history
 from predictor.atomicio import atomic_path
+from predictor.bounds import check_times
 from predictor.errors import InputError
+from predictor.userfiles import check_size
 
 __all__ = ["SUFFIXES", "FileSource", "parse_timestamps", "read_frame", "read_history", "write_frame"]
 
@@ -32,6 +34,7 @@ def read_frame(path: Path) -> pd.DataFrame:
     suffix = _check_suffix(path)
     if not path.is_file():
         raise InputError(f"{path}: {'is a directory, not a file' if path.is_dir() else 'no such file'}")
+    check_size(path, "table", InputError, "table")
     try:
         if suffix == ".csv":
             # low_memory=False: in chunks, pandas warns about a column whose type changes between chunks
@@ -61,6 +64,8 @@ def parse_timestamps(column: pd.Series, path: Path, name: str) -> pd.Series:
     if parsed.isna().any():
         row = int(parsed.isna().to_numpy().argmax())
         raise InputError(f"{path}: column {name!r} is empty at row {row + 2}")
+    # pandas parses 2300-01-01 at a coarser unit; as nanoseconds it would not fit (or would wrap).
+    check_times(parsed, f"{path}: column {name!r} value")
     return parsed.astype("datetime64[ns, UTC]")
 
 

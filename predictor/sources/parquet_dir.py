@@ -15,12 +15,14 @@ import pyarrow.parquet as pq
 
 from models.frames import VALUE
 from predictor.errors import InputError
+from predictor.userfiles import check_size
 
 __all__ = ["read_metrics"]
 
 
 def _read(path: Path) -> pd.DataFrame:
     """One metric file; a file that is not Parquet, or whose values are not numbers, is one error naming it."""
+    check_size(path, "table", InputError, "table")
     try:
         frame: pd.DataFrame = pq.read_table(path).to_pandas()
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError

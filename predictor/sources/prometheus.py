@@ -6,7 +6,8 @@ Built on prometheus-api-client's ``PrometheusConnect`` with three things it does
 - one retry policy we control: the client's own urllib3 retries are switched off (they would multiply
   with ours and hide the real budget); connection errors, timeouts and 5xx are retried with doubling
   backoff, a 4xx is the query's fault and is raised at once, naming the query;
-- a frame in the project's shape (``series_id, timestamp, value`` + one column per label).
+- a frame in the project's shape (``series_id, timestamp, value`` + one column per label), built only
+  from an answer whose shape was checked (``promanswer``): a malformed one is a ``QueryError``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from urllib3.util.retry import Retry
 from models.frames import ID, TIME, VALUE, empty_history
 from predictor.config import PrometheusSettings
 from predictor.errors import InputError, QueryError, TemporaryDataSourceError
+from predictor.sources.promanswer import matrix_series
 from predictor.sources.promql import Selector, series_id
 
 __all__ = ["PrometheusSource", "chunk_ranges"]
@@ -120,21 +122,26 @@ class PrometheusSource:
         series: dict[tuple[tuple[str, str], ...], list[tuple[np.ndarray, np.ndarray]]] = {}
         for chunk_start, chunk_end in chunk_ranges(start, end, step, self.settings.max_points_per_request):
             result = self._with_retries(promql, self._fetch_chunk, promql, chunk_start, chunk_end, str(step_s))
-            for item in result:
-                key = tuple(sorted(item["metric"].items()))
-                values = item.get("values") or []
-                if not values:
-                    continue
-                stamps = np.fromiter((v[0] for v in values), dtype="float64", count=len(values))
-                samples = np.array([v[1] for v in values]).astype("float64")
-                series.setdefault(key, []).append((stamps, samples))
+            for key, stamps, samples in matrix_series(result, promql, self._last_answer):
+                if stamps.size:
+                    series.setdefault(key, []).append((stamps, samples))
         return self._to_frame(series, drop_non_finite)
 
-    def _fetch_chunk(self, promql: str, start: pd.Timestamp, end: pd.Timestamp, step: str) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._client.custom_query_range(
-            promql, start.to_pydatetime(), end.to_pydatetime(), step
-        )
+    def _fetch_chunk(self, promql: str, start: pd.Timestamp, end: pd.Timestamp, step: str) -> object:
+        try:
+            result: object = self._client.custom_query_range(promql, start.to_pydatetime(), end.to_pydatetime(), step)
+        except (KeyError, TypeError, IndexError):
+            # The client indexes body["data"]["result"] blindly: a 200 without them is checked (and named)
+            # by matrix_series, not retried.
+            return None
         return result
+
+    def _last_answer(self) -> object:
+        """The last answer's parsed body (for saying what is wrong with a malformed one)."""
+        try:
+            return None if self._last_response is None else self._last_response.json()
+        except ValueError:
+            return None
 
     def _with_retries(self, promql: str, call: Callable[..., Any], *args: Any) -> Any:
         attempts = self.settings.retries + 1

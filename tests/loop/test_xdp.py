@@ -15,7 +15,15 @@ from kubernetes import client
 from prometheus_client import CollectorRegistry, generate_latest
 
 from predictor.actuators import Change
-from predictor.actuators.xdp_agent import AgentSettings, ForecastInputs, agent_cycle, read_inputs
+from predictor.actuators.xdp_agent import (
+    AgentSettings,
+    AgentState,
+    ForecastInputs,
+    agent_cycle,
+    log_lines,
+    read_inputs,
+    run_agent,
+)
 from predictor.config import XdpLoopSettings, load_settings
 from predictor.errors import ConfigError, DataSourceError
 from predictor.loop.xdp import XdpLoop, forecast_target_load, job_mix
@@ -217,3 +225,44 @@ def test_agent_holds_the_profile_in_force_on_stale_or_invalid_inputs(
     result = agent_cycle(settings, actuator, datetime.now(UTC))  # type: ignore[arg-type]
     assert result.hold == hold
     assert bool(actuator.applied) == (hold is None)
+
+
+def _good_inputs() -> str:
+    return ForecastInputs(
+        generated_at=datetime.now(UTC),
+        node="n",
+        targets=[{"iface": t, "capacity_bps": 25e9, "forecast_bps": 1e9} for t in TARGETS],
+    ).model_dump_json()
+
+
+@pytest.mark.parametrize(
+    ("spoiled", "says"),
+    [
+        (b'{"node": "n\xff"}', "not UTF-8"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested deeper"),
+        (b'{"node": "n", "targets": [', "not valid JSON"),
+    ],
+    ids=["not-utf8", "nested-100000", "cut-off"],
+)
+def test_agent_holds_on_an_unreadable_inputs_file_says_so_once_and_resumes(
+    tmp_path: Path, spoiled: bytes, says: str
+) -> None:
+    """A file the node agent cannot read holds the profile in force (never a crash-loop): one log line for
+    the whole hold, the reason on /metrics (``AgentState``), and it acts again once the file is good."""
+    path = tmp_path / "n.json"
+    path.write_bytes(spoiled)
+    settings = AgentSettings(node="n", pin_dir=tmp_path, inputs=path, dry_run=False, max_cycles=4, interval_s=1)
+    actuator, state = FakeActuator(), AgentState()
+    holds: list[str | None] = []
+
+    def sleep(_: float) -> None:  # between cycles: what the exporter shows, then the loop publishes again
+        holds.append(state.hold)
+        if len(holds) == 2:
+            path.write_text(_good_inputs())
+
+    results = list(run_agent(settings, actuator, sleep=sleep, state=state))  # type: ignore[arg-type]
+    assert [r.hold for r in results] == ["inputs_unreadable"] * 2 + [None, None]
+    assert holds[:2] == ["inputs_unreadable"] * 2 and state.hold is None
+    assert says in (results[0].error or "") and str(path) in (results[0].error or "")
+    assert [r.hold for r in log_lines(results)] == ["inputs_unreadable", None, None]
+    assert actuator.applied  # resumed

@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 from predictor.errors import ConfigError, InputError
-from predictor.userfiles import read_as, validate_as
+from predictor.userfiles import MAX_BYTES, MAX_DEPTH, read_as, read_structured, validate_as
 
 
 class _Knobs(BaseModel):
@@ -47,3 +47,31 @@ def test_read_as_errors_are_one_line_in_the_callers_type(tmp_path: Path, text: s
 def test_validate_as_names_the_source_it_is_given() -> None:
     with pytest.raises(ConfigError, match=r"^invalid knobs inline: every_s: "):
         validate_as(_Knobs, {"name": "a", "every_s": -1}, "knobs", "inline", ConfigError)
+
+
+@pytest.mark.timeout(10)
+def test_a_billion_laughs_document_is_walked_once_per_object(tmp_path: Path) -> None:
+    """Aliases share one object among 9^9 places: the depth check visits each object once, so it ends."""
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    path = tmp_path / "laughs.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    data = read_structured(path, "settings", ConfigError)
+    assert len(data) == 10
+
+
+def test_the_size_is_refused_from_metadata_before_reading(tmp_path: Path) -> None:
+    path = tmp_path / "big.yaml"
+    with path.open("wb") as handle:
+        handle.truncate(MAX_BYTES["settings"] + 1)
+    with pytest.raises(ConfigError, match=r"is 16 MiB, above the 16 MiB limit for a settings file"):
+        read_structured(path, "settings", ConfigError)
+
+
+def test_depth_is_counted_in_containers(tmp_path: Path) -> None:
+    path = tmp_path / "d.json"
+    path.write_text("[" * MAX_DEPTH + "]" * MAX_DEPTH)
+    read_structured(path, "settings", ConfigError)  # exactly MAX_DEPTH levels: accepted
+    path.write_text("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1))
+    with pytest.raises(ConfigError, match=rf"nested deeper than {MAX_DEPTH} levels"):
+        read_structured(path, "settings", ConfigError)

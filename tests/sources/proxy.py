@@ -1,7 +1,8 @@
 """A tiny loopback HTTP proxy in front of the real test Prometheus that can inject failures.
 
-Each request takes the next action from a script (``forward``, an HTTP status, or a delay) and the
-proxy records what it saw, so tests can assert on retries and headers without mocking any client.
+Each request takes the next action from a script (``forward``, an HTTP status, a delay, or ``bytes``: a
+200 answer with that body, for malformed answers a real server never sends) and the proxy records what it
+saw, so tests can assert on retries and headers without mocking any client.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ class Seen:
 @dataclass
 class FaultProxy:
     upstream: str
-    script: deque[str | int | float] = field(default_factory=deque)
+    script: deque[str | int | float | bytes] = field(default_factory=deque)
     seen: list[Seen] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -37,7 +38,14 @@ class FaultProxy:
 
             def do_GET(self) -> None:
                 proxy.seen.append(Seen(self.path, {k: v for k, v in self.headers.items()}))
-                action: str | int | float = proxy.script.popleft() if proxy.script else "forward"
+                action: str | int | float | bytes = proxy.script.popleft() if proxy.script else "forward"
+                if isinstance(action, bytes):
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(action)))
+                    self.end_headers()
+                    self.wfile.write(action)
+                    return
                 if isinstance(action, float):
                     time.sleep(action)
                     action = "forward"
