@@ -5,7 +5,8 @@ label ``volcano.sh/queue-name`` (the namespace without it), its GPUs the sum of 
 requests, its submit time the pods' ``kube_pod_created`` (else the first sample a pod was Pending or Running)
 and its run time the longest time one of its pods was Running (phase samples at the query step; a pod
 restarted by a reclaim counts its attempts, so the replay's work is never less than what really ran). Pods
-that never ran in the history have no run time: they are left out, and the report says how many.
+that never ran in the history have no run time: they are left out, and the report says how many; a pod that
+lives between two samples of the query step (5 minutes) is not seen at all.
 """
 
 from __future__ import annotations
