@@ -1,7 +1,7 @@
 """``predictor report``: the weekly quota recommendation report from files or Prometheus.
 
-Thin (STYLE §13): gather inputs, forecast with the registry's champion (or a named model), plan with the
-planner's own policy, write HTML/Markdown/CSV/JSON. Heavy imports happen inside the command so that
+Thin: gather inputs, plan with the loop's own planning step (``_report_plan``: the registry's
+champions or a named model, workload, memory, cooldowns), write HTML/Markdown/CSV/JSON. Heavy imports happen inside the command so that
 ``predictor --help`` stays fast.
 """
 
