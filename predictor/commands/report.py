@@ -1,8 +1,8 @@
 """``predictor report``: the weekly quota recommendation report from files or Prometheus.
 
-Thin: gather inputs, plan with the loop's own planning step (``_report_plan``: the registry's
-champions or a named model, workload, memory, cooldowns), write HTML/Markdown/CSV/JSON. Heavy imports happen inside the command so that
-``predictor --help`` stays fast.
+Thin: gather inputs, plan with the loop's own planning step (``_report_plan``: the registry's champions or
+a named model, workload, memory, cooldowns), write HTML/Markdown/CSV/JSON. Heavy imports happen inside the
+command so that ``predictor --help`` stays fast.
 """
 
 from __future__ import annotations
