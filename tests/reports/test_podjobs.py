@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -57,14 +58,15 @@ def test_jobs_rebuilt_from_pods_are_the_simulated_jobs(
     once = once[(once["start"] > start + pd.Timedelta(hours=1)) & (once["end"] < end - pd.Timedelta(hours=1))]
     once = once[once["end"] - once["start"] >= pd.Timedelta(seconds=3 * STEP_S)]
     assert len(once) >= 20
-    for row in once.itertuples():
-        key = f"{row.queue}/job-{row.job_id}"
-        assert key in rebuilt.index, key
-        job = rebuilt.loc[key]
-        assert job["queue"] == row.queue and int(job["num_gpus"]) == int(row.num_gpus)
-        ran = (row.end - row.start).total_seconds()
+    rows: dict[str, dict[Any, Any]] = {str(k): dict(v) for k, v in rebuilt.to_dict("index").items()}
+    for row in once.to_dict("records"):
+        key = f"{row['queue']}/job-{row['job_id']}"
+        assert key in rows, key
+        job = rows[key]
+        assert job["queue"] == row["queue"] and int(job["num_gpus"]) == int(row["num_gpus"])
+        ran = (pd.Timestamp(row["end"]) - pd.Timestamp(row["start"])).total_seconds()
         assert abs(float(job["duration_s"]) - ran) <= 2 * STEP_S, key
-        assert abs((job["submit"] - row.submit).total_seconds()) <= 2 * STEP_S, key
+        assert abs((pd.Timestamp(job["submit"]) - pd.Timestamp(row["submit"])).total_seconds()) <= 2 * STEP_S, key
 
     # The report from the same server replays them: the what-if is there, with no "why not" line.
     out = tmp_path / "report"
