@@ -4,8 +4,8 @@ Jobs are drawn from distributions fitted to Microsoft Philly (``predictor.sim.sy
 workloads so right-sizing has history), with run times stretched so that a few jobs an hour keep the cluster
 about three-quarters busy (a 2-core machine simulates five weeks of them in about a minute; Philly's own
 arrival rate would need hundreds of jobs an hour for the same load). The quotas are static and hard
-(capability = deserved, no borrowing), split as the teams' shares were when they were set: the busiest teams
-of today hold the smallest quotas, so they starve while the quiet teams' quotas sit idle.
+(capability = deserved, no borrowing): the busy teams' quotas cover their mean demand but not their daily
+peak, so their jobs wait every afternoon while the quiet teams' quotas sit idle.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ __all__ = ["demo_jobs", "hand_set_quotas"]
 # job time limit would cut it): with the demo's seed, 16 nodes see about 75 % of their GPUs asked for.
 STRETCH_PER_NODE = 30 / 16
 LONGEST_RUN_S = 2 * 86400.0
+PEAK_SHORT = 1.2  # a busy team's hand-set quota over its mean demand: short at the daily peak
 
 
 def demo_jobs(params: dict[str, Any], start: pd.Timestamp, warmup_days: float) -> pd.DataFrame:
@@ -39,15 +40,17 @@ def demo_jobs(params: dict[str, Any], start: pd.Timestamp, warmup_days: float) -
 
 
 def hand_set_quotas(jobs: pd.DataFrame, total_gpus: int) -> list[QueueSpec]:
-    """Static hard quotas in the reverse order of today's demand: half split evenly, half by the reversed
-    shares of GPU-time, capability = deserved (what a team sets by hand), Σ deserved ≤ the cluster."""
-    gpu_time = (jobs["num_gpus"] * jobs["duration_s"]).groupby(jobs["queue"].astype(str)).sum()
-    busiest = gpu_time.sort_values(ascending=False)
-    share = busiest / busiest.sum()
-    reversed_share = pd.Series(share.to_numpy()[::-1], index=share.index)
-    weights = 0.5 * reversed_share + 0.5 / len(share)
-    specs = []
-    for name, weight in weights.items():
-        deserved = max(1.0, math.floor(float(weight) / float(weights.sum()) * total_gpus))
-        specs.append(QueueSpec(str(name), deserved=deserved, capability=deserved))
-    return specs
+    """Static hard quotas (capability = deserved, what a team sets by hand): the busier half of the teams get a
+    fifth above their mean demand (enough on average, not at the daily peak), the quieter half split the rest
+    evenly and leave most of it idle; Σ deserved ≤ the cluster."""
+    span_h = max(1.0, (jobs["submit"].max() - jobs["submit"].min()).total_seconds() / 3600)
+    gpu_h = (jobs["num_gpus"] * jobs["duration_s"] / 3600).groupby(jobs["queue"].astype(str)).sum()
+    mean = (gpu_h / span_h).sort_values(ascending=False, kind="stable")
+    busy = list(mean.index[: math.ceil(len(mean) / 2)])
+    quiet = [str(q) for q in mean.index if q not in busy]
+    wanted = {str(q): max(1.0, math.floor(PEAK_SHORT * float(mean[q]))) for q in busy}
+    scale = min(1.0, (total_gpus - len(quiet)) / sum(wanted.values()))
+    deserved = {q: max(1.0, math.floor(v * scale)) for q, v in wanted.items()}
+    rest = max(0.0, total_gpus - sum(deserved.values()))
+    deserved |= {q: max(1.0, math.floor(rest / len(quiet))) for q in quiet}
+    return [QueueSpec(q, deserved=d, capability=d) for q, d in deserved.items()]

@@ -23,7 +23,7 @@ from predictor.errors import redact_url
 __all__ = ["SIM_DEFAULTS", "history_stage", "plan_stage", "report_stage", "rightsize_stage", "xdp_stage"]
 
 # Small enough for 2 cores, long enough for weekly backtests: 5 weeks, 16 nodes × 8 GPUs, 5-minute samples,
-# demand close to capacity under hand-set hard quotas that starve the busiest teams (predictor.demo.cluster).
+# demand close to capacity under hand-set hard quotas that starve the busy teams at peak (predictor.demo.cluster).
 # Jobs recur (12 workload templates per queue, Zipf-skewed) so right-sizing has each workload's history.
 SIM_DEFAULTS: dict[str, Any] = {
     "weeks": 5.0,
@@ -91,7 +91,7 @@ def history_stage(ctx: DemoContext) -> StageResult:
         summary = (
             f"{params['weeks']:g} weeks, {params['nodes']} nodes × 8 GPUs, {params['step_s']} s step; jobs "
             "drawn from distributions fitted to Microsoft Philly (Jeon et al., ATC 2019, CC BY 4.0), run times "
-            "stretched to load the cluster; static hard quotas set by hand, smallest for the busiest teams"
+            "stretched to load the cluster; static hard quotas set by hand, short of the busy teams' peaks"
         )
     demand_path = write_frame(inputs.demand, directory / "queue_demand_hourly.csv")
     ctx.state.update(inputs=inputs, demand_path=demand_path, as_of=inputs.as_of)
