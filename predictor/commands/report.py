@@ -1,13 +1,12 @@
 """``predictor report``: the weekly quota recommendation report from files or Prometheus.
 
-Thin (no logic of its own): gather inputs, forecast with the registry's champion (or a named model), plan with the
-planner's own policy, write HTML/Markdown/CSV/JSON. Heavy imports happen inside the command so that
-``predictor --help`` stays fast.
+Thin: gather inputs, plan with the loop's own planning step (``_report_plan``: the registry's champions or
+a named model, workload, memory, cooldowns), write HTML/Markdown/CSV/JSON. Heavy imports happen inside the
+command so that ``predictor --help`` stays fast.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -49,16 +48,33 @@ def report(
         bool, typer.Option("--rightsize/--no-rightsize", help="Add right-sizing savings (from the same history).")
     ] = True,
     cluster: ClusterOpt = None,
+    queues: Annotated[
+        Path | None, typer.Option("--queues", help="kubectl get queues -o json: quotas with the guarantee.")
+    ] = None,
+    nodes: Annotated[Path | None, typer.Option("--nodes", help="kubectl get nodes -o json (allocatable).")] = None,
+    kubeconfig: Annotated[
+        Path | None, typer.Option("--kubeconfig", help="Read the Queue objects and nodes from the API server.")
+    ] = None,
+    state: Annotated[
+        Path | None, typer.Option("--state", help="The loop's state file: plan with its stabilisation memory.")
+    ] = None,
+    audit_log: Annotated[
+        Path | None, typer.Option("--audit-log", help="The loop's audit log: plan with its cooldowns.")
+    ] = None,
 ) -> None:
     """Write the quota recommendation report (HTML with plots, Markdown, CSV, JSON) for every queue.
 
     With clusters in the settings (and no --history), one report per cluster under OUT/<cluster>/, each
     planned against its own cluster's GPUs, and OUT/report.csv, report-summary.csv and report.json for the
-    fleet with every row naming its cluster."""
+    fleet with every row naming its cluster.
+
+    The recommendations are one planning step of the loop (``predictor.loop.planstep``): the same champions,
+    workload shaping, stabilisation memory (--state) and cooldowns (--audit-log) as ``predictor loop``."""
     import pandas as pd
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from predictor.atomicio import check_output_directory
+    from predictor.commands._report_plan import QueueFiles, loop_plan
     from predictor.reports.assemble import make_report
     from predictor.reports.inputs import inputs_from_directory, inputs_from_prometheus
     from predictor.timeparse import parse_time
@@ -67,6 +83,8 @@ def report(
     check_cluster_option(settings, cluster, history)
     if (history is None) == (prometheus_url is None) and not (history is None and settings.clusters):
         raise InputError("give exactly one of --history DIR or --prometheus-url URL")
+    if settings.clusters and history is None and (queues or nodes or kubeconfig or state):
+        raise InputError("--queues, --nodes, --kubeconfig and --state describe one cluster: not with a fleet")
     check_output_directory(out)
     horizon = window_days * 24
     outcomes: dict[str | None, ReportOutcome] = {}
@@ -80,17 +98,26 @@ def report(
 
         def one(inputs: ReportInputs, source: ClusterSource | None, folder: Path) -> ReportOutcome:
             table = _rightsize_table(inputs, history, settings, source) if rightsize else None
-            forecast, used = _forecast(
-                inputs, settings, registry, model, horizon, say, None if source is None else source.name
+            say("planning as the loop does" if registry else f"planning as the loop does, forecasting with {model}")
+            planned = loop_plan(
+                inputs,
+                settings,
+                files=QueueFiles(queues, nodes, kubeconfig, state, audit_log),
+                model=None if registry else model,
+                window_h=horizon,
+                source=None if history is not None else (source.source if source is not None else None),
+                cluster=None if source is None else source.name,
             )
             return make_report(
                 inputs,
-                forecast,
+                planned.forecast,
                 settings.planner,
                 folder,
+                plan=planned.plan,
+                plan_forecast=planned.plan_forecast,
                 rightsize=table,
                 window_days=window_days,
-                sources={"forecast": used},
+                sources={"forecast": planned.models},
                 progress=say,
             )
 
@@ -167,33 +194,3 @@ def _rightsize_table(
     except (InputError, DataSourceError) as exc:  # quotas are still worth reporting without it
         inputs.notes.append(f"right-sizing unavailable: {exc}")
         return None
-
-
-def _forecast(
-    inputs: ReportInputs,
-    settings: Settings,
-    registry: str | None,
-    model: str,
-    horizon: int,
-    say: Callable[[str], None],
-    cluster: str | None = None,
-) -> tuple[pd.DataFrame, str]:
-    """The demand forecast and what made it: the registry's champion, or ``model`` fitted here.
-
-    The champion of a fleet knows each queue as ``cluster/queue``: asked with those names, answered with
-    the cluster's own."""
-    if registry is not None:
-        from models.frames import ID
-        from predictor.loop import RegistryForecaster
-        from predictor.registry import ModelRegistry
-        from predictor.sources.clusters import qualify, split_qualified
-
-        say("forecasting with the gpu-forecast champion")
-        demand = inputs.demand.assign(**{ID: inputs.demand[ID].map(lambda q: qualify(cluster, str(q)))})
-        forecast, versions = RegistryForecaster(ModelRegistry(settings.mlflow)).forecast(demand, horizon=horizon)
-        forecast = forecast.assign(**{ID: forecast[ID].map(lambda q: split_qualified(str(q))[1])})
-        return forecast, ", ".join(versions.values())  # model URIs: models:/gpu-forecast/7
-    from pipelines.forecast import run_forecast
-
-    say(f"forecasting with {model}")
-    return run_forecast(inputs.demand, model=model, horizon=horizon).forecast, model

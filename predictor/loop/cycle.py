@@ -20,7 +20,6 @@ from typing import Any
 
 import pandas as pd
 
-from models.frames import ID
 from predictor.actuators import Change
 from predictor.actuators.audit import AuditLog, AuditRecord, read_state, write_state
 from predictor.actuators.recommend import apply_annotations
@@ -28,36 +27,27 @@ from predictor.actuators.volcano import Outcome, PlanDirMemo, write_plan_dir
 from predictor.config import Settings
 from predictor.errors import (
     ActuatorError,
-    DataSourceError,
     InputError,
-    ModelError,
     PredictorError,
-    RegistryError,
 )
-from predictor.loop import capacity
-from predictor.loop.demand import DemandPrediction, DemandReader
+from predictor.loop.demand import DemandReader
 from predictor.loop.inputs import ClusterReader, Forecaster, HistoryReader, ReportsServing, WorkloadReader
 from predictor.loop.leader import FileLock, Leader
 from predictor.loop.metrics import LoopMetrics
 from predictor.loop.modes import RECOMMEND_OUTCOMES, annotation_changes, queue_modes, to_apply
 from predictor.loop.notify import Notifier, notify_cycle
 from predictor.loop.observe import observe_cycle
-from predictor.loop.outcome import CycleReport, Inputs
-from predictor.loop.react import ReactWatch, react_cycle, with_pending
+from predictor.loop.outcome import CycleReport
+from predictor.loop.planstep import Inputs, plan_step, read_inputs, read_workload
+from predictor.loop.react import ReactWatch, react_cycle
 from predictor.loop.recovery import settle_intents
 from predictor.loop.seams import QueueActuator
 from predictor.loop.waiting import wait_and_watch, wait_for_next_cycle
 from predictor.loop.xdp import XdpLoop
 from predictor.planner import (
     FieldChange,
-    Memory,
     QueuePlan,
-    forecast_resources,
-    plan_cycle,
-    queues_from_list,
-    stale_series,
 )
-from predictor.planner.state import is_queue_name
 from predictor.planner.workload import Workload
 
 log = logging.getLogger(__name__)
@@ -250,88 +240,33 @@ class Loop:
         return report
 
     def _inputs(self, now: pd.Timestamp) -> Inputs:
-        """The forecast, model versions, a hold of everything, and per-queue holds (stale or unusable series)."""
-        try:
-            history = self.history.history(now)
-        except DataSourceError as exc:
-            return Inputs(hold=("source_down", f"history unavailable: {exc}"))
-        if history.empty:
-            return Inputs(hold=("stale_data", "no history in the lookback window"))
-        ids = history[ID].astype(str)
-        bad = sorted({q for q in ids.unique() if not is_queue_name(q)})
-        stale = stale_series(history, self.settings.planner, now=now)
-        held = {q: ("stale_data", reason) for q, reason in stale.items()}
-        history = history.loc[~ids.isin(set(held) | set(bad))]
-        if history.empty:
-            # Nothing fresh at all: the whole cycle holds, as it does when every queue went quiet.
-            reason = min(held.values())[1] if held else f"no history series is a valid queue name: {bad[0]!r}"
-            return Inputs(hold=("stale_data", reason), held=held)
-        try:
-            frame, versions = self.forecaster.forecast(history, horizon=math.ceil(self.settings.planner.horizon_h) + 1)
-        except (RegistryError, ModelError) as exc:
-            return Inputs(hold=("missing_model", f"no usable model: {exc}"), held=held)
-        return Inputs(frame, versions, None, held, self._demand(history, now))
-
-    def _demand(self, history: pd.DataFrame, now: pd.Timestamp) -> DemandPrediction | None:
-        """The demand model's peaks; a failure makes every queue's demand unknown, never zero, and holds nothing."""
-        if self.demand is None:
-            return None
-        try:
-            return self.demand.demand(history, now)
-        except (DataSourceError, ModelError, RegistryError) as exc:
-            why = f"demand unavailable: {exc}".splitlines()[0]
-            return DemandPrediction(pd.DataFrame(), dict.fromkeys(sorted(history[ID].astype(str).unique()), why))
+        """The forecast, model versions, a hold of everything, and per-queue holds (``planstep.read_inputs``)."""
+        return read_inputs(self.settings, now, self.history, self.forecaster, self.demand)
 
     def _cycle(self, now: pd.Timestamp, cycle: str, report: CycleReport, *, replan: bool = False) -> None:
         if self.xdp is not None and not replan:  # independent of the queue plan (a re-plan is about queues only)
             self._drive_xdp(now, cycle)
-        psettings = self.settings.planner
         inputs = self._inputs(now)
-        forecast, versions, hold = inputs.forecast, inputs.versions, inputs.hold
+        forecast, versions = inputs.forecast, inputs.versions
         self.models = inputs.models()
-        try:
-            objects = self.cluster.queue_objects()
-            queues = queues_from_list(
-                objects,
-                source="live queues",
-                allocated_milli=psettings.allocated_milli_units,
-                manage=self.settings.actuators.queues.manage,
-            )
-            allocatable = self.cluster.allocatable(forecast_resources(forecast, psettings))
-        except (PredictorError, OSError) as exc:
-            report.hold = ("source_down", f"cannot read queues or nodes: {exc}")
+        state = read_state(self.state_path)
+        step = plan_step(
+            self.settings,
+            now,
+            inputs=inputs,
+            cluster=self.cluster,
+            workload=self.workload,
+            state=state,
+            last_changed=self.audit.last_changed(self.mode, self.name),
+        )
+        if step.plan is None or step.capacity is None:
+            report.hold = step.hold or ("source_down", "cannot read queues or nodes")
             self.audit.append([self._record(now, cycle, "*", "held", report.hold[1], code="source_down")])
             self.metrics.held.labels(reason="source_down").inc()
             self.metrics.cycles.labels(result="held").inc()
             self._notify(cycle, report)
             return
-        workload = self._workload(now)
-        queues = with_pending(queues, workload, psettings.resource)  # unknown (no workload): left empty
-        state = read_state(self.state_path)
-        memory = Memory.from_json(state.get("memory", {}))
-        checked = capacity.judge(
-            state.get("capacity"),
-            allocatable,
-            self.cluster.gpu_nodes_not_ready(forecast_resources(forecast, psettings)),
-            now,
-            psettings,
-        )
-        hold = hold or checked.hold
-        plan, hold = plan_cycle(
-            queues,
-            forecast,
-            psettings,
-            now=now,
-            allocatable=allocatable,
-            memory=memory,
-            last_changed=self.audit.last_changed(self.mode, self.name),
-            hold=hold,
-            held_queues=inputs.held,
-            previous_allocatable=checked.reference,
-            workload=workload,
-            demand=inputs.demand.frame if inputs.demand else None,
-            demand_unknown=inputs.demand.unknown if inputs.demand else None,
-        )
+        plan, hold, objects, checked, workload = step.plan, step.hold, step.objects, step.capacity, step.workload
         report.plan, report.hold = plan, hold
         self.metrics.capacity(checked.next_reference, held=bool(hold and hold[0] == "capacity_drop"))
         report.modes = queue_modes(plan, objects, self.settings.actuators.queues.mode)
@@ -432,18 +367,8 @@ class Loop:
         return outcomes
 
     def _workload(self, now: pd.Timestamp) -> Workload | None:
-        """This cycle's jobs and GPU nodes; a failed read is unknown (no gang floor), never an empty cluster."""
-        if self.workload is None:
-            return None
-        try:
-            return self.workload.workload(now)
-        except (PredictorError, OSError):
-            return None
-        except Exception:  # malformed kube-state-metrics data (or a bug in reading it): unknown, and said
-            log.warning(
-                "workload unreadable at %s: gang floors and pending GPUs unknown this cycle", now, exc_info=True
-            )
-            return None
+        """This cycle's jobs and GPU nodes (``planstep.read_workload``): a failed read is unknown, never empty."""
+        return read_workload(self.workload, now)
 
     def _observe(
         self,

@@ -1,33 +1,14 @@
-"""What a loop cycle plans from (``Inputs``) and what it did (``CycleReport``), as plain records."""
+"""What a loop cycle did (``CycleReport``), as a plain record (what it plans from is ``planstep.Inputs``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import pandas as pd
-
 from predictor.actuators.audit import AuditRecord
 from predictor.actuators.volcano import Outcome
-from predictor.loop.demand import DemandPrediction, model_uri
 from predictor.planner import QueuePlan
 
-__all__ = ["CycleReport", "Inputs"]
-
-
-@dataclass
-class Inputs:
-    """What a cycle plans from: the forecast, its model versions, a hold of every queue, per-queue holds, demand."""
-
-    forecast: pd.DataFrame | None = None
-    versions: dict[str, str] = field(default_factory=dict)
-    hold: tuple[str, str] | None = None
-    held: dict[str, tuple[str, str]] = field(default_factory=dict)
-    demand: DemandPrediction | None = None
-
-    def models(self) -> dict[str, str]:
-        """Family → model URI of every model served this cycle (forecast and demand)."""
-        versions = {**self.versions, **(self.demand.versions if self.demand else {})}
-        return {family: model_uri(family, str(v)) for family, v in sorted(versions.items())}
+__all__ = ["CycleReport"]
 
 
 @dataclass

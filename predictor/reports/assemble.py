@@ -40,13 +40,17 @@ def make_report(
     out: Path,
     *,
     plan: QueuePlan | None = None,
+    plan_forecast: pd.DataFrame | None = None,
     rightsize: pd.DataFrame | None = None,
     window_days: int = 7,
     title: str = "GPU quota recommendations",
     sources: dict[str, str] | None = None,
     progress: Progress | None = None,
 ) -> ReportOutcome:
-    """Plan (unless ``plan`` is given), build the report model, write every format and its input tables."""
+    """Plan (unless ``plan`` is given), build the report model, write every format and its input tables.
+
+    ``plan_forecast``: the forecast ``plan`` was made from, where it is not ``forecast`` (the loop asks for
+    ``planner.horizon_h`` hours, the report shows its whole window); written as ``inputs/plan_forecast.csv``."""
     say = progress or (lambda _: None)
     say("planning quotas")
     if plan is None:
@@ -70,22 +74,33 @@ def make_report(
         notes=tuple(inputs.notes),
         fragmentation_advice=inputs.fragmentation_advice,
     )
-    if inputs.jobs is not None:
+    report.whatif_note = inputs.whatif_note
+    if inputs.jobs is not None or inputs.replay_jobs is not None:
         say("replaying the window under today's and the recommended quotas")
+        from predictor.errors import InputError
         from predictor.reports.whatif import jobs_from_attempts, whatif_rows
 
-        report.whatif = whatif_rows(
-            jobs_from_attempts(inputs.jobs),
-            inputs.quotas,
-            recommendations,
-            total_gpus=inputs.total_gpus,
-            as_of=inputs.as_of,
-            window_days=window_days,
-        )
+        jobs = inputs.replay_jobs
+        if jobs is None:
+            assert inputs.jobs is not None
+            jobs = jobs_from_attempts(inputs.jobs)
+        try:
+            report.whatif = whatif_rows(
+                jobs,
+                inputs.quotas,
+                recommendations,
+                total_gpus=inputs.total_gpus,
+                as_of=inputs.as_of,
+                window_days=window_days,
+            )
+        except InputError as exc:  # e.g. no job submitted in the window: the report says so, in one line
+            report.whatif_note = f"what-if: {exc}".splitlines()[0]
     say("writing tables")
     tables = out / "inputs"
     write_frame(inputs.demand, tables / "demand.csv")
     write_frame(forecast, tables / "forecast.csv")
+    if plan_forecast is not None:
+        write_frame(plan_forecast, tables / "plan_forecast.csv")
     write_frame(recommendations, tables / "recommendations.csv")
     write_frame(inputs.quotas, tables / "quotas.csv")
     # The planner's inputs as kubectl would print them, for ``predictor plan --queues … --nodes …``.

@@ -11,6 +11,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from predictor.reports.columns import QUEUE_COLUMNS, fmt, kwh
 from predictor.reports.energy import has_energy
+from predictor.reports.headline import whatif_headline
 from predictor.reports.model import Report
 
 __all__ = ["CSP", "render_html"]
@@ -51,4 +52,5 @@ def render_html(report: Report, *, plots: bool = True) -> str:
         fans=fans,
         csp=CSP,
         has_energy=has_energy(report.energy),
+        whatif_headline=whatif_headline(report.whatif, report.whatif_note),
     )

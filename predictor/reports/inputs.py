@@ -21,6 +21,8 @@ from predictor.config import PrometheusSettings
 from predictor.errors import DataSourceError, InputError, redact_url
 from predictor.reports.fragmentation import live_fragmentation
 from predictor.reports.model import DEFAULT_RESOURCE
+from predictor.reports.podjobs import jobs_from_pods
+from predictor.sim import normalise_jobs
 from predictor.sources import queries
 from predictor.timeparse import parse_duration
 from predictor.userfiles import check_size
@@ -51,7 +53,9 @@ class ReportInputs:
     total_gpus: float
     fragmentation: float | None = None
     sources: dict[str, str] = field(default_factory=dict)
-    jobs: pd.DataFrame | None = None  # the job table behind the history, where known (the what-if replays it)
+    jobs: pd.DataFrame | None = None  # the job attempts behind the history, where known (the what-if replays it)
+    replay_jobs: pd.DataFrame | None = None  # every submitted job (simulator input, or rebuilt from pods), if known
+    whatif_note: str = ""  # why the what-if cannot replay this history (one line in the report), if it cannot
     notes: list[str] = field(default_factory=list)
     fragmentation_advice: tuple[str, ...] = ()  # the live FGD and what to drain (reports.fragmentation)
 
@@ -148,9 +152,14 @@ def inputs_from_directory(directory: Path) -> ReportInputs:
         recent = table[pd.to_datetime(table[TIME], utc=True) > newest - pd.Timedelta(days=7)]
         fragmentation = float(recent["fragmentation_rate"].mean()) if len(recent) else None
     allocated = _hourly(volcano["allocated"], "queue_name", 1 / 1000)
-    attempts = directory / "jobs_out.parquet"
+    attempts, submitted = directory / "jobs_out.parquet", directory / "jobs_in.parquet"
     return ReportInputs(
         jobs=pd.read_parquet(attempts) if attempts.is_file() else None,
+        # The simulator's input, where kept (the demo keeps it): jobs that never started are replayed too.
+        replay_jobs=normalise_jobs(pd.read_parquet(submitted), source=str(submitted)) if submitted.is_file() else None,
+        whatif_note=""
+        if attempts.is_file() or submitted.is_file()
+        else f"what-if: no job table (jobs_out.parquet) in {directory}",
         quotas=quotas,
         allocated=allocated,
         used=_on_grid(_hourly(util, "namespace", 1 / 100, how="sum"), allocated),
@@ -185,12 +194,15 @@ def inputs_from_prometheus(
     step: str = "5m",
     source: MetricSource | None = None,
     cluster: str | None = None,
+    whatif_days: int = 14,
 ) -> ReportInputs:
     """Inputs from a Prometheus-compatible server: one range query per table, aggregated server-side.
 
     Queried at the scrape step and averaged per hour here, exactly as the file path averages the
     simulator's samples (a 1 h range step would read one instant per hour instead of the hour's mean).
     ``source``/``cluster``: one cluster of a fleet (``predictor.sources.clusters``), read through its source.
+    The what-if replays the jobs of the last ``whatif_days`` (the window and the week before it), rebuilt from
+    kube-state-metrics pods (``predictor.reports.podjobs``).
     """
     if source is None:
         from predictor.sources.prometheus import PrometheusSource
@@ -221,7 +233,15 @@ def inputs_from_prometheus(
     )
     total = float(frames["total"].sort_values(TIME)[VALUE].iloc[-1])
     live = live_fragmentation(source, end)
+    pods = jobs_from_pods(source, end - pd.Timedelta(days=whatif_days), end)
+    replay_notes = []
+    if pods.left_out:
+        replay_notes.append(f"what-if: {pods.left_out} GPU pods never ran in the window and are not replayed")
+    if pods.running:
+        replay_notes.append(f"what-if: {pods.running} jobs still running at the end replay their run time so far")
     return ReportInputs(
+        replay_jobs=pods.jobs,
+        whatif_note="" if pods.jobs is not None else f"what-if: {pods.why}",
         quotas=quotas,
         allocated=frames["allocated"],
         used=_on_grid(frames["used"], frames["allocated"]),
@@ -238,6 +258,7 @@ def inputs_from_prometheus(
                 if live is None
                 else []
             ),
+            *replay_notes,
         ],
         fragmentation=None if live is None else live[0],
         fragmentation_advice=() if live is None else live[1],

@@ -152,6 +152,7 @@ class Report:
     fragmentation_advice: tuple[str, ...] = ()  # live FGD and what to drain; empty: section left out
     energy: tuple[EnergyRow, ...] = ()  # per queue, when the right-sizing table carries energy columns
     whatif: tuple[WhatIfRow, ...] = ()
+    whatif_note: str = ""  # why there is no what-if replay ("what-if: …"), when there is none
 
     def to_dict(self) -> dict[str, Any]:
         daily = {}
@@ -160,7 +161,9 @@ class Report:
                 "days": list(self.charts.days),
                 "queues": {q: list(v) for q, v in self.charts.daily_utilisation.items()},
             }
-        whatif = {"whatif": [asdict(w) for w in self.whatif]} if self.whatif else {}
+        whatif: dict[str, Any] = {"whatif": [asdict(w) for w in self.whatif]} if self.whatif else {}
+        if self.whatif_note:
+            whatif["whatif_note"] = self.whatif_note
         return {
             "title": self.title,
             "summary": {

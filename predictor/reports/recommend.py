@@ -62,8 +62,10 @@ def queue_objects(inputs: ReportInputs) -> list[dict[str, Any]]:
 
 
 def node_objects(total_gpus: float, resource: str = DEFAULT_RESOURCE) -> dict[str, Any]:
-    """One node standing for the cluster's allocatable GPUs (all the planner's Σ-guarantee rule needs)."""
-    return {"items": [{"metadata": {"name": "cluster"}, "status": {"allocatable": {resource: _quantity(total_gpus)}}}]}
+    """One Ready node standing for the cluster's allocatable GPUs (all the planner's Σ-guarantee rule needs;
+    Ready, as the GPUs the metrics count are: the loop's first-cycle capacity check reads node conditions)."""
+    status = {"allocatable": {resource: _quantity(total_gpus)}, "conditions": [{"type": "Ready", "status": "True"}]}
+    return {"items": [{"metadata": {"name": "cluster"}, "status": status}]}
 
 
 def recommendations_from_plan(plan: QueuePlan, quotas: pd.DataFrame) -> pd.DataFrame:

@@ -16,6 +16,7 @@ from pathlib import Path
 from predictor import atomicio
 from predictor.reports.columns import QUEUE_COLUMNS, fmt, kwh
 from predictor.reports.energy import has_energy
+from predictor.reports.headline import whatif_headline
 from predictor.reports.model import QueueRow, Report
 
 
@@ -31,6 +32,7 @@ def render_markdown(report: Report) -> str:
         "",
         f"Data up to {s.as_of}; window {s.window_days} days from {s.window_start}.",
         "",
+        *_whatif_markdown(report),
         "## Cluster summary",
         "",
         "| measure | value |",
@@ -88,22 +90,29 @@ def render_markdown(report: Report) -> str:
             ]
         else:
             out.append("No GPU power series (DCGM_FI_DEV_POWER_USAGE) in the right-sizing data: no energy numbers.")
-    if report.whatif:
-        out += [
-            "",
-            "## What-if: the window replayed under the recommended quotas",
-            "",
-            "| measure | today's quotas | recommended | |",
-            "|---|---:|---:|---|",
-        ]
-        out += [
-            f"| {_cell(w.measure)} | {fmt(w.as_run, w.unit)} | {fmt(w.recommended, w.unit)} | {w.verdict} |"
-            for w in report.whatif
-        ]
     out += ["", "## Data", ""]
     out += [f"- {_cell(k)}: {_cell(v)}" for k, v in sorted(report.sources.items())]
     out += [f"- note: {_cell(n)}" for n in report.notes]
     return "\n".join(out) + "\n"
+
+
+def _whatif_markdown(report: Report) -> list[str]:
+    """The headline: today's quotas against the recommendations, replayed; or the one line saying why not."""
+    if not report.whatif:
+        return [_cell(report.whatif_note), ""] if report.whatif_note else []
+    out = [
+        "## What-if: today's quotas against the recommendations",
+        "",
+        _cell(whatif_headline(report.whatif)),
+        "",
+        "| measure | today's quotas | recommended | |",
+        "|---|---:|---:|---|",
+    ]
+    out += [
+        f"| {_cell(w.measure)} | {fmt(w.as_run, w.unit)} | {fmt(w.recommended, w.unit)} | {w.verdict} |"
+        for w in report.whatif
+    ]
+    return [*out, ""]
 
 
 def render_csv(report: Report) -> str:

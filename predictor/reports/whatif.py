@@ -4,7 +4,8 @@ Both runs go through the same simulator (``predictor.replay.replay_quotas``: Vol
 reclaim and preemption, hourly checkpoints, a 5-minute restart), so the two columns compare like with like:
 same jobs, same cluster, only the quotas differ. The history's own numbers are not mixed in (a replay of
 "as run" is not the real cluster, and a forecast is not a replay). Needs the job table the history came
-from (``jobs_out.parquet`` of ``predictor simulate``); without one the section is left out, with a note.
+from (``jobs_out.parquet`` of ``predictor simulate``, or the jobs ``predictor.reports.podjobs`` rebuilds from
+kube-state-metrics pods); without one the report says why in one line.
 """
 
 from __future__ import annotations
@@ -15,28 +16,11 @@ import pandas as pd
 
 from predictor.errors import InputError
 from predictor.replay import ReplaySettings, replay_quotas
+from predictor.reports.headline import MEASURE_LABELS, MEASURES
 from predictor.reports.model import WhatIfRow
 from predictor.sim import QueueSpec, normalise_jobs
 
-__all__ = ["jobs_from_attempts", "starvation_avoided", "whatif_rows"]
-
-# (summary key, label, unit, direction: +1 higher is better, -1 lower is better, 0 neither)
-MEASURES = (
-    ("quota_utilisation", "quota utilisation (allocated / deserved)", "pct", 1),
-    ("allocation", "allocation (allocated / GPUs)", "pct", 1),
-    ("utilisation", "GPU utilisation (used / GPUs)", "pct", 1),
-    ("pending_gpu_h", "starvation: pending GPU-hours", "num", -1),
-    ("wait_p50_min", "wait p50, min", "num", -1),
-    ("wait_p95_min", "wait p95, min", "num", -1),
-    ("reclaims", "reclaims", "num", -1),
-    ("preemptions", "preemptions", "num", -1),
-    ("lost_gpu_h", "lost GPU-hours (since checkpoint + restart)", "num", -1),
-    ("goodput_gpu_h", "goodput GPU-hours", "num", 1),
-    ("fragmentation", "fragmentation (FGD stranded / GPUs)", "pct", -1),
-)
-
-
-MEASURE_LABELS = {key: label for key, label, _, _ in MEASURES}
+__all__ = ["MEASURES", "MEASURE_LABELS", "jobs_from_attempts", "starvation_avoided", "whatif_rows"]
 
 
 def jobs_from_attempts(attempts: pd.DataFrame) -> pd.DataFrame:

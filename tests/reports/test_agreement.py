@@ -70,7 +70,7 @@ def test_recommendations_match_predictor_plan(report: Path, tmp_path: Path) -> N
         "--nodes",
         str(inputs / "nodes.json"),
         "--forecast",
-        str(inputs / "forecast.csv"),
+        str(inputs / "plan_forecast.csv"),  # the hours the loop's planning step forecast
         "--now",
         str(doc["summary"]["as_of"]),  # type: ignore[index]
         "--out",
