@@ -73,7 +73,7 @@ COMMANDS: tuple[LazyCommand, ...] = (
     LazyCommand(
         "loop",
         f"{_C}.loop:loop_command",
-        "Forecast, plan and resize Volcano queues every interval (mode from actuators.mode; plan by default).",
+        "Forecast, plan, and recommend or resize the Volcano queues that opt in, every interval.",
     ),
     LazyCommand(
         "rollback",

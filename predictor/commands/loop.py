@@ -259,7 +259,7 @@ def loop_command(
         ),
     ] = None,
 ) -> None:
-    """Forecast, plan and resize Volcano queues every interval (mode from actuators.mode; plan by default).
+    """Forecast, plan, and recommend or resize the Volcano queues that opt in, every interval.
 
     Demand: the gpu-demand champion sizes a queue when its peak is above the forecast. It is served when
     job data can be read (Prometheus, or --pending with --history); a --history file alone plans from the
