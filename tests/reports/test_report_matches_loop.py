@@ -63,7 +63,7 @@ def test_report_and_a_loop_cycle_recommend_the_same_quotas(history: Path, tmp_pa
     queues, nodes, csv, guaranteed = _files(history, tmp_path)
     as_of = inputs_from_directory(history).as_of
     audit = tmp_path / "loop" / "audit.jsonl"
-    settings = load_settings(None, actuators={"mode": "plan", "audit_log": audit, "plan_dir": tmp_path / "plans"})
+    settings = load_settings(None, actuators={"audit_log": audit, "plan_dir": tmp_path / "plans"})
     clock = [as_of - pd.Timedelta(hours=3)]
     loop = Loop(
         settings,
