@@ -97,7 +97,13 @@ def train_demand(
         queue_note = f"none: {exc}"
     data_end = runs["end"].max().isoformat()
     verdict = demand_verdict(
-        settings, registry, estimator, run_score=score, test_runs=feats[test], hours=hours, data_end=data_end
+        settings,
+        registry,
+        estimator,
+        run_score=pinball_score(estimator, feats[test]),  # as it would be served: fitted on every run
+        test_runs=feats[test],
+        hours=hours,
+        data_end=data_end,
     )
     chosen = table[table["method"].str.startswith("gbr history+early" if job.with_early else "gbr history q")]
     metrics = {"backtest_pinball": score}

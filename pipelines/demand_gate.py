@@ -7,8 +7,10 @@ newest ``HOLDOUT_H`` hours of forecast origins, the champion's is taken as regis
 (pinball loss at the model's quantile) on those origins. A champion without a queue regressor (a young
 cluster had under eight days of history when it was trained) makes the loop report demand unknown, so the
 first challenger that has one replaces it; a challenger without one never replaces a champion that has one.
-Where neither has one, or the history is too short to hold out a window, the per-run regressors decide,
-the champion again as registered.
+Where neither has one, or the history is too short to hold out a window, the per-run regressors decide:
+both as they would be served (the challenger fitted on every run, the champion as registered) on the
+newest runs, so a retrain on unchanged runs ties with its champion instead of winning by the noise of a
+smaller training set.
 """
 
 from __future__ import annotations
