@@ -72,7 +72,10 @@ def demand_verdict(
     def precheck(champion: Any) -> tuple[bool, str] | None:
         theirs = _has_queue_model(champion)
         if ours and not theirs:
-            return True, "the champion has no queue-peak regressor (the loop reports demand unknown) and this one has"
+            return (
+                True,
+                "the champion has no queue-peak regressor (the loop reports demand unknown) and this one has; promoted",
+            )
         if theirs and not ours:
             return False, "this version has no queue-peak regressor and the champion has one; champion kept"
         return None
