@@ -103,6 +103,7 @@ class LoopMetrics:
         self.model_max_age = Gauge(
             "predictor_loop_model_max_age_seconds",
             "Maximum champion age (mlflow.max_champion_age_days) in seconds; an older served model alerts.",
+            ["family"],
             registry=r,
         )
         self.promotion = Gauge(
@@ -113,6 +114,7 @@ class LoopMetrics:
         )
         self._promotion: dict[str, tuple[str, str]] = {}
         self._aged: set[str] = set()
+        self._max_age_s: float | None = None
         self.wall = wall
         # planner.react_pending_gpus (predictor.loop.react): re-plans between interval slots, and the reads of
         # queues and pending GPUs between slots that failed (the loop kept waiting).
@@ -197,10 +199,13 @@ class LoopMetrics:
             counter.inc()
 
     def max_model_age(self, seconds: float) -> None:
-        self.model_max_age.set(seconds)
+        """The maximum champion age, exported with the first served model's lifecycle (none served: no sample)."""
+        self._max_age_s = seconds
 
     def lifecycle(self, family: str, version: str, *, registered_unix: float | None, decision: str) -> None:
         """The served version's age (none known: no sample) and the promotion rule that made it champion."""
+        if self._max_age_s is not None:
+            self.model_max_age.labels(family=family).set(self._max_age_s)
         if registered_unix is None:
             if family in self._aged:  # a version without a registration time: no age rather than a stale one
                 self.model_age.remove(family)

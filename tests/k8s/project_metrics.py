@@ -170,7 +170,7 @@ def project_openmetrics(history: SimHistory) -> str:
     # the served version was registered 29 days before the history starts: past the 30-day maximum at hour 24
     age = [(t, 29 * 86400.0 + (t - start)) for t in grid]
     out.family("predictor_loop_model_age_seconds", "gauge", [(family, age)])
-    out.family("predictor_loop_model_max_age_seconds", "gauge", [({}, [(t, 30 * 86400.0) for t in grid])])
+    out.family("predictor_loop_model_max_age_seconds", "gauge", [(family, [(t, 30 * 86400.0) for t in grid])])
     promotion = {"family": "gpu-forecast", "version": "3", "decision": "newer_data"}
     out.family("predictor_loop_model_promotion_info", "gauge", [(promotion, [(t, 1.0) for t in grid])])
     # planner.react_pending_gpus: re-plans between slots, and the reads of queues + pending that failed
