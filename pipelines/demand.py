@@ -69,7 +69,7 @@ def train_demand(
     registry: ModelRegistry | None = None,
     queues: pd.DataFrame | None = None,
 ) -> DemandOutcome:
-    """Fit, backtest, log and register one ``gpu-demand`` version; promote it if it beats the champion.
+    """Fit, backtest, log and register one ``gpu-demand`` version; promote it if the gate says so (module docstring).
 
     ``queues``: hourly ``series_id, timestamp, demand[, pending]`` per queue for the queue-peak regressor
     (default: derived from ``runs``).
