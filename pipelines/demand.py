@@ -1,9 +1,8 @@
 """The demand training job: run table → fit → backtest on later runs → MLflow run → promote if better.
 
-Promotion follows the one policy of ``predictor.registry.promotion``: the registered ``gpu-demand``
-version gets ``challenger``; it becomes ``champion`` only if its backtest pinball loss (the loss a quantile
-regressor is fitted on, so lower is better and comparable across versions) beats the champion's, refitted
-on the *same* training runs and scored on the same held-out runs, by the configured margin. The
+Promotion follows the one policy of ``predictor.registry.promotion``, scored by ``pipelines.demand_gate``
+on what the loop serves: the queue-peak regressor (pinball loss on the newest held-out hours, the champion
+as registered), the per-run regressors only where no queue regressor can be compared. The
 slack/under-provisioning table against the request, VPA and KRR rules is logged with it, so a reviewer
 sees the trade-off, not only the loss.
 
@@ -20,14 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from sklearn.base import clone
 
 from models.demand_eval import RunDemandModel, evaluate_runs, pinball_score
 from models.demand_features import run_features
 from models.demand_queue import QUEUE_HORIZON_H, queue_hours_from_runs
+from pipelines.demand_gate import demand_verdict
 from predictor.config import Settings
 from predictor.errors import InputError, ModelError
-from predictor.registry import DEMAND_FAMILY, ModelRegistry, git_revision, judge, settle
+from predictor.registry import DEMAND_FAMILY, ModelRegistry, git_revision, settle, verdict_tags
 
 __all__ = ["DemandJob", "DemandOutcome", "split_time", "train_demand"]
 
@@ -70,7 +69,7 @@ def train_demand(
     registry: ModelRegistry | None = None,
     queues: pd.DataFrame | None = None,
 ) -> DemandOutcome:
-    """Fit, backtest, log and register one ``gpu-demand`` version; promote it if it beats the champion.
+    """Fit, backtest, log and register one ``gpu-demand`` version; promote it if the gate says so (module docstring).
 
     ``queues``: hourly ``series_id, timestamp, demand[, pending]`` per queue for the queue-peak regressor
     (default: derived from ``runs``).
@@ -86,16 +85,6 @@ def train_demand(
     test = (runs["start"] >= split).to_numpy()
     estimator = RunDemandModel(quantile=job.quantile, with_early=job.with_early, max_iter=job.max_iter)
     score = pinball_score(estimator.fit(feats[train]), feats[test])
-    verdict = judge(
-        registry,
-        DEMAND_FAMILY,
-        score,
-        lambda champion: pinball_score(clone(champion).fit(feats[train]), feats[test]),  # the same runs
-        margin=settings.mlflow.promotion_margin,
-        metric="backtest pinball",
-        data="the same runs",
-        fmt=".5f",
-    )
     estimator.fit(feats)  # the served model sees every run
     hours = queue_hours_from_runs(runs) if queues is None else queues
     source = "runs active per hour" if queues is None else "queue demand series"
@@ -106,12 +95,24 @@ def train_demand(
         )
     except ValueError as exc:
         queue_note = f"none: {exc}"
+    data_end = runs["end"].max().isoformat()
+    verdict = demand_verdict(
+        settings,
+        registry,
+        estimator,
+        run_score=pinball_score(estimator, feats[test]),  # as it would be served: fitted on every run
+        test_runs=feats[test],
+        hours=hours,
+        data_end=data_end,
+    )
     chosen = table[table["method"].str.startswith("gbr history+early" if job.with_early else "gbr history q")]
     metrics = {"backtest_pinball": score}
     for column in ("gpu_slack", "gpu_under", "gpu_hours_freed", "mem_slack", "mem_under"):
         metrics[f"backtest_{column}"] = float(chosen[column].iloc[0])
+    if verdict.score is not None:
+        metrics["promotion_score"] = verdict.score
     if verdict.rescored_score is not None:
-        metrics["champion_backtest_pinball"] = verdict.rescored_score
+        metrics["champion_promotion_score"] = verdict.rescored_score
     params = {
         "quantile": job.quantile,
         "with_early": job.with_early,
@@ -122,7 +123,7 @@ def train_demand(
         "train_runs": int(train.sum()),
         "test_runs": int(test.sum()),
         "data_start": runs["start"].min().isoformat(),
-        "data_end": runs["end"].max().isoformat(),
+        "data_end": data_end,
         "queue_model": queue_note[:250],
     }
     card = (
@@ -140,7 +141,7 @@ def train_demand(
             kind="tabular",
             params=params,
             metrics=metrics,
-            tags={"git_revision": git_revision(), "promotion": verdict.reason},
+            tags={"git_revision": git_revision(), **verdict_tags(verdict)},
             artifacts=[table_csv],
             texts={"model_card.md": card},
             pip_requirements=("pandas", "numpy", "scikit-learn"),

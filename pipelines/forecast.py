@@ -3,8 +3,10 @@
 Also the plain ``forecast`` and ``backtest`` operations the CLI exposes, so that the CLI stays thin and
 the same code paths run in a CronJob, a notebook and the tests. History comes from a file or from
 Prometheus (one PromQL per series family: cluster- and queue-level GPU demand = allocated + pending).
-``champion`` moves only when the new model's backtest beats the champion's *on the same window*: the
-champion's configuration is refitted and backtested on exactly the history the challenger saw.
+The rolling backtest scores the configuration (logged with the run); promotion compares models
+(``pipelines.holdout``): the challenger fitted without the newest ``horizon`` steps and the champion as
+registered, updated with the same history, are both scored on those steps, and the one policy of
+``predictor.registry.promotion`` decides.
 """
 
 from __future__ import annotations
@@ -34,10 +36,20 @@ from models.forecast.chunked import DEFAULT_CHUNK_SIZE
 from models.frames import ID, TIME
 from pipelines.forecast_fanout import FannedOut, fit_and_backtest
 from pipelines.forecast_plots import forecast_plots
+from pipelines.holdout import holdout_mase, split_last
 from predictor.bounds import check_horizon
 from predictor.config import Settings
 from predictor.errors import InputError, ModelError
-from predictor.registry import FORECAST_FAMILY, ModelRegistry, ModelVersionInfo, Verdict, git_revision, judge, settle
+from predictor.registry import (
+    FORECAST_FAMILY,
+    ModelRegistry,
+    ModelVersionInfo,
+    Verdict,
+    git_revision,
+    judge,
+    settle,
+    verdict_tags,
+)
 from predictor.sources.queries import CLUSTER_DEMAND, QUEUE_DEMAND
 from predictor.timeparse import parse_duration
 
@@ -92,6 +104,7 @@ class TrainOutcome:
     metrics: dict[str, float]
     per_series: pd.DataFrame
     reason: str
+    holdout_score: float | None = None  # the score the promotion gate compared (``pipelines.holdout``)
 
 
 def _serving_params(name: str, horizon: int, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -314,29 +327,56 @@ def _fit_final_model(
 
 
 def _compare_with_champion(
-    settings: Settings, registry: ModelRegistry, history: pd.DataFrame, job: ForecastJob, score: float
+    settings: Settings, registry: ModelRegistry, history: pd.DataFrame, job: ForecastJob, template: BaseForecaster
 ) -> Verdict:
-    """The shared promotion policy, the champion's configuration refitted and backtested on this very history."""
+    """The shared promotion policy on the newest ``horizon`` steps (``pipelines.holdout``): the challenger
+    fitted on the history before them, the champion as registered, updated with that history."""
+    before, window = split_last(history, job.horizon, job.freq)
+    _, ours = _fit_final_model(clone(template), before, job.horizon, job.levels)
+    score = holdout_mase(ours, before, window)
 
     def rescore(champion: BaseForecaster) -> float:
-        return _backtest(clone(champion), history, job, name="champion")[1]
+        theirs = _predict_updated(champion, before, job.horizon, job.levels)
+        return holdout_mase(theirs, before, window)
 
-    margin = settings.mlflow.promotion_margin
+    mlflow = settings.mlflow
     return judge(
-        registry, FORECAST_FAMILY, score, rescore, margin=margin, metric="backtest MASE", data="the same window"
+        registry,
+        FORECAST_FAMILY,
+        score,
+        rescore,
+        margin=mlflow.promotion_margin,
+        tolerance=mlflow.promotion_tolerance,
+        data_end=pd.Timestamp(history[TIME].max()).isoformat(),
+        max_age_s=mlflow.max_champion_age_days * 86400,
+        metric="holdout MASE",
+        data=f"the last {job.horizon} steps (held out of the challenger's fit; champion as registered)",
     )
 
 
+def _predict_updated(
+    champion: BaseForecaster, history: pd.DataFrame, horizon: int, levels: tuple[int, ...]
+) -> pd.DataFrame:
+    """The champion's forecast as the loop serves it: its stored state updated with ``history``, not refitted."""
+    try:
+        forecast: pd.DataFrame = champion.update(history).predict(horizon, level=levels)
+    except (ValueError, ArithmeticError) as exc:
+        raise ModelError(f"the champion cannot forecast from this history: {exc}".splitlines()[0]) from exc
+    return forecast
+
+
 def _run_metrics(per_window: pd.DataFrame, score: float, verdict: Verdict) -> dict[str, float]:
-    """Window-averaged backtest metrics, plus the champion's score when it was re-scored on the same window."""
+    """Window-averaged backtest metrics, plus both holdout scores the promotion gate compared."""
     metrics: dict[str, float] = {"backtest_mase": score}
+    if verdict.score is not None:
+        metrics["holdout_mase"] = verdict.score
     for column in ("mae", "smape", "pinball_p50", "pinball_p90", "coverage_80", "coverage_95"):
         if column in per_window:
             values = per_window[column].to_numpy(float)
             if np.isfinite(values).any():
                 metrics[f"backtest_{column}"] = float(np.nanmean(values))
     if verdict.rescored_score is not None:
-        metrics["champion_backtest_mase"] = verdict.rescored_score
+        metrics["champion_holdout_mase"] = verdict.rescored_score
     return metrics
 
 
@@ -389,7 +429,7 @@ def _log_version(
             estimator,
             params=_run_params(job, history, estimator),
             metrics=metrics,
-            tags={"git_revision": git_revision(), "promotion": verdict.reason},
+            tags={"git_revision": git_revision(), **verdict_tags(verdict)},
             artifacts=[*artifacts, metrics_csv],
             texts={"model_card.md": _model_card(job, history, metrics["backtest_mase"], per_series, verdict.reason)},
         )
@@ -413,7 +453,7 @@ def train_forecast(
     estimator, per_window, forecast = fanned.model, fanned.per_window, fanned.forecast
     score = _score(per_window)
     per_series = summarize(per_window)
-    verdict = _compare_with_champion(settings, registry, history, job, score)
+    verdict = _compare_with_champion(settings, registry, history, job, template)
     metrics = _run_metrics(per_window, score, verdict)
     info = _log_version(
         registry, estimator, history, forecast, per_series, job=job, metrics=metrics, verdict=verdict, plots=plots
@@ -427,4 +467,5 @@ def train_forecast(
         metrics=metrics,
         per_series=per_series,
         reason=verdict.reason,
+        holdout_score=verdict.score,
     )

@@ -29,7 +29,7 @@ from pipelines.rca_data import (
 )
 from predictor.config import Settings
 from predictor.diagnose.models import save_model_file
-from predictor.registry import RCA_FAMILY, ModelRegistry, git_revision, judge, settle
+from predictor.registry import RCA_FAMILY, ModelRegistry, git_revision, judge, settle, verdict_tags
 from predictor.sources.files import read_history
 
 __all__ = ["QUICK_HELDOUT", "QUICK_TRAIN", "RcaJob", "RcaOutcome", "default_cache_dir", "train_rca"]
@@ -110,6 +110,9 @@ def train_rca(settings: Settings, job: RcaJob, registry: ModelRegistry | None = 
         1 - report.macro_f1,
         lambda champion: 1 - evaluate(champion, test).macro_f1,
         margin=settings.mlflow.promotion_margin,
+        # no tolerance: the held-out scenarios are generated, the same for every version (no newer data to
+        # follow), so any gain is real and a tie keeps the champion until it passes its maximum age
+        max_age_s=settings.mlflow.max_champion_age_days * 86400,
         metric="held-out 1 - macro-F1",
         data="the same held-out scenarios",
     )
@@ -137,7 +140,7 @@ def train_rca(settings: Settings, job: RcaJob, registry: ModelRegistry | None = 
         kind="tabular",
         params=params,
         metrics=report.metrics(),
-        tags={"git_revision": git_revision(), "promotion": verdict.reason},
+        tags={"git_revision": git_revision(), **verdict_tags(verdict)},
         texts={"model_card.md": card, "confusion.csv": report.confusion.to_csv()},
         pip_requirements=("pandas", "numpy", "scikit-learn", "gpu-capacity-predictor"),
     )

@@ -122,6 +122,15 @@ class MlflowSettings(BaseModel):
     http_backoff_s: int = Field(
         1, ge=0, le=30, description="Backoff factor between those retries, doubling (MLflow's own: 2)."
     )
+    # The promotion gate (predictor.registry.promotion): a challenger fitted on newer data replaces a champion
+    # it does not beat when it is not worse by more than the tolerance; a champion older than the maximum age
+    # is replaced by any challenger not worse than it.
+    promotion_tolerance: float = Field(
+        0.05, ge=0, le=1, description="Relative score a challenger on newer data may lose and still be promoted."
+    )
+    max_champion_age_days: float = Field(
+        30.0, gt=0, description="Days after which a champion is replaced by a not-worse challenger (and alerts)."
+    )
 
 
 WriteMode = Literal["plan", "server-dry-run", "apply"]

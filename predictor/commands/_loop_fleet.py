@@ -59,6 +59,7 @@ def fleet_loop(
     served = parts.forecaster(settings, model)
     if isinstance(served, ReportsServing):  # the model in memory is the process's: reported once
         served.report_to(metrics.served)
+    metrics.served.max_model_age(settings.mlflow.max_champion_age_days * 86400)
     audit = AuditLog(settings.actuators.audit_log)
     lock = FileLock(audit.path.with_name(audit.path.name + ".lock"))
     loops = []
@@ -86,6 +87,8 @@ def fleet_loop(
             lock=lock,
             audit=audit,
         )
+        if isinstance(loop.demand, ReportsServing):  # the same champion for every cluster: the process's
+            loop.demand.report_to(metrics.served)
         parts.wire_xdp(loop, own, actuator, source=member.source)
         loops.append(loop)
     return FleetLoop(loops, lock=lock, metrics=metrics)

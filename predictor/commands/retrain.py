@@ -7,7 +7,10 @@ process with the same global options), so both deployments share one code path a
 Outcomes per family, read from the registry's aliases before and after the run:
 
 - ``promoted``: the new version became ``champion``;
-- ``rejected``: the new version stays ``challenger`` because it did not beat the champion (not an error);
+- ``rejected``: the new version stays ``challenger``: the promotion gate kept the champion (not an error).
+
+Either way the detail is the gate's reason from the new version's run (its ``promotion`` tag): both
+scores and the rule that decided (``predictor.registry.promotion``).
 - ``not available in this build``: no ``train <family>`` command is registered (not an error);
 - ``failed``: the command failed, registered no new version, or the registry could not be read.
 
@@ -65,6 +68,7 @@ class FamilyResult:
     detail: str = ""
     version: str | None = None
     champion: str | None = None
+    why: str = ""  # the promotion gate's reason (both scores, the rule), from the new version's run
 
     @property
     def broken(self) -> bool:
@@ -80,6 +84,11 @@ def _aliases(registry: RegistryReader, family: str) -> tuple[ModelVersionInfo | 
 
 def _version(info: ModelVersionInfo | None) -> str | None:
     return None if info is None else info.version
+
+
+def _why(info: ModelVersionInfo) -> str:
+    """The promotion gate's reason recorded on the version's run, if any."""
+    return info.tags.get("promotion", "")
 
 
 def _train_one(command: str, family: str, registry: RegistryReader, run: Runner) -> FamilyResult:
@@ -114,6 +123,7 @@ def _train_one(command: str, family: str, registry: RegistryReader, run: Runner)
             f"champion v{champion.version} (was {before})",
             version=champion.version,
             champion=champion.version,
+            why=_why(champion),
         )
     if new is None:
         return FamilyResult(
@@ -124,9 +134,10 @@ def _train_one(command: str, family: str, registry: RegistryReader, run: Runner)
         command,
         family,
         REJECTED,
-        f"challenger v{new.version} did not beat it; {kept}",
+        f"challenger v{new.version} not promoted; {kept}",
         version=new.version,
         champion=_version(champion),
+        why=_why(new),
     )
 
 
@@ -194,6 +205,9 @@ def _print_summary(results: Sequence[FamilyResult]) -> None:
     for result in results:
         table.add_row(result.family, f"[{colour[result.status]}]{result.status}[/]", result.detail)
     console.print(table)
+    for result in results:  # one unwrapped line each: the reasons hold both scores and do not fit a column
+        if result.why:
+            console.print(f"{result.family} v{result.version}: {result.why}", markup=False, soft_wrap=True)
     broken = [r.family for r in results if r.broken]
     console.print(f"failed: {', '.join(broken)}" if broken else "ok: nothing is broken", markup=False)
 

@@ -102,8 +102,11 @@ class Loop:
         self.metrics = metrics or LoopMetrics(
             ready_within_s=settings.loop.ready_within_s, live_within_s=settings.loop.live_within_s
         )
-        if isinstance(forecaster, ReportsServing):  # the served model (URI, stale, failed loads) on /metrics
-            forecaster.report_to(self.metrics)
+        # the served models (URI, age, promotion, stale, failed loads) on /metrics, against their maximum age
+        self.metrics.max_model_age(settings.mlflow.max_champion_age_days * 86400)
+        for served in (forecaster, demand):
+            if isinstance(served, ReportsServing):
+                served.report_to(self.metrics)
         self.clock = clock or (lambda: pd.Timestamp.now(tz="UTC"))
         # One loop at a time (predictor.loop.leader): the local lock always, the Lease where one is wired.
         self.leaders: list[Leader] = [lock or FileLock(self.audit.path.with_name(self.audit.path.name + ".lock"))]

@@ -21,10 +21,12 @@ import pandas as pd
 
 from models.frames import ID, TIME, VALUE
 from predictor.errors import RegistryError
+from predictor.loop.champion import ChampionCache
 from predictor.registry import DEMAND_FAMILY
 from predictor.sources.queries import QUEUE_PENDING
 
 if TYPE_CHECKING:
+    from predictor.loop.metrics import LoopMetrics
     from predictor.loop.seams import ChampionRegistry
     from predictor.sources import MetricSource
 
@@ -209,7 +211,11 @@ class EstimatorDemand:
 
 
 class RegistryDemand:
-    """The ``gpu-demand`` champion from the model registry, as registered; no champion → demand unknown."""
+    """The ``gpu-demand`` champion from the model registry, as registered; no champion → demand unknown.
+
+    Held in memory like the forecaster (``ChampionCache``): loaded once per champion version, the last
+    good model kept serving when a newer one fails to load, and both reported on ``/metrics``.
+    """
 
     def __init__(
         self,
@@ -218,20 +224,21 @@ class RegistryDemand:
         *,
         family: str = DEMAND_FAMILY,
         resource: str = "nvidia.com/gpu",
+        metrics: LoopMetrics | None = None,
     ) -> None:
         self.registry, self.jobs, self.family, self.resource = registry, jobs, family, resource
+        self.champion = ChampionCache(registry, family, metrics)
+
+    def report_to(self, metrics: LoopMetrics) -> None:
+        self.champion.metrics = metrics
 
     def demand(self, history: pd.DataFrame, now: pd.Timestamp) -> DemandPrediction:
         queues = sorted(history[ID].astype(str).unique()) if not history.empty else []
         try:
-            info = self.registry.get(self.family)
-            if info is None:
-                raise RegistryError(f"no champion for {self.family} in the model registry")
-            served = self.registry.load(self.family)
+            served, version = self.champion.current()
         except RegistryError as exc:
             why = str(exc).splitlines()[0]
             return DemandPrediction(_empty(), dict.fromkeys(queues, why), {})
-        version = str(served.version or info.version)
         return EstimatorDemand(
             served.estimator, self.jobs, version=version, family=self.family, resource=self.resource
         ).demand(history, now)

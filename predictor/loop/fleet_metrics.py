@@ -28,6 +28,9 @@ _SERVED = (
     "predictor_loop_served_model_info",
     "predictor_loop_served_model_stale",
     "predictor_loop_model_load_failures",
+    "predictor_loop_model_age_seconds",
+    "predictor_loop_model_max_age_seconds",
+    "predictor_loop_model_promotion_info",
 )
 
 

@@ -7,7 +7,6 @@ estimator and the simulator — the cycle itself cannot tell the difference.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -15,19 +14,17 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import pandas as pd
 
 from models.frames import ID, TIME, VALUE
-from predictor.errors import ModelError, RegistryError
+from predictor.errors import ModelError
+from predictor.loop.champion import ChampionCache, model_uri
 from predictor.planner import allocatable_from_nodes, gpu_nodes_not_ready
 from predictor.registry import FORECAST_FAMILY
 from predictor.sources.queries import QUEUE_DEMAND
-
-log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # the seams' Protocols, for annotations only
     from models.forecast.base import BaseForecaster
     from predictor.loop.metrics import LoopMetrics
     from predictor.loop.seams import ChampionRegistry, QueueApi
     from predictor.planner.workload import Workload
-    from predictor.registry.served import ServedModel
     from predictor.sources import MetricSource
 
 __all__ = [
@@ -147,11 +144,6 @@ def _predict(model: Callable[[], BaseForecaster], estimator: Any, horizon: int) 
     return frame
 
 
-def model_uri(family: str, version: str) -> str:
-    """How served versions are named everywhere (audit, plan.json, ``/metrics``): ``models:/gpu-forecast/7``."""
-    return f"models:/{family}/{version}"
-
-
 @runtime_checkable
 class ReportsServing(Protocol):
     """A forecaster that reports what it serves on the loop's ``/metrics`` (the loop hands it its metrics)."""
@@ -162,57 +154,30 @@ class ReportsServing(Protocol):
 class RegistryForecaster:
     """The champion of ``family``, served as registered: ``update(history).predict(h)``, never refitted.
 
-    The model is loaded once and kept in memory; it is reloaded only when the champion's version changes.
-    A champion that fails to load (refused state, registry outage) leaves the last good model serving,
-    marked ``stale`` on ``/metrics`` with a load-failure count, and the load is retried next cycle.
+    The model is loaded once and kept in memory (``ChampionCache``); it is reloaded only when the
+    champion's version changes. A champion that fails to load (refused state, registry outage) leaves the
+    last good model serving, marked ``stale`` on ``/metrics`` with a load-failure count, and the load is
+    retried next cycle.
     """
 
     def __init__(
         self, registry: ChampionRegistry, family: str = FORECAST_FAMILY, metrics: LoopMetrics | None = None
     ) -> None:
-        self.registry, self.family, self.metrics = registry, family, metrics
-        self.served: ServedModel | None = None
-        self.version: str | None = None  # the version in memory
-        self.stale = ""  # why the model in memory is not the champion ("" when it is)
+        self.registry, self.family = registry, family
+        self.champion = ChampionCache(registry, family, metrics)
+
+    @property
+    def stale(self) -> str:
+        """Why the model in memory is not the champion ("" when it is)."""
+        return self.champion.stale
 
     def report_to(self, metrics: LoopMetrics) -> None:
-        self.metrics = metrics
+        self.champion.metrics = metrics
 
     def forecast(self, history: pd.DataFrame, *, horizon: int) -> tuple[pd.DataFrame, dict[str, str]]:
-        served, version = self._refresh()
+        served, version = self.champion.current()
         frame = _predict(lambda: served.estimator.update(history), served.estimator, horizon)
         return frame, {self.family: model_uri(self.family, version)}
-
-    def _refresh(self) -> tuple[ServedModel, str]:
-        """The model to serve: the one in memory unless the champion moved and the new one loads."""
-        try:
-            info = self.registry.get(self.family)
-            if info is None:
-                raise RegistryError(f"no champion for {self.family} in the model registry")
-            if info.version != self.version or self.served is None:
-                loaded = self.registry.load(self.family)
-                # ModelRegistry.load answers a failed load with the last model it loaded: an older version
-                got = str(loaded.version or info.version)
-                if got != info.version:
-                    raise RegistryError(
-                        f"champion {model_uri(self.family, info.version)} did not load (the registry served v{got})"
-                    )
-                self.served, self.version, self.stale = loaded, got, ""
-        except RegistryError as exc:
-            if self.served is None or self.version is None:
-                raise
-            self.stale = str(exc)
-            log.warning("serving %s from memory: %s", model_uri(self.family, self.version), exc)
-            self._report(failed=True)
-            return self.served, self.version
-        self._report(failed=False)
-        return self.served, info.version
-
-    def _report(self, *, failed: bool) -> None:
-        if self.metrics is not None and self.version is not None:
-            self.metrics.served(
-                self.family, model_uri(self.family, self.version), stale=bool(self.stale), failed=failed
-            )
 
 
 class KubeCluster:

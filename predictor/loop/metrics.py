@@ -31,8 +31,10 @@ class LoopMetrics:
         ready_within_s: float | None = None,
         live_within_s: float | None = None,
         elapsed: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
-        """``ready_within_s`` and ``live_within_s`` default to ``LoopSettings``' of the default interval."""
+        """``ready_within_s`` and ``live_within_s`` default to ``LoopSettings``' of the default interval;
+        ``wall`` is the clock model ages are measured on (the registry stamps versions in real time)."""
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.cycles = Counter("predictor_loop_cycles", "Loop cycles by result.", ["result"], registry=r)
@@ -90,6 +92,30 @@ class LoopMetrics:
             ["family"],
             registry=r,
         )
+        # Model lifecycle (predictor.loop.champion): how old the served version is, the age it is alerted at,
+        # and the promotion rule (predictor.registry.promotion) that made it champion.
+        self.model_age = Gauge(
+            "predictor_loop_model_age_seconds",
+            "Seconds since the served model version was registered, per family.",
+            ["family"],
+            registry=r,
+        )
+        self.model_max_age = Gauge(
+            "predictor_loop_model_max_age_seconds",
+            "Maximum champion age (mlflow.max_champion_age_days) in seconds; an older served model alerts.",
+            ["family"],
+            registry=r,
+        )
+        self.promotion = Gauge(
+            "predictor_loop_model_promotion_info",
+            "Why the served version became champion (value 1): the promotion rule's code.",
+            ["family", "version", "decision"],
+            registry=r,
+        )
+        self._promotion: dict[str, tuple[str, str]] = {}
+        self._aged: set[str] = set()
+        self._max_age_s: float | None = None
+        self.wall = wall
         # planner.react_pending_gpus (predictor.loop.react): re-plans between interval slots, and the reads of
         # queues and pending GPUs between slots that failed (the loop kept waiting).
         self.react_cycles = Counter(
@@ -171,6 +197,27 @@ class LoopMetrics:
         counter = self.load_failures.labels(family=family)  # exported at 0 before the first failure
         if failed:
             counter.inc()
+
+    def max_model_age(self, seconds: float) -> None:
+        """The maximum champion age, exported with the first served model's lifecycle (none served: no sample)."""
+        self._max_age_s = seconds
+
+    def lifecycle(self, family: str, version: str, *, registered_unix: float | None, decision: str) -> None:
+        """The served version's age (none known: no sample) and the promotion rule that made it champion."""
+        if self._max_age_s is not None:
+            self.model_max_age.labels(family=family).set(self._max_age_s)
+        if registered_unix is None:
+            if family in self._aged:  # a version without a registration time: no age rather than a stale one
+                self.model_age.remove(family)
+                self._aged.discard(family)
+        else:
+            self.model_age.labels(family=family).set(max(0.0, self.wall() - registered_unix))
+            self._aged.add(family)
+        previous = self._promotion.get(family)
+        if previous is not None and previous != (version, decision):
+            self.promotion.remove(family, *previous)
+        self._promotion[family] = (version, decision)
+        self.promotion.labels(family=family, version=version, decision=decision).set(1)
 
     def ready(self) -> tuple[bool, str]:
         """Ready once a cycle succeeded, and while the last success is fresh enough."""

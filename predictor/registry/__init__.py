@@ -7,7 +7,15 @@ training job uses, and ``provenance`` is the one git revision every run is tagge
 from __future__ import annotations
 
 from predictor.registry.families import DEMAND_FAMILY, FAMILIES, FORECAST_FAMILY, RCA_FAMILY
-from predictor.registry.promotion import UNSCORABLE, ChampionStore, Verdict, judge, settle
+from predictor.registry.promotion import (
+    DECISION_TAG,
+    UNSCORABLE,
+    ChampionStore,
+    Verdict,
+    judge,
+    settle,
+    verdict_tags,
+)
 from predictor.registry.provenance import git_revision
 from predictor.registry.store import (
     CHALLENGER,
@@ -20,6 +28,7 @@ from predictor.registry.store import (
 __all__ = [
     "CHALLENGER",
     "CHAMPION",
+    "DECISION_TAG",
     "DEMAND_FAMILY",
     "FAMILIES",
     "FORECAST_FAMILY",
@@ -33,4 +42,5 @@ __all__ = [
     "git_revision",
     "judge",
     "settle",
+    "verdict_tags",
 ]

@@ -50,6 +50,10 @@ class ModelVersionInfo:
     aliases: tuple[str, ...] = ()
     metrics: dict[str, float] = field(default_factory=dict)
     params: dict[str, str] = field(default_factory=dict)
+    # when the version was registered (Unix seconds; None: not read from a registry) and its run's tags
+    # (``promotion``: why it was or was not promoted): what a champion's age and last decision are read from
+    created_unix: float | None = None
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 def beats(challenger: float, champion: float, margin: float) -> bool:
@@ -223,6 +227,8 @@ class ModelRegistry:
                 aliases=tuple(mv.aliases),
                 metrics=dict(run.data.metrics),
                 params=dict(run.data.params),
+                created_unix=None if mv.creation_timestamp is None else float(mv.creation_timestamp) / 1000.0,
+                tags=dict(run.data.tags),
             )
 
     def set_alias(self, family: str, alias: str, version: str) -> None:

@@ -10,6 +10,7 @@ every rule expression has something to return:
 - hours 30-34: the loop fails every cycle (stale loop, failing cycles);
 - from hour 12 on: nothing is planned, changes are held for ``cooldown`` (plans held for long);
 - hour 40: one queue patch is rejected;
+- the served model passes its 30-day maximum age at hour 24; it fails to load in hours 44-46;
 - forecasts for hours 24-36 are 30 % of demand (demand above the band, large error), for hours 36-48
   twice demand plus 4 GPUs (demand below the band, large error), and exact otherwise; the same for the
   per-queue band of the step covering now (anomaly alerts).
@@ -161,8 +162,17 @@ def project_openmetrics(history: SimHistory) -> str:
     served = {"family": "gpu-forecast", "uri": "models:/gpu-forecast/3"}
     out.family("predictor_loop_served_model_info", "gauge", [(served, [(t, 1.0) for t in grid])])
     family = {"family": "gpu-forecast"}
-    out.family("predictor_loop_served_model_stale", "gauge", [(family, [(t, 0.0) for t in grid])])
-    out.family("predictor_loop_model_load_failures", "counter", [(family, [(t, 0.0) for t in grid])])
+    failing = [t for t in grid if 44 <= (t - start) / HOUR < 46]  # the champion fails to load: last good kept
+    stale = [(t, 1.0 if t in failing else 0.0) for t in grid]
+    out.family("predictor_loop_served_model_stale", "gauge", [(family, stale)])
+    failures = _counter(grid, {44: 1.0, 45: 1.0})
+    out.family("predictor_loop_model_load_failures", "counter", [(family, failures)])
+    # the served version was registered 29 days before the history starts: past the 30-day maximum at hour 24
+    age = [(t, 29 * 86400.0 + (t - start)) for t in grid]
+    out.family("predictor_loop_model_age_seconds", "gauge", [(family, age)])
+    out.family("predictor_loop_model_max_age_seconds", "gauge", [(family, [(t, 30 * 86400.0) for t in grid])])
+    promotion = {"family": "gpu-forecast", "version": "3", "decision": "newer_data"}
+    out.family("predictor_loop_model_promotion_info", "gauge", [(promotion, [(t, 1.0) for t in grid])])
     # planner.react_pending_gpus: re-plans between slots, and the reads of queues + pending that failed
     out.family("predictor_loop_react_cycles", "counter", [({}, [(t, 0.0) for t in grid])])
     out.family("predictor_loop_react_read_failures", "counter", [({}, [(t, 0.0) for t in grid])])

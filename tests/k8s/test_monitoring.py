@@ -101,6 +101,8 @@ INCIDENTS = {
     "PredictorLoopCyclesFailing": (33, 10),
     "PredictorPlansHeldLong": (20, 8),
     "PredictorQueuePatchesFailing": (40.5, 10),
+    "PredictorModelTooOld": (30, 10),
+    "PredictorModelLoadFailing": (45, 10),
     "PredictorForecastErrorHigh": (47, 20),
     "PredictorDemandAboveForecastBand": (30, 12),
     "PredictorDemandBelowForecastBand": (42, 12),

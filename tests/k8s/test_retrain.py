@@ -31,7 +31,12 @@ class MemoryRegistry:
         if self.broken:
             raise RegistryError("cannot read the registry: connection refused")
         version = self.aliases.get((family, alias))
-        return None if version is None else ModelVersionInfo(family=family, version=version, run_id="r")
+        if version is None:
+            return None
+        why = "holdout MASE 0.9 vs champion v1 1.0 on the last 168 steps: better; promoted"
+        if alias == CHALLENGER and self.aliases.get((family, CHAMPION)) != version:
+            why = "holdout MASE 1.2 vs champion v1 1.0 on the last 168 steps: worse; champion kept"
+        return ModelVersionInfo(family=family, version=version, run_id="r", tags={"promotion": why})
 
     def log(self, family: str, *, promote: bool) -> None:
         self.versions[family] = self.versions.get(family, 0) + 1
@@ -93,6 +98,7 @@ def test_promoted_and_missing_families_are_not_errors(capsys: pytest.CaptureFixt
     assert run(app, "retrain", "--all") == 0
     out = capsys.readouterr().out
     assert "promoted" in out and out.count("not available in this build") == 2
+    assert "holdout MASE 0.9 vs champion v1 1.0" in out
     assert "ok: nothing is broken" in out
     assert [c for c, _ in calls] == ["forecast"]
     assert registry.aliases[("gpu-forecast", CHAMPION)] == "1"
@@ -105,6 +111,7 @@ def test_a_rejected_challenger_is_not_an_error(capsys: pytest.CaptureFixture[str
     assert run(app, "retrain", "--family", "forecast") == 0
     out = capsys.readouterr().out
     assert "rejected" in out and "challenger v2" in out and "champion v1 kept" in out
+    assert "holdout MASE 1.2 vs champion v1 1.0" in out  # why, with both scores
 
 
 @pytest.mark.parametrize("how", ["error", "crash", "exit3", "silent", "usage"])

@@ -6,8 +6,11 @@ to 42:10. The real loop (plan mode) runs hourly from hour 24 on an injected cloc
 from that Prometheus with the query catalogue, forecasts every queue with a real estimator (naive, the
 last value with bands from its own past errors) and serves ``/metrics`` on 127.0.0.1, which Prometheus
 scrapes. From hour 50 to 56 its history source is down (the loop holds every queue: stale loop, plans
-held for long). A live scrape stamps samples with the wall clock, and the rules look back an hour (``offset 1h``)
-and 5 one-minute steps (k-of-n), so the test also reads the loop's ``/metrics`` over HTTP after each
+held for long). It also serves a ``gpu-demand`` champion from a registry (``Champions``): v1, registered
+30 days before hour 40 (past its maximum age from then on), and from hour 44 to 46 a v2 whose files fail
+to load (the last good v1 keeps serving, the failed loads are counted). A live scrape stamps samples
+with the wall clock, and the rules look back an hour (``offset 1h``) and 5 one-minute steps (k-of-n), so
+the test also reads the loop's ``/metrics`` over HTTP after each
 cycle and backfills that text, stamped with the cycle's clock every 5 minutes until the next cycle. Then
 every rule and panel query that reads the loop's series (the PrometheusRule, the dashboard and
 ``examples/alerts/forecast-bands.yaml``; ``predictor_loop_*``, ``predictor_forecast_*``;
@@ -33,11 +36,15 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from models.forecast.registry import forecasters
+from models.frames import ID, TIME, VALUE
 from predictor import sim
 from predictor.config import PrometheusSettings, load_settings
-from predictor.errors import DataSourceError
+from predictor.errors import DataSourceError, RegistryError
 from predictor.loop import FileCluster, Loop, LoopMetrics, MetricsServer
+from predictor.loop.demand import FrameJobs, RegistryDemand
 from predictor.loop.inputs import EstimatorForecaster, SourceHistory
+from predictor.registry import DECISION_TAG, ModelVersionInfo
+from predictor.registry.served import ServedModel
 from predictor.sources.prometheus import PrometheusSource
 from predictor.sources.promql import escape_label_value
 from tests.actuators.fake_apiserver import queue_object
@@ -83,6 +90,9 @@ OUTAGE_ALERTS = {"PredictorLoopStale": (56.5, 49.5), "PredictorPlansHeldLong": (
 # Alerts on failures plan mode cannot have (failed cycles, refused patches): every series and label they
 # select must be exported, which the test checks instead.
 HEALTH_ALERTS = {"PredictorLoopCyclesFailing", "PredictorQueuePatchesFailing"}
+# alert -> (hour where it fires, hour where it does not), from the served demand model's lifecycle
+LIFECYCLE_ALERTS = {"PredictorModelTooOld": (45.5, 35.5), "PredictorModelLoadFailing": (45.5, 35.5)}
+TOO_OLD_H, BROKEN_H = 40, range(44, 46)
 
 
 def _steady_gpus(hour: float) -> float:
@@ -166,6 +176,29 @@ class Outage:
         return self.inner.history(now)
 
 
+class Champions:
+    """A ``ChampionRegistry`` of ``gpu-demand`` on the loop's clock (see the module docstring)."""
+
+    def __init__(self, clock: dict[str, pd.Timestamp]) -> None:
+        self.clock = clock
+
+    def _version(self) -> str:
+        return "2" if int((self.clock["now"] - START) / pd.Timedelta(hours=1)) in BROKEN_H else "1"
+
+    def get(self, family: str) -> ModelVersionInfo:
+        version = self._version()
+        registered = START + pd.Timedelta(hours=TOO_OLD_H) - pd.Timedelta(days=30)
+        if version == "2":
+            registered = START + pd.Timedelta(hours=BROKEN_H.start)
+        tags = {DECISION_TAG: "first" if version == "1" else "newer_data"}
+        return ModelVersionInfo(family, version, "run", created_unix=registered.timestamp(), tags=tags)
+
+    def load(self, family: str) -> ServedModel:
+        if self._version() == "2":
+            raise RegistryError(f"cannot load models:/{family}@champion: v2 fails its digest")
+        return ServedModel(object(), kind="tabular", version="1")  # no pending jobs: never asked to predict
+
+
 def _get(url: str) -> str:
     with urllib.request.urlopen(url, timeout=10) as page:
         return str(page.read().decode())
@@ -189,6 +222,9 @@ def _wait_for_scrape(prom: LocalPrometheus, timeout_s: float = 60.0) -> list[dic
     return []
 
 
+_NO_JOBS = pd.DataFrame({ID: pd.Series(dtype=str), TIME: pd.Series(dtype="datetime64[ns, UTC]"), VALUE: []})
+
+
 @pytest.fixture(scope="module")
 def loop_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalPrometheus, set[str]]]:
     """Prometheus with the source series and the loop's own exported series; yields it and the live-scraped names."""
@@ -206,7 +242,8 @@ def loop_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalP
     loop_settings = load_settings(
         None, actuators={**resizing("plan"), "audit_log": work / "audit.jsonl", "plan_dir": work / "plans"}
     )
-    metrics = LoopMetrics()
+    clock = {"now": START}
+    metrics = LoopMetrics(wall=lambda: clock["now"].timestamp())  # model ages on the loop's clock
     cluster = FileCluster(
         [queue_object(q, deserved=8, capability=16, guarantee=0, allocated=4) for q in queues],
         {
@@ -216,7 +253,6 @@ def loop_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalP
             ]
         },
     )
-    clock = {"now": START}
     scrapes = Scrapes()
     server = MetricsServer(metrics, 0, "127.0.0.1")
     with server, LocalPrometheus(tsdb, scrape=(f"127.0.0.1:{server.port}",)) as prom:
@@ -227,6 +263,7 @@ def loop_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalP
             history=Outage(history),
             metrics=metrics,
             forecaster=EstimatorForecaster(forecasters.create("naive"), version="1"),
+            demand=RegistryDemand(Champions(clock), FrameJobs(_NO_JOBS)),
             clock=lambda: clock["now"],
         )
         for hour in range(FIRST_CYCLE_H, DAYS * 24):
@@ -291,6 +328,19 @@ def test_loop_health_alerts_fire_in_the_outage_only(loop_prom: tuple[LocalPromet
     assert not _query(prom, "query", query=expr, time=at + quiet * HOUR), f"{alert} fires at hour {quiet}"
 
 
+@pytest.mark.parametrize("alert", sorted(LIFECYCLE_ALERTS))
+def test_model_lifecycle_alerts_fire_when_the_served_model_ages_or_fails_to_load(
+    loop_prom: tuple[LocalPrometheus, set[str]], alert: str
+) -> None:
+    prom = loop_prom[0]
+    expr = next(q.expr for q in QUERIES if q.where == f"alert {alert}")
+    firing, quiet = LIFECYCLE_ALERTS[alert]
+    at = START.timestamp()
+    fired = _query(prom, "query", query=expr, time=at + firing * HOUR)
+    assert [s["metric"]["family"] for s in fired] == ["gpu-demand"], f"{alert} does not fire at hour {firing}"
+    assert not _query(prom, "query", query=expr, time=at + quiet * HOUR), f"{alert} fires at hour {quiet}"
+
+
 @pytest.mark.parametrize("alert", sorted(ANOMALY_ALERTS))
 def test_band_alerts_fire_on_the_injected_anomaly_only(loop_prom: tuple[LocalPrometheus, set[str]], alert: str) -> None:
     prom = loop_prom[0]
@@ -307,4 +357,4 @@ def test_band_alerts_fire_on_the_injected_anomaly_only(loop_prom: tuple[LocalPro
 
 def test_every_loop_alert_is_checked() -> None:
     alerts = {q.where.removeprefix("alert ") for q in QUERIES if q.where.startswith("alert ")}
-    assert alerts == set(ANOMALY_ALERTS) | set(OUTAGE_ALERTS) | HEALTH_ALERTS
+    assert alerts == set(ANOMALY_ALERTS) | set(OUTAGE_ALERTS) | set(LIFECYCLE_ALERTS) | HEALTH_ALERTS

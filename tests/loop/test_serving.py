@@ -146,3 +146,68 @@ def test_the_loop_publishes_what_it_serves(models: dict[str, BaseForecaster], tm
     text = _metrics_text(loop.metrics)
     assert 'predictor_loop_served_model_info{family="gpu-forecast",uri="models:/gpu-forecast/1"} 1.0' in text
     assert 'predictor_loop_model_info{family="gpu-forecast",version="models:/gpu-forecast/1"} 1.0' in text
+
+
+def test_the_served_models_age_and_promotion_rule_are_on_metrics(
+    models: dict[str, BaseForecaster], no_fit: None
+) -> None:
+    class Aged(Registry):
+        def get(self, family: str) -> ModelVersionInfo | None:
+            tags = {"promotion_decision": "newer_data" if self.champion == "2" else "first"}
+            registered = NOW.timestamp() - 86400 * int(self.champion)  # v1: a day old, v2: two (clocks differ)
+            return ModelVersionInfo(family, self.champion, "run", created_unix=registered, tags=tags)
+
+    registry, metrics = Aged(models), LoopMetrics(wall=lambda: NOW.timestamp() + 3600)
+    forecaster = RegistryForecaster(registry, metrics=metrics)
+    forecaster.forecast(history(), horizon=6)
+    text = _metrics_text(metrics)
+    assert 'predictor_loop_model_age_seconds{family="gpu-forecast"} 90000.0' in text  # 25 h since registration
+    assert 'predictor_loop_model_promotion_info{decision="first",family="gpu-forecast",version="1"} 1.0' in text
+    registry.champion = "2"
+    forecaster.forecast(history(), horizon=6)
+    text = _metrics_text(metrics)
+    assert 'predictor_loop_model_promotion_info{decision="newer_data",family="gpu-forecast",version="2"} 1.0' in text
+    assert 'version="1"' not in text.split("predictor_loop_model_promotion_info")[-1]  # one row per family
+
+
+def test_the_demand_champion_is_loaded_once_per_version_and_kept_when_a_load_fails() -> None:
+    """``RegistryDemand`` holds its champion like the forecaster: no download each cycle, last good kept."""
+    from predictor.loop.demand import FrameJobs, RegistryDemand
+
+    class Demand:
+        quantile, queue_horizon_h_ = 0.9, 24
+
+        def predict_queues(self, frame: pd.DataFrame) -> pd.DataFrame:
+            last = frame.dropna(subset=["demand"]).sort_values("timestamp").groupby("series_id").tail(1)
+            return pd.DataFrame(
+                {"series_id": last["series_id"], "timestamp": last["timestamp"], "peak": 30.0, "now": last["demand"]}
+            )
+
+    registry = Registry({"1": Demand(), "2": Demand()})  # type: ignore[dict-item]
+    registry.load = lambda family: _tabular(registry)  # type: ignore[method-assign]
+    metrics = LoopMetrics()
+    pending = pd.DataFrame({"series_id": ["team-a"], "timestamp": [NOW], "value": [2.0]})
+    demand = RegistryDemand(registry, FrameJobs(pending), metrics=metrics)
+    for _ in range(3):
+        got = demand.demand(history(), NOW)
+    assert got.versions == {"gpu-demand": "1"} and got.frame["queue"].tolist() == ["team-a"]
+    assert registry.loads == 1  # not downloaded every cycle
+    registry.champion, registry.broken = "2", {"2"}
+    got = demand.demand(history(), NOW)
+    assert got.versions == {"gpu-demand": "1"} and not got.frame.empty  # the last good model keeps serving
+    text = _metrics_text(metrics)
+    assert 'predictor_loop_model_load_failures_total{family="gpu-demand"} 1.0' in text
+    assert 'predictor_loop_served_model_stale{family="gpu-demand"} 1.0' in text
+    registry.broken = set()
+    assert demand.demand(history(), NOW).versions == {"gpu-demand": "2"} and registry.loads == 3
+
+
+def _tabular(registry: Registry) -> ServedModel:
+    """``Registry.load`` for tabular (demand) models."""
+    registry.loads += 1
+    if registry.champion in registry.broken:
+        if registry.last is not None:
+            return registry.last
+        raise ModelRefusedError(f"v{registry.champion} fails its digest")
+    registry.last = ServedModel(registry.models[registry.champion], kind="tabular", version=registry.champion)
+    return registry.last
