@@ -27,7 +27,7 @@ lint: setup
 	$(BIN)/lint-imports
 
 test: setup system-deps lint
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=40  # the slowest tests, so one that outgrows CI is seen early
 
 # The inner loop while editing: no lint, no system packages, no tests marked slow (real Prometheus, demo
 # end to end, Ray) or root (XDP in the kernel).
