@@ -15,6 +15,7 @@ import pandas as pd
 
 from predictor.planner import pending as pending_rule
 from predictor.planner.decisions import SHAPING_CODES, TARGET_CODES, FieldChange, Hold, Memory, QueuePlan, Series
+from predictor.planner.eligibility import why_not_planned
 from predictor.planner.gangs import hard_bounds
 from predictor.planner.safety import allocated_floor, children_of, decide_field, depth, remember, scale_guarantees
 from predictor.planner.settings import PROTECTED_QUEUES, PlannerSettings
@@ -310,7 +311,7 @@ def plan_queues(
     cooling: set[str] = set()  # planned raise-only in their cooldown: no other rule may move them
     for queue in queues:
         own = hold_all or (held_queues or {}).get(queue.name)
-        hold = _why_not_planned(queue, per_queue.get(queue.name), settings, now_s, last_changed or {}, own, recs)
+        hold = why_not_planned(queue, per_queue.get(queue.name), settings, now_s, last_changed or {}, own, recs)
         # A cooldown guards against evicting twice in a row; a raise for waiting gangs evicts nothing itself.
         raise_only = (
             hold is not None
@@ -413,47 +414,6 @@ def _targets_by_queue(
                     basis=f"{target.basis}, capped at live allocatable {limit:g}",
                 )
     return per_queue
-
-
-def _why_not_planned(
-    queue: QueueState,
-    mine: Mapping[str, Target] | None,
-    settings: PlannerSettings,
-    now_s: float,
-    last_changed: Mapping[str, float],
-    hold_all: tuple[str, str] | None,
-    recs: dict[str, Series],
-) -> Hold | None:
-    """The hold that keeps ``queue`` as it is this cycle, or ``None`` when it is planned.
-
-    A queue in its cooldown still feeds its targets to the stabilisation windows (``recs``), so the
-    windows are full when the cooldown ends.
-    """
-    if queue.name in PROTECTED_QUEUES:
-        return Hold(queue.name, f"{queue.name} is never resized", "protected")
-    if not queue.managed:
-        return Hold(
-            queue.name,
-            "not managed: not opted in (actuators.queues.manage) or annotated gpu-capacity-predictor/managed=false",
-            "opted_out",
-        )
-    if hold_all is not None:
-        return Hold(queue.name, hold_all[1], hold_all[0])
-    if not mine:
-        return Hold(queue.name, "no forecast for this queue in the planning horizon", "no_forecast")
-    since = now_s - last_changed.get(queue.name, float("-inf"))
-    if since < settings.cooldown_s:
-        for resource, target in mine.items():
-            for name in FIELDS:
-                key = Memory.key(queue.name, name, resource)
-                recs[key] = remember(
-                    recs.get(key, ()),
-                    now_s,
-                    float(getattr(target, name)),
-                    2 * max(settings.shrink_window_s, settings.grow_window_s),
-                )
-        return Hold(queue.name, f"cooldown: last change {since:.0f} s ago (< {settings.cooldown_s:g} s)", "cooldown")
-    return None
 
 
 def _desired_queue(
