@@ -75,7 +75,7 @@ def test_weekly_retrains_replace_the_champion_and_the_running_loop_serves_it(
     full = _history(5)
     loop_settings = load_settings(
         None,
-        actuators={"mode": "plan", "audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"},
+        actuators={"audit_log": tmp_path / "audit.jsonl", "plan_dir": tmp_path / "plans"},
         mlflow=settings.mlflow.model_dump(),
     )
     clock = {"now": START + 2 * WEEK - pd.Timedelta(hours=1)}
