@@ -53,6 +53,7 @@ def _held_samples(prom: LocalPrometheus) -> int:
     return sum(int(r["value"][1]) for r in answer["data"]["result"])
 
 
+@pytest.mark.slow  # a real Prometheus scraping the collector for several seconds
 def test_rightsize_sees_the_pod_collect_labelled(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
     if not prometheus_available():
         pytest.skip("prometheus/promtool not installed (Debian package 'prometheus')")
