@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from predictor.planner.objective import Objective
+from predictor.planner.tail import DEFAULT_TAIL_QUANTILE, check_tail_quantile
 
 __all__ = ["PROTECTED_QUEUES", "PlannerSettings", "QueueLimits"]
 
@@ -51,7 +52,19 @@ class PlannerSettings(BaseModel):
     )
     resource: str = Field("nvidia.com/gpu", description="Resource name when the forecast has no resource column.")
     horizon_h: float = Field(24.0, gt=0, le=24 * 14, description="Forecast hours that size the next period.")
-    deserved_quantile: Quantile = Field("hi-80", description="Forecast column that sizes deserved.")
+    tail_quantile: float | None = Field(
+        DEFAULT_TAIL_QUANTILE,
+        description="Size deserved ahead of forecast demand: the highest q quantile of the forecast's distribution "
+        "over the horizon (interpolated in normal score between its bands; predictor.planner.tail), so a queue's "
+        "own work does not wait behind borrowers. Between 0.5 and 0.99: higher is more deserved, less wait and "
+        "more idle quota; lower returns quota to the other queues' shares. null: deserved_quantile's column "
+        "instead (also when only deserved_quantile is set). planner.objective, when set, wins over both "
+        "(docs/design.md, 'Deserved from the forecast's distribution').",
+    )
+    deserved_quantile: Quantile = Field(
+        "hi-80",
+        description="Forecast column that sizes deserved when tail_quantile is null (or not set while this is).",
+    )
     capability_quantile: Quantile = Field("hi-95", description="Forecast column that sizes capability.")
     guarantee_quantile: Quantile = Field("lo-80", description="Forecast column whose minimum is the floor.")
     set_guarantee: bool = Field(True, description="Manage spec.guarantee from the queue's steady floor.")
@@ -168,6 +181,23 @@ class PlannerSettings(BaseModel):
         description="Pods with spec.priority at or above this are high priority: their steady (recurring) "
         "GPUs bound the guarantee when job data is known (predictor.planner.gangs).",
     )
+
+    @field_validator("tail_quantile")
+    @classmethod
+    def _tail_range(cls, value: float | None) -> float | None:
+        return None if value is None else check_tail_quantile(value)
+
+    @model_validator(mode="after")
+    def _one_deserved_source(self) -> PlannerSettings:
+        # An explicit column must not be silently overridden by tail_quantile's default: the setting given wins.
+        given = self.model_fields_set
+        if "deserved_quantile" in given and self.tail_quantile is not None:
+            if "tail_quantile" in given:
+                raise ValueError(
+                    "set one of planner.tail_quantile and planner.deserved_quantile (or tail_quantile: null)"
+                )
+            self.tail_quantile = None
+        return self
 
     @model_validator(mode="after")
     def _windows(self) -> PlannerSettings:

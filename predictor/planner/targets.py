@@ -20,6 +20,7 @@ from predictor.planner.objective import mixture_quantile
 from predictor.planner.quantity import MAX_GPUS
 from predictor.planner.settings import PlannerSettings
 from predictor.planner.state import check_queue_name
+from predictor.planner.tail import step_quantiles, tail_name
 
 __all__ = ["Target", "ceil_to", "check_forecast_columns", "floor_to", "forecast_resources", "forecast_targets"]
 
@@ -69,8 +70,11 @@ def floor_to(value: float, step: int) -> float:
 def check_forecast_columns(
     forecast: pd.DataFrame, settings: PlannerSettings, *, source: str = "forecast frame"
 ) -> None:
-    """The columns the planner reads (series id, time, the three configured quantiles) are all there."""
-    columns = {settings.deserved_quantile, settings.capability_quantile, settings.guarantee_quantile}
+    """The columns the planner reads (series id, time, the configured quantiles) are all there.
+
+    With ``tail_quantile`` deserved reads the bands around it: ``mean``, ``hi-80`` and ``hi-95``."""
+    deserved = {"mean", "hi-80", "hi-95"} if _tail_level(settings) is not None else {settings.deserved_quantile}
+    columns = {*deserved, settings.capability_quantile, settings.guarantee_quantile}
     missing = [c for c in (ID, TIME, *sorted(columns)) if c not in forecast.columns]
     if missing:
         known = ", ".join(map(str, forecast.columns))
@@ -110,7 +114,7 @@ def forecast_targets(
             "queue": window[ID].astype(str),
             "resource": resources,
             "t": times.loc[window.index],
-            "d": pd.to_numeric(window[settings.deserved_quantile], errors="coerce"),
+            "d": _deserved_per_step(window, settings),
             "c": pd.to_numeric(window[settings.capability_quantile], errors="coerce"),
             "g": pd.to_numeric(window[settings.guarantee_quantile], errors="coerce"),
         }
@@ -156,9 +160,27 @@ def forecast_targets(
     return out
 
 
+def _tail_level(settings: PlannerSettings) -> float | None:
+    """The tail quantile that sizes deserved, if any: ``planner.objective``, when set, wins over it."""
+    return settings.tail_quantile if settings.objective is None else None
+
+
+def _deserved_per_step(window: pd.DataFrame, settings: PlannerSettings) -> pd.Series:
+    """Each step's deserved level: its ``tail_quantile`` quantile, or the fixed ``deserved_quantile`` column."""
+    q = _tail_level(settings)
+    if q is None:
+        return pd.to_numeric(window[settings.deserved_quantile], errors="coerce")
+    if window.empty:
+        return pd.Series(dtype=float, index=window.index)
+    upper = window[["mean", "hi-80", "hi-95"]]  # q > 0.5: the lower bands never bound it
+    return pd.Series(step_quantiles(upper, q), index=window.index)
+
+
 def _deserved_source(settings: PlannerSettings) -> str:
-    objective = settings.objective
-    return settings.deserved_quantile if objective is None else f"newsvendor p={objective.deserved_level:.2f}"
+    objective, q = settings.objective, _tail_level(settings)
+    if objective is not None:
+        return f"newsvendor p={objective.deserved_level:.2f}"
+    return settings.deserved_quantile if q is None else tail_name(q)
 
 
 def _objective_levels(grouped: pd.DataFrame, window: pd.DataFrame, settings: PlannerSettings) -> pd.DataFrame:
