@@ -58,7 +58,7 @@ class PlannerSettings(BaseModel):
         "over the horizon (interpolated in normal score between its bands; predictor.planner.tail), so a queue's "
         "own work does not wait behind borrowers. Between 0.5 and 0.99: higher is more deserved, less wait and "
         "more idle quota; lower returns quota to the other queues' shares. null: deserved_quantile's column "
-        "instead (also when only deserved_quantile is set). planner.objective, when set, wins over both "
+        "instead (also when deserved_quantile is set and this is not). planner.objective, when set, wins over both "
         "(docs/design.md, 'Deserved from the forecast's distribution').",
     )
     deserved_quantile: Quantile = Field(
@@ -189,13 +189,10 @@ class PlannerSettings(BaseModel):
 
     @model_validator(mode="after")
     def _one_deserved_source(self) -> PlannerSettings:
-        # An explicit column must not be silently overridden by tail_quantile's default: the setting given wins.
+        # An explicit column must not be silently overridden by tail_quantile's default. Given both (a dumped
+        # model is), a tail_quantile that is not null wins, so a model round-trips through model_dump().
         given = self.model_fields_set
-        if "deserved_quantile" in given and self.tail_quantile is not None:
-            if "tail_quantile" in given:
-                raise ValueError(
-                    "set one of planner.tail_quantile and planner.deserved_quantile (or tail_quantile: null)"
-                )
+        if "deserved_quantile" in given and "tail_quantile" not in given:
             self.tail_quantile = None
         return self
 
