@@ -84,7 +84,9 @@ def test_which_setting_sizes_deserved() -> None:
 
 def frame(mean: list[float], sigma: float) -> pd.DataFrame:
     rows = normal(0.0, sigma, len(mean)).add(pd.Series(mean), axis=0)
-    return rows.assign(**{ID: "q", TIME: pd.date_range(NOW, periods=len(mean), freq="h")})
+    rows[ID] = "q"
+    rows[TIME] = pd.date_range(NOW, periods=len(mean), freq="h")
+    return rows
 
 
 def test_forecast_targets_size_deserved_at_q_and_say_so() -> None:
