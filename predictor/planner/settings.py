@@ -1,10 +1,10 @@
 """The planner's policy knobs, as one pydantic section (``planner:`` in the settings file).
 
-Defaults are the documented behaviour of ``predictor plan`` without ``--config``: size ``deserved`` from
-the forecast's upper 80 % bound over the next 24 h with 10 % headroom, ``capability`` = the live allocatable
-GPUs (``borrow: idle``; ``borrow: forecast`` sizes it from the upper 95 % bound instead),
-guarantee from the lower 80 % floor, a dead band of 1 GPU or 10 %, at most 8 GPUs or 50 % per cycle, a
-1 h cooldown, and a 6 h shrink stabilisation window against none for growth (HPA ``behavior``).
+Defaults are the documented behaviour of ``predictor plan`` without ``--config``: size ``deserved`` ahead
+of demand, at the forecast's 90 % quantile (``tail_quantile``) over the next 24 h with 10 % headroom,
+``capability`` = the live allocatable GPUs (``borrow: idle``; ``borrow: forecast`` sizes it from the
+upper 95 % bound instead), guarantee from the lower 80 % floor, a dead band of 1 GPU or 10 %, at most
+8 GPUs or 50 % per cycle, a 1 h cooldown, and a 6 h shrink stabilisation window against none for growth (HPA ``behavior``).
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ class PlannerSettings(BaseModel):
     objective: Objective | None = Field(
         None,
         description="Size deserved and guarantee as the newsvendor optimum of these costs (docs/design.md, "
-        "predictor.planner.objective) instead of the fixed quantile columns.",
+        "predictor.planner.objective) instead of tail_quantile and the fixed quantile columns.",
     )
     high_priority: int = Field(
         1000,
