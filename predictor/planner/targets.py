@@ -72,8 +72,8 @@ def check_forecast_columns(
 ) -> None:
     """The columns the planner reads (series id, time, the configured quantiles) are all there.
 
-    With ``tail_quantile`` deserved reads the bands around it: ``mean``, ``hi-80`` and ``hi-95``."""
-    deserved = {"mean", "hi-80", "hi-95"} if _tail_level(settings) is not None else {settings.deserved_quantile}
+    With ``tail_quantile`` deserved reads the upper bands ``hi-80`` and ``hi-95`` (and ``mean`` where given)."""
+    deserved = {"hi-80", "hi-95"} if _tail_level(settings) is not None else {settings.deserved_quantile}
     columns = {*deserved, settings.capability_quantile, settings.guarantee_quantile}
     missing = [c for c in (ID, TIME, *sorted(columns)) if c not in forecast.columns]
     if missing:
@@ -172,7 +172,8 @@ def _deserved_per_step(window: pd.DataFrame, settings: PlannerSettings) -> pd.Se
         return pd.to_numeric(window[settings.deserved_quantile], errors="coerce")
     if window.empty:
         return pd.Series(dtype=float, index=window.index)
-    upper = window[["mean", "hi-80", "hi-95"]]  # q > 0.5: the lower bands never bound it
+    # q > 0.5: the lower bands never bound it; without a mean the hi-80 → hi-95 segment is extended down.
+    upper = window[[c for c in ("mean", "hi-80", "hi-95") if c in window.columns]]
     return pd.Series(step_quantiles(upper, q), index=window.index)
 
 

@@ -98,6 +98,9 @@ def test_forecast_targets_size_deserved_at_q_and_say_so() -> None:
     deserved = {q: t[("q", GPU)].deserved for q, t in targets.items()}
     assert deserved == {0.8: 49.0, 0.9: 53.0, 0.95: 57.0}  # ceil(40 + z·10): 48.4, 52.8, 56.4
     assert "forecast p95 ahead 56.4" in targets[0.95][("q", GPU)].basis
+    no_mean = f.drop(columns=["mean"])  # the upper bands suffice: at 0.9 the level is hi-80 itself
+    plain = PlannerSettings.model_validate({"headroom": 0.0, "tail_quantile": 0.9})
+    assert forecast_targets(no_mean, plain, now=NOW)[("q", GPU)].deserved == 53.0
     column = PlannerSettings.model_validate({"headroom": 0.0, "deserved_quantile": "hi-95"})
     assert forecast_targets(f, column, now=NOW)[("q", GPU)].deserved == 60.0  # ceil(40 + 1.96·10)
     # planner.objective, when set, wins over tail_quantile: the newsvendor's p = 0.5 mixture median.
