@@ -107,6 +107,9 @@ class QueuePlan:
     changes: tuple[FieldChange, ...]
     held: tuple[Hold, ...]
     memory: Memory
+    # Queues whose deserved this plan may set below what they hold (``planner.deserved_below_allocated``):
+    # the actuator must not read that as a conflict when the live object moved on.
+    below_allocated: frozenset[str] = frozenset()
 
     def changed_queues(self) -> list[str]:
         return sorted({c.queue for c in self.changes})
