@@ -154,7 +154,7 @@ def parser() -> argparse.ArgumentParser:
     out.add_argument("--windows", default="all", help="'all' or window indices per trace, e.g. 0,3")
     out.add_argument("--seeds", default="1", help="N: seeds 0 … N−1; a list such as 0,3: those seeds")
     out.add_argument("--weeks", type=float, default=4.0, help="window length (Alibaba: at most its span)")
-    out.add_argument("--rows", default=None, help="only these rows, comma-separated (default: every row)")
+    out.add_argument("--rows", "--policies", default=None, help="only these rows, comma-separated (default: every row)")
     out.add_argument("--jobs", type=int, default=1, help="replays at a time (processes)")
     out.add_argument("--cache-dir", type=Path, default=Path("/tmp/bench-replay-cache"), help="per-run results")
     out.add_argument("--no-cache", action="store_true", help="run everything, read and write no cache")

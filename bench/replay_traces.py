@@ -72,7 +72,8 @@ def windows(trace: Trace, weeks: float, step: pd.Timedelta = WEEK) -> list[Windo
     span = (trace.end - trace.begin) / WEEK
     if not trace.sliding or span <= weeks:
         return [Window(trace.name, 0, trace.begin, min(weeks, span))]
-    out, start = [], trace.begin
+    out: list[Window] = []
+    start = trace.begin
     while start + pd.Timedelta(weeks=weeks) <= trace.end:
         out.append(Window(trace.name, len(out), start, weeks))
         start += step
