@@ -1,13 +1,14 @@
 """Benchmark the quota policies in replay: every row on every window of every trace, several seeds each.
 
 Usage, from the repository root:
-    python -m bench.replay [--traces philly,alibaba[,recurring]] [--windows all|0,2] [--seeds 1|0,3]
+    python -m bench.replay [--traces philly,alibaba[,recurring,synthetic]] [--windows all|0,2] [--seeds 1|0,3]
         [--weeks 4] [--rows static-elastic,loop,...] [--jobs N] [--cache-dir DIR] [--no-cache]
         [--data DIR] [--sizing drain|mean] [--load 0.95] [planner settings, below]
 
 What is measured (``bench.replay_traces``): Philly's 10 weeks cut into every 4-week window stepping one week
 (7 windows), Alibaba's whole span (one window), and with ``--traces recurring`` a synthetic trace of daily
-jobs asking more GPUs than they use (``bench.replay_recurring``), where right-sizing has requests to change.
+jobs asking more GPUs than they use (``bench.replay_recurring``), where right-sizing has requests to change
+(``synthetic``: the earlier synthetic trace, its published figures reproducible).
 A seed draws the jobs' usage profiles only; the scheduler is deterministic.
 
 Each window is sized by one rule (``bench.replay_sizing``, ``--sizing``): by default the smallest cluster on

@@ -7,6 +7,10 @@ background jobs, a few teams run the same jobs every day (a nightly retrain, an 
 would give). Right-sizing learns them from the warm-up week's runs, so from the window's first day their
 requests can shrink; ``bench.replay`` reports how many it changed. The background jobs keep their simulated
 usage profiles (drawn per seed), and none of them recurs.
+
+``synthetic`` is the earlier synthetic trace, kept so its published figures can be reproduced: the
+simulator's jobs recurring as 4 workload templates per queue, with usage drawn from the simulator's profiles
+(their runs mostly keep what they ask busy, so right-sizing changes few requests there).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import pandas as pd
 from bench.replay_traces import WEEK, Trace
 from predictor.sim import normalise_jobs, synthetic_jobs
 
-__all__ = ["daily_jobs", "recurring"]
+__all__ = ["daily_jobs", "recurring", "synthetic"]
 
 BEGIN = pd.Timestamp("2026-01-05T00:00Z")
 
@@ -55,3 +59,10 @@ def recurring(*, weeks: int = 4, jobs_per_hour: float = 20.0, daily_queues: int 
     background = background.assign(workload=background["job_id"], gpus_used=np.nan)
     jobs = pd.concat([background, daily], ignore_index=True).sort_values(["submit", "job_id"], kind="stable")
     return Trace("recurring", jobs.reset_index(drop=True), BEGIN, end, sliding=False)
+
+
+def synthetic() -> Trace:
+    """The simulator's jobs (60 an hour) recurring as 4 workload templates per queue: one 4-week window."""
+    end = BEGIN + 4 * WEEK
+    jobs = synthetic_jobs(BEGIN - WEEK, end, seed=0, jobs_per_hour=60, workloads_per_queue=4)
+    return Trace("synthetic", jobs, BEGIN, end, sliding=False)

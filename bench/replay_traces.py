@@ -11,7 +11,8 @@ before it.
   of jobs, so its whole span after the warm-up week (about 3.4 weeks) is one window. Queues are the 10
   largest apps plus ``other``; an app is a recurring workload; instances alive at the end of the trace run
   until it (right-censored). The trace has no calendar: day 0 is mapped to 2026-01-05.
-- ``recurring`` (``bench.replay_recurring``): synthetic, with daily jobs asking more GPUs than they use.
+- ``recurring`` (``bench.replay_recurring``): synthetic, with daily jobs asking more GPUs than they use;
+  ``synthetic``: the earlier synthetic trace (the simulator's recurring workload templates).
 
 Seeds. A replay's seed draws the jobs' usage profiles only: how many of its GPUs each job keeps busy, its
 utilisation and memory (the public traces record requests, not use). The scheduler is deterministic, so a
@@ -33,7 +34,7 @@ from predictor.sim import load_jobs, normalise_jobs
 __all__ = ["TRACES", "Trace", "Window", "alibaba", "load", "philly", "windows"]
 
 WEEK = pd.Timedelta(days=7)
-TRACES = ("philly", "alibaba", "recurring")
+TRACES = ("philly", "alibaba", "recurring", "synthetic")
 
 
 @dataclass(frozen=True)
@@ -123,8 +124,8 @@ def load(name: str, data: Path) -> Trace:
         return philly(data)
     if name == "alibaba":
         return alibaba(data)
-    if name == "recurring":
-        from bench.replay_recurring import recurring
+    if name in ("recurring", "synthetic"):
+        from bench import replay_recurring
 
-        return recurring()
+        return replay_recurring.recurring() if name == "recurring" else replay_recurring.synthetic()
     raise InputError(f"--traces: {name!r} is not one of {', '.join(TRACES)}")
