@@ -215,7 +215,10 @@ def report(results: Sequence[Result], write: Callable[[str], None] = print) -> N
         mine = [r for r in results if r.trace == trace]
         seeds = sorted({r.seed for r in mine})
         windows = sorted({r.window for r in mine})
-        write(f"\n## {trace}: {len(windows)} window(s) × {len(seeds)} seed(s)\n")
+        write(
+            f"\n## {trace}: {len(windows)} window(s) × {len(seeds)} seed(s) {seeds} (a seed draws the jobs' usage "
+            "profiles only; the scheduler is deterministic)\n"
+        )
         for line in [*_windows(mine), "", *table(mine), "", *_changed(mine), "", *goal_rows(mine), ""]:
             write(line)
         for line in value_of_information(mine):

@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ __all__ = [
     "Run",
     "has_forecaster",
     "jobs_digest",
+    "replays_as",
     "rows",
     "run_all",
     "run_key",
@@ -131,14 +132,23 @@ def jobs_digest(jobs: pd.DataFrame) -> str:
     return h.hexdigest()[:16]
 
 
+def replays_as(row: Row, jobs: pd.DataFrame) -> Row:
+    """The row whose replay ``row``'s is: ``rightsize+loop`` on jobs without a ``workload`` column is ``loop``
+    (nothing recurs, so right-sizing changes no request), which saves Philly a replay per window and seed."""
+    if row.policy == "rightsize+loop" and "workload" not in jobs.columns:
+        return replace(row, policy="loop")
+    return row
+
+
 def run_key(run: Run, jobs: str, planner: PlannerSettings, source: str) -> str:
-    """The cache key of ``run``: its inputs, the digest of its jobs and the digest of the code."""
+    """The cache key of ``run``: its inputs (the row's replay, not its name), the digest of its jobs and the
+    digest of the code."""
     inputs = {
         "trace": run.window.trace,
         "start": run.window.start.isoformat(),
         "weeks": run.window.weeks,
         "seed": run.seed,
-        "row": asdict(run.row),
+        "row": {k: v for k, v in asdict(run.row).items() if k != "name"},
         "nodes": run.nodes,
         "planner": planner.model_dump(mode="json"),
         "jobs": jobs,
@@ -233,29 +243,33 @@ def run_all(
     a progress line per finished run. Results in the order of ``runs``."""
     todo = list(runs)
     results: dict[int, Result] = {}
-    pending: list[tuple[int, str, pd.DataFrame]] = []
+    # Runs with one key are one replay (``replays_as``): replayed once, reported under each row's name.
+    pending: dict[str, tuple[Run, pd.DataFrame, list[int]]] = {}
     for i, run in enumerate(todo):
         table = jobs(run.window)
-        key = run_key(run, jobs_digest(table), planner, source)
+        same = replace(run, row=replays_as(run.row, table))
+        key = run_key(same, jobs_digest(table), planner, source)
         hit = cache.get(key)
         if hit is not None:
-            results[i] = hit
-            progress(len(results), len(todo), hit)
-        else:
-            pending.append((i, key, table))
-    if workers <= 1:
-        for i, key, table in pending:
-            results[i] = replay_one(todo[i], table, planner)
-            cache.put(key, results[i])
+            results[i] = replace(hit, row=run.row.name)
             progress(len(results), len(todo), results[i])
+        else:
+            pending.setdefault(key, (same, table, []))[2].append(i)
+
+    def done(key: str, result: Result) -> None:
+        cache.put(key, result)
+        for i in pending[key][2]:
+            results[i] = replace(result, row=todo[i].row.name)
+            progress(len(results), len(todo), results[i])
+
+    if workers <= 1:
+        for key, (same, table, _) in pending.items():
+            done(key, replay_one(same, table, planner))
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures: dict[Future[Result], tuple[int, str]] = {
-                pool.submit(replay_one, todo[i], table, planner): (i, key) for i, key, table in pending
+            futures: dict[Future[Result], str] = {
+                pool.submit(replay_one, same, table, planner): key for key, (same, table, _) in pending.items()
             }
             for future in as_completed(futures):
-                i, key = futures[future]
-                results[i] = future.result()
-                cache.put(key, results[i])
-                progress(len(results), len(todo), results[i])
+                done(futures[future], future.result())
     return [results[i] for i in range(len(todo))]

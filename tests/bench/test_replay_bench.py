@@ -19,6 +19,7 @@ from bench.replay_runs import (
     Row,
     Run,
     jobs_digest,
+    replays_as,
     rows,
     run_all,
     run_key,
@@ -131,6 +132,18 @@ def test_a_cached_run_is_served_without_replaying(tmp_path: Path) -> None:
     assert got.cached and got.summary["goodput_gpu_h"] == 1000.0 and lines == ["loop"]
     with pytest.raises(InputError, match="no job is submitted"):  # other code: a miss, so it replays (no jobs here)
         run_all([RUN], lambda w: jobs.iloc[:0], planner, cache, "other code", progress=lambda *a: None)
+
+
+def test_rightsize_loop_on_a_trace_without_workloads_is_the_loop_replayed_once(tmp_path: Path) -> None:
+    jobs, planner = _jobs(), PlannerSettings.model_validate({})
+    rightsize = Row("rightsize+loop", "rightsize+loop")
+    assert replays_as(rightsize, jobs) == Row("rightsize+loop", "loop")
+    assert replays_as(rightsize, jobs.assign(workload="w")) == rightsize  # recurring jobs: its own replay
+    cache = Cache(tmp_path)
+    cache.put(run_key(RUN, jobs_digest(jobs), planner, "code"), _result("loop"))
+    both = [RUN, Run(RUN.window, 0, rightsize, 83, 0.8)]
+    got = run_all(both, lambda w: jobs, planner, cache, "code", progress=lambda *a: None)
+    assert [r.row for r in got] == ["loop", "rightsize+loop"] and got[0].summary == got[1].summary
 
 
 def test_cells_are_mean_min_max_over_windows_and_seeds() -> None:
