@@ -6,7 +6,7 @@ Three triggers, each read from what the loop already has or reads from Prometheu
   for the step in force (``predictor.diagnose.bands.step_at``, the step the band gauges and the
   ``PredictorQueueDemandAnomaly`` alerts compare with);
 - ``gpu_util_band``: a job's mean GPU utilisation over the window moved out of the band of its own
-  preceding window (median ± a few robust deviations, never narrower than ``UTIL_BAND_MIN_PCT``), so a
+  preceding window (mean ± 3 standard deviations, never narrower than ``UTIL_BAND_MIN_PCT``), so a
   steady job that stalls triggers and a job that always swings does not;
 - ``job_restart``: a container of a job restarted in the window (kube-state-metrics' restart counter) or
   Volcano retried the job (its scheduler's retry counter).
@@ -46,7 +46,7 @@ POD_LABELS = "kube_pod_labels"
 TRIGGER_METRICS = (GPU_UTIL, RESTARTS, RETRIES, POD_LABELS)
 JOB_LABEL, QUEUE_LABEL = "label_volcano_sh_job_name", "label_volcano_sh_queue_name"
 UTIL_BAND_MIN_PCT = 15.0  # a steady job's spread is ~0: a band narrower than this would fire on noise
-UTIL_BAND_MADS = 4.0
+UTIL_BAND_SIGMAS = 3.0  # a job that always swings has a wide band: its swings are not a change
 MIN_SAMPLES = 3  # per window: fewer cannot tell a band from a blip
 # The features' rule for a pod without a job label: the pod name without its replica suffix.
 _REPLICA = re.compile(r"(-(worker|master|launcher|ps|chief|task))?-\d+$")
@@ -134,8 +134,8 @@ def util_triggers(frame: pd.DataFrame, now: pd.Timestamp, window: pd.Timedelta) 
         during = steps.loc[steps["t"] > now - window, VALUE].to_numpy(dtype=np.float64)
         if len(before) < MIN_SAMPLES or len(during) < MIN_SAMPLES:
             continue  # a job that just started or ended has no band of its own yet
-        mid = float(np.median(before))
-        width = max(UTIL_BAND_MADS * 1.4826 * float(np.median(np.abs(before - mid))), UTIL_BAND_MIN_PCT)
+        mid = float(np.mean(before))
+        width = max(UTIL_BAND_SIGMAS * float(np.std(before)), UTIL_BAND_MIN_PCT)
         level = float(np.mean(during))
         if abs(level - mid) > width:
             why = f"job {job} GPU utilisation {level:.0f} % outside its band [{mid - width:.0f}, {mid + width:.0f}] %"
