@@ -386,6 +386,12 @@ def _run_once(loop: Loop, settings: Settings, *, force: bool) -> None:
         _none_managed()
     if report.hold:
         console.print(f"held everything: {report.hold[1]}", markup=False)
+    if loop.rca is not None and loop.rca.last is not None:
+        from predictor.loop.rca import summary
+
+        line = summary(loop.rca.last)
+        if line:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     xdp = loop.xdp.last if loop.xdp is not None else None
     if xdp is not None:
         done = xdp.error or f"inputs for {len(xdp.nodes)} nodes ({len(xdp.skipped)} without)" + (

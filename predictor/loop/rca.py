@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from predictor.registry.served import ServedModel
     from predictor.sources import MetricSource
 
-__all__ = ["NOT_FAULTS", "LoopRca", "RcaModel", "RcaOutcome", "RegistryRca"]
+__all__ = ["NOT_FAULTS", "LoopRca", "RcaModel", "RcaOutcome", "RegistryRca", "summary"]
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,7 @@ class LoopRca:
         self.settings, self.source, self.models, self.metrics, self.cluster = settings, source, models, metrics, cluster
         self.window = pd.Timedelta(seconds=settings.window_s)
         self.step = pd.Timedelta(seconds=settings.step_s)
+        self.last: RcaOutcome | None = None  # the last cycle's diagnosis (what `predictor loop --once` prints)
 
     def hold(
         self,
@@ -136,7 +137,7 @@ class LoopRca:
         forecast: pd.DataFrame | None = None,
     ) -> RcaOutcome:
         """One cycle's diagnosis, audited; the queues it holds are added to ``held`` (an earlier hold wins)."""
-        outcome = self.run(now, cycle, mode, history=history, forecast=forecast)
+        outcome = self.last = self.run(now, cycle, mode, history=history, forecast=forecast)
         audit.append(outcome.records)
         for queue, why in outcome.held.items():
             held.setdefault(queue, why)
@@ -250,3 +251,18 @@ class LoopRca:
                 )
             )
         return records
+
+
+def summary(outcome: RcaOutcome) -> str:
+    """One line for a person: what triggered the diagnosis and the faults found (``""``: nothing triggered)."""
+    if outcome.error:
+        return f"root-cause diagnosis failed: {outcome.error}"
+    if not outcome.triggers:
+        return ""
+    faults = [f for f in outcome.findings if f["cause"] not in ("healthy", "insufficient_data")]
+    found = ", ".join(
+        f"{f['cause']} ({f['probability']:.2f})"
+        + "".join(f" {k} {v}" for k, v in (("node", f["scope"].get("node")), ("queue", f["queue"])) if v)
+        for f in faults[:5]
+    )
+    return f"root causes after {len(outcome.triggers)} trigger(s): {found or 'none found'}"

@@ -22,7 +22,7 @@ from predictor.config import DiagnoseLoopSettings, load_settings
 from predictor.diagnose.models import load_default
 from predictor.errors import DataSourceError, RegistryError
 from predictor.loop import FileCluster, Loop, LoopMetrics
-from predictor.loop.rca import LoopRca, RegistryRca
+from predictor.loop.rca import LoopRca, RegistryRca, summary
 from predictor.loop.rca_triggers import demand_triggers, restart_triggers, util_triggers
 from predictor.registry import RCA_FAMILY, ModelVersionInfo
 from predictor.registry.served import ServedModel
@@ -219,6 +219,8 @@ def test_a_failed_diagnosis_is_counted_and_audited_and_the_cycle_goes_on(tmp_pat
     assert ("connection refused" if broken == "source" else "no champion") in failed[0]["reason"]
     assert records[-1]["outcome"] == "cycle-done"
     assert _sample(loop.metrics, "predictor_loop_rca_diagnoses_total", result="failed") == 1
+    assert loop.rca is not None and loop.rca.last is not None
+    assert summary(loop.rca.last).startswith("root-cause diagnosis failed: ")
 
 
 # -- the served champion -------------------------------------------------------------------------------

@@ -44,7 +44,10 @@ def _openmetrics(frame: pd.DataFrame, path: Path) -> None:
 
 
 def test_loop_once_records_the_injected_fault_from_the_registered_champion(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prometheus_from_openmetrics: Any
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    prometheus_from_openmetrics: Any,
 ) -> None:
     monkeypatch.chdir(tmp_path)  # MLflow's default artifact root is ./mlruns
     run = simulate_scenario(SMALL)
@@ -100,7 +103,9 @@ def test_loop_once_records_the_injected_fault_from_the_registered_champion(
             str(metrics_file),
         ]
     )
-    assert rc == 0
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "root causes after" in out and "gpu_oom" in out and "node-005" in out
 
     # 4. The finding in the audit log: cause, node, job, probability and the served model's URI.
     records = AuditLog(tmp_path / "audit.jsonl").read()
