@@ -41,6 +41,7 @@ REASON_CODES = (
     "borrow",
     "guarantee_held",
     "pending_raise",
+    "rca_fault",  # the gpu-rca champion found a fault stalling the queue's jobs (predictor.loop.rca)
     *SHAPING_CODES,
 )
 # Codes of a change that went to its target unclipped, naming what set the target (predictor.planner.demand_rule).
