@@ -38,7 +38,8 @@ def replay(
             "--jobs",
             help="Job table (CSV/Parquet), as `predictor simulate --jobs`: "
             "submit_time, queue or vc, num_gpus, duration_s[, workload, priority, "
-            "checkpoint_s, restart_s].",
+            "checkpoint_s, restart_s, preemptable]; preemptable false: reclaim and preempt never evict "
+            "the job (default true).",
         ),
     ],
     nodes: Annotated[int, typer.Option("--nodes", help="Number of nodes.")],
