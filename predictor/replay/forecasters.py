@@ -16,7 +16,6 @@ training pipeline (it sits below it), so the job's defaults are restated here an
 from __future__ import annotations
 
 import tempfile
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -85,13 +84,11 @@ class ServedAuto:
     def __init__(self) -> None:
         self.served: ServedModel | None = None
         self.retrains = 0
-        self.retrain_s: list[float] = []  # wall seconds of each retrain (fit + state round trip)
         self.failures: list[str] = []  # retrains that failed: the previous model keeps serving, as in the loop
 
     def retrain(self, history: pd.DataFrame) -> None:
         from models.forecast import forecasters, serving_params
 
-        t0 = time.perf_counter()
         frame = _recent(history, history[TIME].max(), TRAIN_LOOKBACK)
         model = forecasters.create(TRAIN_MODEL, freq=TRAIN_FREQ, **serving_params(TRAIN_MODEL, TRAIN_HORIZON_H, {}))
         try:
@@ -100,7 +97,6 @@ class ServedAuto:
             self.failures.append(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         else:
             self.retrains += 1
-        self.retrain_s.append(time.perf_counter() - t0)
 
     def forecast(self, history: pd.DataFrame, *, now: pd.Timestamp, horizon: int) -> pd.DataFrame:
         if self.served is None:
