@@ -50,7 +50,14 @@ __all__ = [
 QUOTA_FREE = "quota-free"
 FORECASTERS = ("naive", "auto", "oracle")
 # The code a replay's numbers come from (paths from the repository root).
-SOURCES = ("predictor/replay", "predictor/sim", "predictor/planner", "predictor/rightsize", "models/forecast")
+SOURCES = (
+    "predictor/replay",
+    "predictor/sim",
+    "predictor/planner",
+    "predictor/rightsize",
+    "predictor/registry",
+    "models/forecast",
+)
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,19 @@ class Scheduler:
         self._changed = True
         self._schedule()
 
+    def set_deserved(self, deserved: dict[str, float]) -> None:
+        """Set several queues' deserved at once, then one pass: a session that recomputed every queue's
+        share (Volcano's proportion plugin) acts on all of them together."""
+        for queue, value in deserved.items():
+            if queue not in self._qidx:
+                raise InputError(f"unknown queue {queue!r} (known: {', '.join(self.queue_names)})")
+            self.deserved[self._qidx[queue]] = value
+        self._q_t.append(self.now)
+        self._q_des.append(self.deserved.copy())
+        self._q_cap.append(self.capability.copy())
+        self._changed = True
+        self._schedule()
+
     def set_node_ready(self, node: int, ready: bool) -> None:
         """Mark a node (not) ready; going not-ready kills its gangs and requeues them (pods evicted)."""
         if ready == self._node_ready[node]:
