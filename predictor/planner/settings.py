@@ -1,7 +1,7 @@
 """The planner's policy knobs, as one pydantic section (``planner:`` in the settings file).
 
 Defaults are the documented behaviour of ``predictor plan`` without ``--config``: size ``deserved`` ahead
-of demand, at the forecast's 90 % quantile (``tail_quantile``) over the next 24 h with 10 % headroom,
+of demand, at the forecast's 80 % quantile (``tail_quantile``) over the next 24 h with 10 % headroom,
 ``capability`` = the live allocatable GPUs (``borrow: idle``; ``borrow: forecast`` sizes it from the
 upper 95 % bound instead), guarantee from the lower 80 % floor, a dead band of 1 GPU or 10 %, at most
 8 GPUs or 50 % per cycle, a 1 h cooldown, and a 6 h shrink stabilisation window against none for growth
