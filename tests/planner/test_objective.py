@@ -79,6 +79,6 @@ def test_forecast_targets_follow_the_objective_when_it_is_set() -> None:
     target = forecast_targets(forecast, settings, now=NOW)[("q", "nvidia.com/gpu")]
     assert (target.deserved, target.guarantee) == (40.0, 40.0)  # the median of the mixture, both at p = 0.5
     assert "newsvendor p=0.50" in target.basis
-    plain = PlannerSettings.model_validate({"headroom": 0.0})
+    plain = PlannerSettings.model_validate({"headroom": 0.0, "deserved_quantile": "hi-80"})  # the fixed column
     fixed = forecast_targets(forecast, plain, now=NOW)[("q", "nvidia.com/gpu")]
     assert (fixed.deserved, fixed.guarantee) == (80.0, 0.0)  # without it: max hi-80, min lo-80
