@@ -169,7 +169,13 @@ def plan_faults(data: WindowData, seed: int, n_faults: int, window_steps: int, c
             length = max(4, int(minutes * 60 / step_s))
             k0 = int(rng.integers(2 * window_steps, max(2 * window_steps + 1, n_steps - length)))
             k1 = min(k0 + length, n_steps)
-            fault = _draw(cause, rng, jobs, queues, nodes, k0, k1, len(faults))
+            # A starved queue is one with work running: its quota cut shows against its use.
+            used = (
+                {}
+                if cap is None
+                else dict(zip(col(cap.labels, "queue_name"), np.nan_to_num(cap.values[k0]), strict=True))
+            )
+            fault = _draw(cause, used, rng, jobs, queues, nodes, k0, k1, len(faults))
             if fault is None:
                 continue
             where = {fault[0].queue} if cause == "scheduling_starvation" else set(fault[0].job_nodes) | {fault[0].node}
@@ -182,6 +188,7 @@ def plan_faults(data: WindowData, seed: int, n_faults: int, window_steps: int, c
 
 def _draw(
     cause: str,
+    used: dict[str, float],
     rng: np.random.Generator,
     jobs: list[Job],
     queues: list[str],
@@ -195,7 +202,7 @@ def _draw(
     if cause == "scheduling_starvation":
         if not queues:
             return None
-        q = str(rng.choice(np.array(queues)))
+        q = str(rng.choice(np.array(queues if not used else [q for q in queues if used.get(q, 0) > 0] or queues)))
         return [
             Fault(
                 fid,

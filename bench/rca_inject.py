@@ -147,8 +147,8 @@ def _apply(
                 k0,
                 k1,
                 e,
-                mult=3 + 8 * s,
-                add=rng.uniform(50, 200) * step_s,
+                mult=3 + 15 * s,
+                add=rng.uniform(50, 500) * step_s,
             )
             counter(
                 data,
@@ -172,9 +172,11 @@ def _apply(
         for name in _PAUSE if f.cause == "roce_pfc_storm" else _ECN if f.cause == "roce_congestion" else ():
             # A PFC storm starts at one NIC and spreads to the job's others, weaker.
             here = cols_of(tables[name], node) if name in tables else whole[:0]
-            counter(data, name, here, k0, k1, e, mult=(15 + 60 * s) if f.cause == "roce_pfc_storm" else (6 + 20 * s))
+            storm = f.cause == "roce_pfc_storm"
+            add = rng.uniform(500, 2e4) * s * step_s
+            counter(data, name, here, k0, k1, e, mult=(20 + 400 * s) if storm else (5 + 200 * s), add=add)
             rest = np.setdiff1d(cols.get(name, whole[:0]), here)
-            counter(data, name, rest, k0, k1, e, mult=(3 + 10 * s) if f.cause == "roce_pfc_storm" else (6 + 20 * s))
+            counter(data, name, rest, k0, k1, e, mult=(5 + 50 * s) if storm else (5 + 200 * s), add=add / 4)
         scale(
             data,
             util,
@@ -283,7 +285,7 @@ def _nvlink(
             k0,
             k1,
             e,
-            add=rng.uniform(0.5, 10, (n, len(mine))) * s * step_s,
+            add=rng.uniform(2, 40, (n, len(mine))) * s * step_s,
         )
         counter(
             data,
@@ -292,7 +294,7 @@ def _nvlink(
             k0,
             k1,
             e,
-            add=rng.uniform(0.2, 5, (n, len(mine))) * s * step_s,
+            add=rng.uniform(1, 20, (n, len(mine))) * s * step_s,
         )
         counter(data, f"{_GPU}NVLINK_RECOVERY_ERROR_COUNT_TOTAL", mine, k0, k1, e, add=0.02 * s * step_s)
     if f.phase in ("", "nvlink"):
@@ -373,8 +375,8 @@ def confound(data: WindowData, seed: int) -> WindowData:
     if temp is not None:
         keys = sorted(set(zip(node_of(temp.labels), col(temp.labels, "gpu"), strict=True)))
         hot = {keys[i] for i in rng.choice(len(keys), max(1, len(keys) // 16), replace=False)}
-        for j, k in enumerate(zip(node_of(temp.labels), col(temp.labels, "gpu"), strict=True)):
-            if k in hot:
+        for j, key in enumerate(zip(node_of(temp.labels), col(temp.labels, "gpu"), strict=True)):
+            if key in hot:
                 temp.values[:, j] += 6 + 8 * rng.random()
     util = data.tables.get(f"{_GPU}GPU_UTIL")
     for job in running_jobs(data):
@@ -383,8 +385,8 @@ def confound(data: WindowData, seed: int) -> WindowData:
         cols = np.array(
             [
                 i
-                for i, k in enumerate(zip(node_of(util.labels), col(util.labels, "gpu"), strict=True))
-                if k in set(job.gpus)
+                for i, key in enumerate(zip(node_of(util.labels), col(util.labels, "gpu"), strict=True))
+                if key in set(job.gpus)
             ]
         )
         k = job.first + int(rng.integers(20, 60))

@@ -56,7 +56,7 @@ class Rule:
     def fires(self, rows: pd.DataFrame) -> np.ndarray:
         x = rows[self.feature].to_numpy(dtype=np.float64)
         ok = np.isfinite(x) & (x > _SENTINEL)
-        return ok & ((x > self.threshold) if self.op == ">" else (x < self.threshold))
+        return np.asarray(ok & ((x > self.threshold) if self.op == ">" else (x < self.threshold)), dtype=bool)
 
     def excess(self, rows: pd.DataFrame) -> np.ndarray:
         """How far past the threshold (relative), to rank nodes that fire the same rule."""

@@ -58,7 +58,7 @@ def scope_table(rows: pd.DataFrame, shown: np.ndarray, score_: np.ndarray) -> pd
     out = []
     for (scenario, at, fid), part in fault.groupby(["scenario", "at", "fault_id"], sort=False):
         found = part[~part["shown"].isin([HEALTHY, INSUFFICIENT])]
-        first = found.loc[found["score"].idxmax()] if len(found) else None
+        first = found.iloc[int(np.argmax(found["score"].to_numpy()))] if len(found) else None
         out.append(
             {
                 "scenario": scenario,
