@@ -230,7 +230,8 @@ def _draw(
             )
         ]
     running = [j for j in jobs if j.first <= k0 - 2 and j.last >= k1]
-    if cause in _NETWORK:
+    if cause in _NETWORK or (cause in PEER_WAITS and rng.random() < 0.7):
+        # Gangs across nodes: the network's victims, and the ones whose peers wait on a broken node.
         running = [j for j in running if len(j.nodes) > 1] or running
     if cause in ("nvlink", "cascade"):
         running = [j for j in running if len(j.gpus) > 1]

@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> None:
                 }
             )
         scope = scope_table(seen, shown, prob)
-        per_profile[name] = (_per_cause(seen, shown, r_shown, scope), scope, tree_s, rules, shown)
+        per_profile[name] = (_per_cause(seen, shown, r_shown, scope), scope, tree_s, rules, shown, r_shown)
         blind[name] = _blind(per_profile[name][0], profile)
         print(f"  {name}: scored ({time.perf_counter() - t0:.0f} s)", flush=True)
     _report(pd.DataFrame(lines), per_profile, blind, test, names)
@@ -221,6 +221,15 @@ def _report(
     f = f.assign(cover=np.where(f["cover"] >= 0.5, ">= 50 %", "< 50 %"), cascade=f["phase"].replace("", "-"))
     for key in ("role", "cover", "shape", "cascade", "n_gpus"):
         print(f"  {key:8s} " + ", ".join(f"{k}: {v.mean():.2f} ({len(v)})" for k, v in f.groupby(key)["right"]))
+    healthy = (test["label"] == HEALTHY).to_numpy()
+    alarms = pd.Series(per_profile[head][5][healthy]).value_counts() / healthy.sum()
+    rules = {r.cause: r for r in per_profile[head][3].rules}
+    print(
+        f"\n## {head}: the rules' false alarms by the rule that fired (share of healthy rows; threshold from training)"
+    )
+    for cause, share in alarms.drop(HEALTHY, errors="ignore").head(6).items():
+        r = rules[str(cause)]
+        print(f"  {cause}: {share:.3f} ({r.feature} {r.op} {r.threshold:.3g})")
     print("\n## Causes each profile's tree cannot tell apart (< 50 % of their rows right), and why")
     for name in names:
         print(f"{name}:")
