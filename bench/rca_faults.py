@@ -254,7 +254,7 @@ def _draw(
         a, b = k0 + (k1 - k0) // 3, k0 + 2 * (k1 - k0) // 3
         return [
             Fault(
-                fid,
+                fid + i,  # one id per phase: each is scored (and located) on its own windows
                 "nvlink",
                 s0,
                 s1,
@@ -266,7 +266,7 @@ def _draw(
                 phase=p,
                 xid=74 if p != "nvlink" else 0,
             )
-            for p, s0, s1 in (("nvlink", k0, a), ("hang", a, b), ("restarts", b, k1))
+            for i, (p, s0, s1) in enumerate((("nvlink", k0, a), ("hang", a, b), ("restarts", b, k1)))
         ]
     xid = 0
     if cause == "gpu_hardware":

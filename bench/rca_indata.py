@@ -23,7 +23,7 @@ from pipelines.rca_data import Scenario, simulate_scenario, to_window_data
 
 __all__ = ["IndependentScenario", "independent_rows", "independent_scenarios"]
 
-_FORMAT = 1  # bump when faults, injection or labelling change: cached rows are then rebuilt
+_FORMAT = 2  # bump when faults, injection or labelling change: cached rows are then rebuilt
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,9 @@ def test_planned_faults_keep_one_fault_per_node_at_a_time(healthy: WindowData) -
     faults = plan_faults(healthy, seed=5, n_faults=26, window_steps=15, cascades=1)
     assert len({f.cause for f in faults}) >= 8
     assert [f.phase for f in faults if f.phase] == ["nvlink", "hang", "restarts"]
-    spans = [(f.fault_id, f.culprits() | f.peers() | set(f.job_nodes), f.start, f.end) for f in faults]
+    cascade = [f for f in faults if f.phase]
+    assert [f.end for f in cascade[:2]] == [f.start for f in cascade[1:]]  # one fault after the other, no gap
+    spans = [(f.fault_id, f.culprits() | f.peers() | set(f.job_nodes), f.start, f.end) for f in faults if not f.phase]
     for i, a, s0, e0 in spans:
         for j, b, s1, e1 in spans:
             if i < j and a & b:
