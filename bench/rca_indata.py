@@ -21,9 +21,9 @@ from bench.rca_inject import confound, inject
 from models.rca_features import mark_not_applicable, window_features, with_derived
 from pipelines.rca_data import Scenario, simulate_scenario, to_window_data
 
-__all__ = ["IndependentScenario", "independent_rows", "independent_scenarios"]
+__all__ = ["FORMAT", "IndependentScenario", "independent_rows", "independent_scenarios"]
 
-_FORMAT = 2  # bump when faults, injection or labelling change: cached rows are then rebuilt
+FORMAT = 2  # bump when faults, injection or labelling change: cached rows are then rebuilt
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class IndependentScenario:
 
     @property
     def name(self) -> str:
-        return f"ind{_FORMAT}-seed{self.seed}-n{self.nodes}-d{self.days:g}-q{self.queues}-j{self.jobs_per_hour:g}"
+        return f"ind{FORMAT}-seed{self.seed}-n{self.nodes}-d{self.days:g}-q{self.queues}-j{self.jobs_per_hour:g}"
 
     def simulator(self) -> Scenario:
         return Scenario(

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from bench.rca import _cache_default
-from bench.rca_indata import independent_rows, independent_scenarios
+from bench.rca_indata import FORMAT, independent_rows, independent_scenarios
 from bench.rca_rules import CANDIDATES, fit_rules, signal_families
 from bench.rca_scoring import Scores, scope_table, score
 from models.rca import HEALTHY, INSUFFICIENT, RootCauseTree
@@ -276,7 +276,7 @@ def main() -> None:
     parser.add_argument("--refresh", action="store_true", help="recompute even if this report is cached")
     args = parser.parse_args()
     key = hashlib.sha256(
-        repr((vars(args) | {"cache": "", "refresh": False}, sorted(FEATURE_NAMES))).encode()
+        repr((vars(args) | {"cache": "", "refresh": False}, sorted(FEATURE_NAMES), FORMAT)).encode()
     ).hexdigest()[:16]
     path = args.cache / "independent-reports" / f"{key}.txt"
     if path.is_file() and not args.refresh:
