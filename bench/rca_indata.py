@@ -23,7 +23,7 @@ from pipelines.rca_data import Scenario, simulate_scenario, to_window_data
 
 __all__ = ["FORMAT", "IndependentScenario", "independent_rows", "independent_scenarios"]
 
-FORMAT = 2  # bump when faults, injection or labelling change: cached rows are then rebuilt
+FORMAT = 3  # bump when faults, injection or labelling change: cached rows are then rebuilt
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,11 @@ def _apply(
         whole = np.array([i for i, k in enumerate(pairs) if k in keys], dtype=np.intp)
     util = f"{_GPU}GPU_UTIL"
     if f.cause == "gpu_thermal":
-        blend(data, f"{_GPU}GPU_TEMP", mine, k0, k1, tables[f"{_GPU}GPU_TEMP"].values[k0:k1][:, mine] + 10 + 12 * s, e)
+        # Towards a throttling temperature (84-92 °C: the training simulator's are 86-95 °C), from wherever it was.
+        hot = 84 + 8 * s + rng.normal(0, 1.0, (n, len(mine)))
+        blend(
+            data, f"{_GPU}GPU_TEMP", mine, k0, k1, np.maximum(hot, tables[f"{_GPU}GPU_TEMP"].values[k0:k1][:, mine]), e
+        )
         scale(data, f"{_GPU}SM_CLOCK", mine, k0, k1, 0.92 - 0.12 * s, e)
         scale(data, util, mine, k0, k1, 0.95 - 0.15 * s, e)
         scale(data, f"{_GPU}POWER_USAGE", mine, k0, k1, 0.9, e)
@@ -220,7 +224,9 @@ def _apply(
         carrier = tables.get("node_network_carrier_changes_total")
         if carrier is not None:
             flaps = np.zeros(n)
-            flaps[rng.choice(n, size=min(n, int(rng.integers(1, 4))), replace=False)] = 2.0
+            # Down and up again at irregular 3-10 minute gaps (the training simulator's flap every two minutes).
+            gaps = np.cumsum(rng.integers(3, 11, size=n) * 60 / step_s).astype(int) - int(rng.integers(0, 3))
+            flaps[gaps[(gaps >= 0) & (gaps < n)]] = 2.0
             counter(
                 data,
                 "node_network_carrier_changes_total",
