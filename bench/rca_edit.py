@@ -5,13 +5,21 @@ the series is summed again, so its rate rises during the fault and the total nev
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
-from models.rca_window import WindowData, _Table, col, node_of
+from models.rca_window import WindowData, col, node_of
 
 __all__ = ["append", "blend", "cols_of", "counter", "envelope", "scale", "set_where_held"]
+
+
+class Labelled(Protocol):
+    """A family's table: one row of labels per series."""
+
+    @property
+    def labels(self) -> pd.DataFrame: ...
 
 
 def envelope(shape: str, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -29,7 +37,7 @@ def envelope(shape: str, n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def cols_of(
-    t: _Table, nodes: Sequence[str], gpus: Sequence[str] | None = None, where: dict[str, str] | None = None
+    t: Labelled, nodes: Sequence[str], gpus: Sequence[str] | None = None, where: dict[str, str] | None = None
 ) -> np.ndarray:
     keep = np.isin(node_of(t.labels), list(nodes))
     if gpus is not None:
@@ -97,10 +105,9 @@ def set_where_held(data: WindowData, name: str, cols: np.ndarray, k0: int, k1: i
 
 
 def append(data: WindowData, name: str, values: np.ndarray, labels: pd.DataFrame) -> None:
+    """Add series (columns of ``values``, one ``labels`` row each) to family ``name``, creating it if absent."""
     t = data.tables.get(name)
-    if t is None:
-        data.tables[name] = _Table(values, labels.reset_index(drop=True))
-    else:
-        data.tables[name] = _Table(
-            np.column_stack([t.values, values]), pd.concat([t.labels, labels], ignore_index=True).fillna("")
-        )
+    if t is not None:
+        values = np.column_stack([t.values, values])
+        labels = pd.concat([t.labels, labels], ignore_index=True).fillna("")
+    data.tables[name] = WindowData.from_matrices(data.times, {name: (values, labels)}).tables[name]
