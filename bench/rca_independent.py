@@ -43,6 +43,7 @@ from models.rca_features import FEATURE_NAMES, mark_not_applicable
 from models.rca_profiles import DEFAULT_PROFILE, PROFILES, Profile
 from pipelines.rca_configs import CONFIG_FAMILIES
 from pipelines.rca_data import HELDOUT_SCENARIOS, MIN_TRAIN_STRENGTH, build_dataset
+from predictor.errors import InputError
 from predictor.timeparse import parse_duration
 
 SIZES: dict[str, dict[str, Any]] = {
@@ -139,9 +140,6 @@ def run(args: argparse.Namespace) -> None:
     window = parse_duration(args.window, name="--window")
     seeds = [int(s) for s in args.seeds.split(",") if s] or [9001 + i for i in range(size["seeds"])]
     names = [p for p in args.profiles.split(",") if p] or list(PROFILES)
-    unknown = [p for p in names if p not in PROFILES]
-    if unknown:
-        sys.exit(f"--profiles: unknown {', '.join(unknown)} (known: {', '.join(PROFILES)})")
     t0 = time.perf_counter()
     print(f"## Data (size {args.size}, window {args.window})", flush=True)
     train_scen = _training_scenarios(size["train"])
@@ -275,6 +273,17 @@ def main() -> None:
     )
     parser.add_argument("--refresh", action="store_true", help="recompute even if this report is cached")
     args = parser.parse_args()
+    # Bad input: one line, no traceback (checked before anything is built or cached).
+    try:
+        parse_duration(args.window, name="--window")
+        [int(x) for x in args.seeds.split(",") if x]
+    except InputError as exc:
+        sys.exit(str(exc))
+    except ValueError:
+        sys.exit(f"--seeds {args.seeds!r}: expected comma-separated integers")
+    unknown = [p for p in args.profiles.split(",") if p and p not in PROFILES]
+    if unknown:
+        sys.exit(f"--profiles: unknown {', '.join(unknown)} (known: {', '.join(PROFILES)})")
     key = hashlib.sha256(
         repr((vars(args) | {"cache": "", "refresh": False}, sorted(FEATURE_NAMES), FORMAT)).encode()
     ).hexdigest()[:16]
