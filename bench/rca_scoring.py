@@ -23,6 +23,7 @@ from models.rca import HEALTHY, INSUFFICIENT
 
 __all__ = ["METRICS", "Scores", "bootstrap", "scope_table", "score"]
 
+MIN_PROBABILITY = 0.5
 METRICS = ("macro_f1", "top1_strict", "node_scope", "scope_cause", "false_alarms")
 
 
@@ -57,7 +58,8 @@ def scope_table(rows: pd.DataFrame, shown: np.ndarray, score_: np.ndarray) -> pd
     fault = frame[(frame["label"] != HEALTHY) & (frame["label"] != "scheduling_starvation") & (frame["role"] != "")]
     out = []
     for (scenario, at, fid), part in fault.groupby(["scenario", "at", "fault_id"], sort=False):
-        found = part[~part["shown"].isin([HEALTHY, INSUFFICIENT])]
+        # diagnose reports a cause only at probability >= 0.5 (``min_probability``); the rules' scores are >= 1.
+        found = part[~part["shown"].isin([HEALTHY, INSUFFICIENT]) & (part["score"] >= MIN_PROBABILITY)]
         first = found.iloc[int(np.argmax(found["score"].to_numpy()))] if len(found) else None
         out.append(
             {
