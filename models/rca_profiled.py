@@ -238,6 +238,9 @@ def fit_profiled(
         out.models[name] = model.fit(train[list(FEATURE_NAMES)], train["label"].to_numpy())
         out.profiles[name] = profile
         out.reach[name], out.confused[name] = class_reach(out.models[name], own, own["label"].to_numpy())
+        # A cause the profile cannot tell is left out of its tree's answers: its leaves are patches of other
+        # windows that class balancing handed to it, and would blame quiet windows on it.
+        out.models[name].blind_ = out.cannot_tell(name)
     return out
 
 
