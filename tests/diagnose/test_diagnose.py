@@ -35,7 +35,7 @@ def _quiet(run: sim.SimResult, at: str) -> None:
 
 
 def _check_shape(result: dict[str, Any], at: str) -> None:
-    assert set(result) == {"at", "window", "families", "findings"}
+    assert set(result) == {"at", "window", "families", "profile", "findings"}
     assert set(result["families"]) == {"found", "missing"} and "DCGM_FI_DEV_GPU_UTIL" in result["families"]["found"]
     assert pd.Timestamp(result["at"]) == pd.Timestamp(at) and result["window"] == "15m"
     probs = [f["probability"] for f in result["findings"]]
