@@ -30,7 +30,7 @@ from models.rca import HEALTHY, RootCauseTree, _by_base_rate
 from models.rca_eval import RcaReport, augment_missing, evaluate
 from models.rca_features import FEATURE_NAMES
 from models.rca_profiles import PROFILES, Profile, profile_for
-from models.rca_specs import SPECS
+from models.rca_specs import METRIC_FAMILIES, SPECS, features_of_family
 
 __all__ = [
     "FORMAT",
@@ -78,6 +78,15 @@ class ProfiledRca:
         over the profiles this model holds)."""
         profile = profile_for(families, self.profiles.values())
         return profile, self.models[profile.name]
+
+    def predict(self, rows: pd.DataFrame) -> np.ndarray:
+        """Classes of candidate rows (``FEATURE_NAMES``), from the tree of the profile their measured features
+        select: a family counts as present when any feature it feeds is measured on any row (MLflow serving)."""
+        measured = {c for c in FEATURE_NAMES if c in rows.columns and rows[c].notna().any()}
+        present = {f for f in METRIC_FAMILIES if not features_of_family(f) or measured & set(features_of_family(f))}
+        profile, tree = self.for_present(present)
+        pred: np.ndarray = tree.predict(blank(rows, profile)[list(tree.feature_names_in_)])
+        return pred
 
     def cannot_tell(self, profile: str) -> tuple[str, ...]:
         """Causes whose held-out recall in ``profile`` is below ``MIN_REACH`` (empty when not measured)."""
