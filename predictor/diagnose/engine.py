@@ -219,12 +219,14 @@ def _with_profile_caveat(finding: dict[str, Any], model: ProfiledRca, profile: s
         return finding
     parts: list[str] = []
     families: list[str] = []
+    fixable: list[str] = []
     for cause in causes:
         needs = model.needs(profile, cause)
         parts.append(f"{cause} (needs {', '.join(needs)})" if needs else cause)
         families += needs
+        fixable += [cause] if needs else []
     text = f"; not diagnosable with the {profile} profile's families: {', '.join(parts)}"
-    advice = f" To diagnose them too, enable {enable_advice(families)}." if families else ""
+    advice = f" To also diagnose {', '.join(fixable)}, enable {enable_advice(families)}." if families else ""
     return {
         **finding,
         "explanation": finding["explanation"].replace(" → ", f"{text} → ", 1)
