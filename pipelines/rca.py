@@ -80,12 +80,13 @@ class RcaOutcome:
 
 
 def gate_report(model: ProfiledRca | RootCauseTree, rows: pd.DataFrame, profile: str = DEFAULT_PROFILE) -> RcaReport:
-    """``rows`` scored as a site with ``profile`` sees them; a model without that profile's tree (a single
-    tree from an older release) answers with the tree it would pick for the profile's families."""
+    """What promotion is judged on: ``rows`` scored as a site with ``profile`` sees them, every cause
+    included (one the profile cannot tell counts as missed, so no version gains by giving up on a cause).
+    A model without that profile's tree (a single tree from an older release) answers with the tree it
+    would pick for the profile's families."""
     profiled = model if isinstance(model, ProfiledRca) else ProfiledRca.of_tree(model)
-    if profile in profiled.models:
-        return evaluate_profile(profiled, rows, profile)
     _, tree = profiled.for_present(PROFILES[profile].present)
+    tree = profiled.models.get(profile, tree)
     return evaluate(tree, blank(rows, PROFILES[profile]))
 
 
@@ -120,7 +121,7 @@ def train_rca(
         train, min_strength=MIN_TRAIN_STRENGTH, missing_groups=missing_groups(), missing_share=MISSING_SHARE
     )
     per_profile = {name: evaluate_profile(model, test, name) for name in model.models}
-    report = per_profile[DEFAULT_PROFILE]
+    report = gate_report(model, test)
     outcome = RcaOutcome(
         model=model,
         report=report,

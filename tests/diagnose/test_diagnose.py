@@ -240,3 +240,12 @@ def test_a_malformed_model_file_is_one_line(
     err = capsys.readouterr().err.strip()
     assert "bad-model.json" in err and len(err.splitlines()) == 1 and "Traceback" not in err
     assert not out.exists()
+
+
+def test_help_lists_the_families_each_cause_needs_per_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["diagnose", "--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Families each cause needs" in text and "dcgm-default" in text
+    assert "gpu_thermal" in text and "DCGM_FI_DEV_GPU_TEMP" in text
