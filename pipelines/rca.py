@@ -32,7 +32,16 @@ from predictor.errors import InputError
 from predictor.registry import RCA_FAMILY, ModelRegistry, git_revision, judge, settle, verdict_tags
 from predictor.sources import MetricSource
 
-__all__ = ["QUICK_HELDOUT", "QUICK_TRAIN", "RcaJob", "RcaOutcome", "default_cache_dir", "gate_report", "train_rca"]
+__all__ = [
+    "QUICK_HELDOUT",
+    "QUICK_TRAIN",
+    "RcaJob",
+    "RcaOutcome",
+    "default_cache_dir",
+    "gate_report",
+    "profile_tag",
+    "train_rca",
+]
 
 QUICK_TRAIN = (Scenario(seed=11, nodes=4, fault_rate_per_day=80, days=0.5),)
 QUICK_HELDOUT = (Scenario(seed=12, nodes=4, fault_rate_per_day=80, days=0.5),)
@@ -77,6 +86,11 @@ class RcaOutcome:
             text += f"; registered {RCA_FAMILY} v{self.version} as challenger"
             text += ", promoted to champion" if self.promoted else ", champion kept"
         return "; ".join([text, *self.notes])
+
+
+def profile_tag(profile: str) -> str:
+    """The MLflow tag holding a profile's held-out macro-F1 (tag names allow no ``+``)."""
+    return "macro_f1_" + profile.replace("+", "-plus-")
 
 
 def gate_report(model: ProfiledRca | RootCauseTree, rows: pd.DataFrame, profile: str = DEFAULT_PROFILE) -> RcaReport:
@@ -183,7 +197,7 @@ def train_rca(
     tags = {
         "git_revision": git_revision(),
         "real_incidents": str(outcome.real_incidents),
-        **{f"macro_f1_{name}": f"{r.macro_f1:.4f}" for name, r in per_profile.items()},
+        **{profile_tag(name): f"{r.macro_f1:.4f}" for name, r in per_profile.items()},
         **verdict_tags(verdict),
     }
     info = registry.log_model(
