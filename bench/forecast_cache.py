@@ -21,10 +21,10 @@ STAMP = "CODE_DIGEST"
 SOURCES = ("models/forecast", "bench/forecast_traces.py", "bench/forecast_global.py")
 
 
-def code_digest(repo: Path = REPO) -> str:
+def code_digest(repo: Path = REPO, sources: tuple[str, ...] = SOURCES) -> str:
     """A short digest of the sources the cached records depend on (paths and contents, in a fixed order)."""
     files: list[Path] = []
-    for name in SOURCES:
+    for name in sources:
         path = repo / name
         files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
     h = hashlib.sha256()

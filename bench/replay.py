@@ -1,414 +1,224 @@
-"""Benchmark the quota policies in replay: 4 Philly weeks and the Alibaba DLRM jobs, five policies each.
+"""Benchmark the quota policies in replay: every row on every window of every trace, several seeds each.
 
 Usage, from the repository root:
-    python -m bench.replay [--weeks 4] [--sizing drain|mean] [--load 0.95]
-        [--datasets philly,alibaba[,synthetic]] [--policies static-hard,...] [--seed 0]
-        [--borrow idle|forecast] [--objective] [--wait-gpu-h W] [--reclaim-gpu-h R]
-        [--deserved-below-allocated] [--guarantee-within-demand]
-        [--pending-raise] [--react-pending-gpus N] [--react-after-min M]
+    python -m bench.replay [--traces philly,alibaba[,recurring,synthetic]] [--windows all|0,2] [--seeds 1|0,3]
+        [--weeks 4] [--rows static-elastic,loop,...] [--jobs N] [--cache-dir DIR] [--no-cache]
+        [--data DIR] [--sizing drain|mean] [--load 0.95] [planner settings, below]
 
-Cluster size ("demand close to capacity"), one rule for every trace (``--sizing``):
+What is measured (``bench.replay_traces``): Philly's 10 weeks cut into every 4-week window stepping one week
+(7 windows), Alibaba's whole span (one window), and with ``--traces recurring`` a synthetic trace of daily
+jobs asking more GPUs than they use (``bench.replay_recurring``), where right-sizing has requests to change
+(``synthetic``: the earlier synthetic trace, its published figures reproducible).
+A seed draws the jobs' usage profiles only; the scheduler is deterministic.
 
-- ``drain`` (the default): the smallest cluster on which a work-conserving, quota-free scheduler with fluid
-  GPUs ends the replay with no backlog (under one GPU-hour). Smaller, and some submitted work must stay undone
-  however it is scheduled; so demand is as close to capacity as it can be while the work still fits.
-  Parameter-free, and never below the ``mean`` rule's size.
-- ``mean`` (the earlier rule): mean zero-wait demand over the replay at ``--load`` of capacity. On a trace
-  whose demand grows it over-subscribes the end: the fluid backlog grows to the last hour, part of the jobs
-  never start, and p95 wait measures which cohort starves rather than a policy at "demand close to capacity".
+Each window is sized by one rule (``bench.replay_sizing``, ``--sizing``): by default the smallest cluster on
+which a work-conserving, quota-free scheduler with fluid GPUs leaves no backlog at the end. Replays run with
+Volcano's reclaim and preempt actions on, jobs checkpointing hourly and paying 5 minutes to restart
+(``predictor.replay`` defaults).
 
-Each trace prints both rules' node counts and, week by week, zero-wait demand ÷ capacity (mean, p95) and
-the fluid backlog at the week's end. Replays run with Volcano's reclaim and preempt actions on, jobs
-checkpointing hourly and paying 5 minutes to restart (``predictor.replay`` defaults). Printed: one table per
-trace with every policy's ``summary.json`` measures and its wall time, then the goals, each checked against
-the numbers above it (a goal that is missed says so): the loop beats static-elastic on goodput, loses at
-least 30 % fewer GPU-hours to reclaims and has no worse p95 wait; ``rightsize+loop`` allocates at least 89 %
-where demand allows and keeps fragmentation at most 5 %. "Where demand allows" is computed per trace, on the
-same jobs and cluster: the work-conserving fluid bound (zero-wait demand with the backlog carried hour to
-hour, no gangs: no scheduler allocates more of the jobs' own GPU-time) and a quota-free run (all jobs in one
-queue owning the cluster, same gangs, nodes and scheduler). The allocation goal is ≥ min(89 %, fluid bound).
+The rows (``bench.replay_runs``): the replay's policies, the loop once per forecaster where the replay lets
+it be chosen, and a quota-free reference. One run per (trace, window, seed, row), cached under
+``--cache-dir`` by its inputs and the digest of the code it ran (a code change runs it again), ``--jobs``
+at a time, a progress line each on stderr.
 
-- Philly (``../shared/data/philly/jobs.csv``, CC BY 4.0): 4 weeks from 2017-10-09; no workload ids, so
-  nothing recurs and ``rightsize+loop`` equals ``loop`` there.
-- Alibaba (``../shared/data/alibaba/jobs.csv``, cluster-trace-gpu-v2025 DLRM GPU instances, research use):
-  queues are the 10 largest apps plus ``other``; an app is a recurring workload; instances alive at the
-  end of the trace run until it (right-censored). No calendar in the trace: day 0 is mapped to 2026-01-05.
-- Synthetic (``--datasets synthetic``, not in the default run): the simulator's jobs recurring as 4 workload
-  templates per queue, the dataset where right-sizing has recurring workloads to act on.
+Printed (``bench.replay_report``): per trace, the windows, a table of every row as mean (min–max) over
+windows × seeds, the goals per window for the default loop against static elastic quotas (marking the
+windows the defaults were chosen on), and the value of information of the forecast.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
-import numpy as np
-import pandas as pd
+if not __package__:  # run as a file (python bench/replay.py): import the packages from this repository
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.replay_report import report
+from bench.replay_runs import Cache, Result, Row, Run, rows, run_all, source_digest, window_jobs
+from bench.replay_sizing import fluid, fluid_bound, hourly_demand, sized_nodes
+from bench.replay_traces import TRACES, Trace, Window, load, windows
+from predictor.errors import InputError
 from predictor.planner import PlannerSettings
-from predictor.replay import POLICIES, ReplaySettings, replay
-from predictor.replay.demand import zero_wait_demand
-from predictor.sim import load_jobs, normalise_jobs
+
+__all__ = ["fluid", "fluid_bound", "hourly_demand", "main", "sized_nodes"]
 
 REPO = Path(__file__).resolve().parents[1]
-
-DATA = REPO.parent / "shared" / "data"
-COLUMNS = (
-    "allocation",
-    "utilisation",
-    "wait_p50_min",
-    "wait_p95_min",
-    "preemptions",
-    "reclaims",
-    "lost_gpu_h",
-    "goodput_gpu_h",
-    "fragmentation",
-)
+GPUS_PER_NODE = 8
 
 
-def philly() -> tuple[pd.DataFrame, pd.Timestamp]:
-    return load_jobs(DATA / "philly" / "jobs.csv"), pd.Timestamp("2017-10-09T00:00Z")
+class FlagError(Exception):
+    """A flag value the benchmark cannot use (printed as one line)."""
 
 
-def alibaba() -> tuple[pd.DataFrame, pd.Timestamp]:
-    raw = pd.read_csv(DATA / "alibaba" / "jobs.csv")
-    gpu = raw[(raw["source"] == "dlrm2025") & (raw["req_gpus"] > 0) & raw["submit_time_s"].notna()].copy()
-    trace_end = float(gpu[["submit_time_s", "end_time_s"]].max().max())
-    duration = gpu["duration_s"].where(gpu["duration_s"] > 0)
-    duration = duration.fillna(trace_end - gpu["submit_time_s"]).clip(lower=60)
-    top = gpu["group"].value_counts().index[:10]
-    queue = gpu["group"].where(gpu["group"].isin(top), "other").str.replace("_", "-")
-    day0 = pd.Timestamp("2026-01-05T00:00Z")
-    frame = pd.DataFrame(
-        {
-            "job_id": gpu["job_id"].astype(str),
-            "submit_time": (day0 + pd.to_timedelta(gpu["submit_time_s"], unit="s")),
-            "queue": queue,
-            "num_gpus": np.ceil(gpu["req_gpus"]).astype(int),
-            "duration_s": duration,
-            "workload": gpu["group"].astype(str),
-        }
-    )
-    jobs = normalise_jobs(frame, source="alibaba dlrm2025")
-    return jobs, (jobs["submit"].min().floor("D") + pd.Timedelta(days=7))
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """One line, not the usage block: ``error: argument --jobs: invalid int value: 'x'``."""
+        self.exit(2, f"error: {message}\n")
 
 
-def synthetic() -> tuple[pd.DataFrame, pd.Timestamp]:
-    """The simulator's recurring-workload jobs (``predictor simulate --synthetic --workloads-per-queue 4``):
-    the "where demand allows" dataset for right-sizing, since neither public trace names recurring jobs
-    honestly (Philly's job file has no user or job name; Alibaba's apps are not one job run again)."""
-    from predictor.sim import synthetic_jobs
-
-    begin = pd.Timestamp("2026-01-05T00:00Z")
-    jobs = synthetic_jobs(
-        begin - pd.Timedelta(days=7), begin + pd.Timedelta(weeks=4), seed=0, jobs_per_hour=60, workloads_per_queue=4
-    )
-    return jobs, begin
+def _ints(flag: str, text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise FlagError(f"{flag} {text!r}: expected whole numbers separated by commas") from None
+    if not values or min(values) < 0:
+        raise FlagError(f"{flag} {text!r}: expected whole numbers ≥ 0 separated by commas")
+    return values
 
 
-def hourly_demand(jobs: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp) -> pd.Series:
-    """Cluster zero-wait demand per hour from the warm-up week to ``end``, of the jobs a replay schedules."""
-    warm = start - pd.Timedelta(days=7)
-    window = jobs[(jobs["submit"] >= warm) & (jobs["submit"] < end)]
-    return zero_wait_demand(window, warm, end).groupby("timestamp")["value"].sum()
+def seeds_of(text: str) -> list[int]:
+    """``--seeds``: ``N`` runs seeds 0 … N−1; a list (``0,3``) runs those seeds."""
+    values = _ints("--seeds", text)
+    if "," in text:
+        return sorted(set(values))
+    if values[0] < 1:
+        raise FlagError("--seeds 0: run at least one seed (N runs seeds 0 … N−1; a list such as 0,3 runs those)")
+    return list(range(values[0]))
 
 
-def fluid(demand: pd.Series, capacity: int) -> tuple[pd.Series, pd.Series]:
-    """A work-conserving, quota-free scheduler with fluid GPUs (no gangs, no nodes), hour by hour: it serves
-    ``min(capacity, zero-wait demand + backlog)`` and carries the rest as backlog (GPU-hours). Returns the
-    served GPUs and the backlog after each hour. The backlog at any hour only falls as capacity grows."""
-    backlog, served, left = 0.0, [], []
-    for value in demand.to_numpy(float).tolist():
-        serve = min(float(capacity), value + backlog)
-        backlog = max(0.0, backlog + value - serve)
-        served.append(serve)
-        left.append(backlog)
-    return pd.Series(served, index=demand.index), pd.Series(left, index=demand.index)
+def windows_of(text: str, traces: list[Trace], weeks: float) -> list[Window]:
+    """``--windows``: ``all``, or window indices (each trace keeps those it has)."""
+    every = [w for t in traces for w in windows(t, weeks)]
+    if text == "all":
+        return every
+    wanted = set(_ints("--windows", text))
+    chosen = [w for w in every if w.index in wanted]
+    counts = ", ".join(f"{t.name} {len(windows(t, weeks))}" for t in traces)
+    missing = wanted - {w.index for w in chosen}
+    if missing:
+        raise FlagError(f"--windows {text}: no trace has window {min(missing)} (windows per trace: {counts})")
+    return chosen
 
 
-def sized_nodes(
-    jobs: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp, load: float, per_node: int, sizing: str = "drain"
-) -> int:
-    """Nodes for the replay under a sizing rule.
-
-    ``mean`` (the earlier rule): the mean zero-wait demand over ``[start, end)`` is ``load`` of capacity. On a
-    trace whose demand grows (Alibaba DLRM) that leaves the last weeks over-subscribed and the backlog growing
-    to the end, so p95 wait measures which cohort never starts. ``drain`` (the default): the smallest cluster
-    on which the work-conserving fluid scheduler (``fluid``) ends the replay with less than one GPU-hour of
-    backlog: the work submitted fits, and any smaller cluster must leave work undone however it schedules.
-    Parameter-free (``load`` does not apply); never below the ``mean`` rule's size."""
-    demand = zero_wait_demand(jobs, start, end).groupby("timestamp")["value"].sum()
-    mean_rule = max(1, round(float(demand.mean()) / (load * per_node)))
-    if sizing == "mean":
-        return mean_rule
-    if sizing != "drain":
-        raise ValueError(f"sizing: {sizing!r} is not one of mean, drain")
-    full = hourly_demand(jobs, start, end)
-    low, high = mean_rule, max(mean_rule, math.ceil(float(full.max()) / per_node))
-    while low < high:  # the backlog is monotone in capacity: bisect on nodes
-        mid = (low + high) // 2
-        if float(fluid(full, mid * per_node)[1].iloc[-1]) < 1.0:
-            high = mid
-        else:
-            low = mid + 1
-    return low
-
-
-def fluid_bound(jobs: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp, capacity: int) -> float:
-    """The allocation a work-conserving, quota-free scheduler reaches if GPUs were fluid (no gangs, no nodes).
-
-    Hour by hour from the warm-up week (``fluid``), so a burst above capacity fills later idle hours (the
-    hourly ``min(demand, capacity)`` does not, and understates what a queueing scheduler can allocate). No
-    scheduler allocates more of the jobs' own GPU-time: an upper bound on "where demand allows" (a replay's
-    allocation can exceed it only by work evicted jobs run again and their restart overhead)."""
-    served = fluid(hourly_demand(jobs, start, end), capacity)[0]
-    served = served[served.index >= start]
-    return float(served.mean()) / capacity if len(served) else 0.0
-
-
-def profile(jobs: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp, capacity: int) -> None:
-    """Week by week: zero-wait demand ÷ capacity (mean, p95) and the fluid backlog at the week's end."""
-    full = hourly_demand(jobs, start, end)
-    backlog = fluid(full, capacity)[1]
-    inside = full.index >= start
-    week = np.asarray((pd.DatetimeIndex(full.index[inside]) - start) // pd.Timedelta(days=7))
-    print("| week | hours | demand mean ÷ capacity | demand p95 ÷ capacity | fluid backlog at week end, GPU-h |")
-    print("|---:|---:|---:|---:|---:|")
-    for w, d in full[inside].groupby(week):
-        left = backlog[inside][week == w]
-        print(
-            f"| {w} | {len(d)} | {d.mean() / capacity:.0%} | {d.quantile(0.95) / capacity:.0%} | {left.iloc[-1]:,.0f} |"
+def rows_of(text: str | None) -> list[Row]:
+    every = rows()
+    if text is None:
+        return every
+    names = [n for n in text.split(",") if n]
+    unknown = [n for n in names if n not in {r.name for r in every}]
+    if unknown or not names:
+        raise FlagError(
+            f"--rows {text!r}: {unknown[0] if unknown else 'empty'}; known: {', '.join(r.name for r in every)}"
         )
-    print()
+    return [r for r in every if r.name in names]
 
 
-def quota_free(jobs: pd.DataFrame, nodes: int, start: pd.Timestamp, weeks: float, seed: int) -> dict[str, float]:
-    """The same jobs through the same scheduler as one queue owning the cluster (no quotas, no reclaim): what
-    a quota-free scheduler allocates with gangs on whole nodes (binpack, FIFO with a 64-job backfill scan)."""
-    one = jobs.assign(queue="all")
-    return replay(
-        one, ReplaySettings(nodes=nodes, start=start, weeks=weeks, policy="static-elastic", seed=seed)
-    ).summary
+def _planner_flags(parser: argparse.ArgumentParser) -> None:
+    p = parser.add_argument_group("planner settings (the planned rows)")
+    p.add_argument("--borrow", choices=("idle", "forecast"), default="idle", help="planner.borrow")
+    p.add_argument("--deserved-below-allocated", action="store_true", help="planner.deserved_below_allocated")
+    p.add_argument("--guarantee-within-demand", action="store_true", help="planner.guarantee_within_demand")
+    p.add_argument("--pending-raise", choices=("off", "target", "lift"), default="off", help="planner.pending_raise")
+    p.add_argument("--react-pending-gpus", type=float, default=0.0, help="planner.react_pending_gpus (0: hourly only)")
+    p.add_argument("--react-after-min", type=float, default=10.0, help="planner.react_after_s, in minutes")
+    p.add_argument("--objective", action="store_true", help="plan with planner.objective (default costs)")
+    p.add_argument("--wait-gpu-h", type=float, default=None, help="planner.objective.wait_gpu_h (implies --objective)")
+    p.add_argument(
+        "--reclaim-gpu-h", type=float, default=None, help="planner.objective.reclaim_gpu_h (implies --objective)"
+    )
 
 
-def run_trace(
-    name: str,
-    jobs: pd.DataFrame,
-    start: pd.Timestamp,
-    weeks: float,
-    load: float,
-    policies: list[str],
-    seed: int,
-    planner: PlannerSettings | None = None,
-    sizing: str = "drain",
-) -> dict[str, dict[str, float]]:
-    weeks = min(weeks, (jobs["submit"].max() - start) / pd.Timedelta(days=7))
-    end = start + pd.Timedelta(weeks=weeks)
-    rules = {rule: sized_nodes(jobs, start, end, load, 8, rule) for rule in ("mean", "drain")}
-    nodes = rules[sizing]
-    demand = zero_wait_demand(jobs, start, end).groupby("timestamp")["value"].sum()
-    hourly = float(demand.clip(upper=nodes * 8).mean()) / (nodes * 8)
-    fluid = fluid_bound(jobs, start, end, nodes * 8)
-    free = quota_free(jobs, nodes, start, weeks, seed)
-    verdict = (
-        "reachable (the quota-free scheduler reaches it)"
-        if free["allocation"] >= 0.89
-        else "NOT reachable (above the fluid bound)"
-        if fluid < 0.89
-        else "not shown reachable"
-    )
-    print(
-        f"\n## {name}: {weeks:.2f} weeks from {start.date()}, {nodes} nodes × 8 = {nodes * 8} GPUs; zero-wait "
-        f"demand mean {demand.mean():,.0f}, p95 {demand.quantile(0.95):,.0f} GPUs "
-        f"({demand.mean() / (nodes * 8):.0%} of capacity)\n"
-    )
-    print(
-        f"Sizing `{sizing}`: {nodes} nodes. The rules on this trace: mean demand at {load:.0%} of capacity "
-        f"(`mean`) {rules['mean']} nodes; smallest cluster whose fluid backlog drains by the end (`drain`) "
-        f"{rules['drain']} nodes.\n"
-    )
-    profile(jobs, start, end, nodes * 8)
-    print(
-        "Allocation where demand allows (computed on the same jobs and cluster): hourly min(zero-wait demand, "
-        f"capacity) {hourly:.1%}; work-conserving fluid bound (backlog carried, no gangs) {fluid:.1%}; "
-        f"quota-free scheduler (one queue, same gangs and nodes) {free['allocation']:.1%} "
-        f"(p95 wait {free['wait_p95_min']:,.0f} min). 89 % is {verdict} on this trace.\n"
-    )
-    print("| policy | " + " | ".join(COLUMNS) + " | changed requests | quota changes | react cycles | s |")
-    print("|---|" + "---:|" * (len(COLUMNS) + 4))
-    results: dict[str, dict[str, float]] = {}
-    for policy in policies:
-        t0 = time.perf_counter()
-        r = replay(
-            jobs,
-            ReplaySettings(
-                nodes=nodes,
-                start=start,
-                weeks=weeks,
-                policy=policy,
-                seed=seed,
-                planner=planner if planner is not None else PlannerSettings.model_validate({}),
-            ),
-        )
-        seconds = time.perf_counter() - t0
-        results[policy] = r.summary
-        cells = [
-            f"{r.summary[c]:.3f}" if c in ("allocation", "utilisation", "fragmentation") else f"{r.summary[c]:,.1f}"
-            for c in COLUMNS
-        ]
-        print(
-            f"| {policy} | " + " | ".join(cells) + f" | {r.rightsized_jobs:,} | {r.quota_changes:,} | "
-            f"{r.react_cycles:,} | {seconds:,.0f} |",
-            flush=True,
-        )
-    goals(results, fluid, free["allocation"])
-    return results
+def planner_of(args: argparse.Namespace) -> PlannerSettings:
+    from pydantic import ValidationError
 
-
-def goals(r: dict[str, dict[str, float]], fluid: float, quota_free: float) -> None:
-    """The goals the loop and right-sizing are held to, checked on this table."""
-    print()
-    if {"loop", "static-elastic"} <= set(r):
-        loop, elastic = r["loop"], r["static-elastic"]
-        gain = loop["goodput_gpu_h"] - elastic["goodput_gpu_h"]
-        less = 1 - loop["lost_gpu_h"] / elastic["lost_gpu_h"] if elastic["lost_gpu_h"] > 0 else math.nan
-        print(f"- loop vs static-elastic goodput: {gain:+,.0f} GPU-h ({'beats' if gain > 0 else 'does NOT beat'})")
-        print(
-            f"- loop reclaim-lost GPU-h vs static-elastic: {less:+.0%} less (goal ≥ 30 %: "
-            f"{'met' if less >= 0.3 else 'NOT met'})"
-        )
-        worse = loop["wait_p95_min"] - elastic["wait_p95_min"]
-        print(
-            f"- loop p95 wait {loop['wait_p95_min']:,.0f} min vs {elastic['wait_p95_min']:,.0f} "
-            f"({'no worse' if worse <= 0 else f'worse by {worse:,.0f} min'})"
-        )
-    if "rightsize+loop" in r:
-        rs = r["rightsize+loop"]
-        goal = min(0.89, fluid)  # where demand allows: 89 %, or the most any scheduler can allocate
-        print(
-            f"- rightsize+loop allocation {rs['allocation']:.1%} (goal ≥ 89 % where demand allows: the fluid "
-            f"bound is {fluid:.1%}, so the goal here is ≥ {goal:.1%}: "
-            f"{'met' if rs['allocation'] >= goal - 5e-4 else 'NOT met'}; the quota-free scheduler reaches "
-            f"{quota_free:.1%}), fragmentation "
-            f"{rs['fragmentation']:.1%} "
-            f"(goal ≤ 5 %: {'met' if rs['fragmentation'] <= 0.05 else 'NOT met'})"
-        )
-    if "oracle" in r:
-        for policy in ("loop", "rightsize+loop"):
-            if policy in r:
-                o, p = r["oracle"], r[policy]
-                print(
-                    f"- gap {policy} → oracle: goodput {o['goodput_gpu_h'] - p['goodput_gpu_h']:+,.0f} GPU-h, "
-                    f"allocation {100 * (o['allocation'] - p['allocation']):+.1f} points, p95 wait "
-                    f"{o['wait_p95_min'] - p['wait_p95_min']:+,.0f} min, lost "
-                    f"{o['lost_gpu_h'] - p['lost_gpu_h']:+,.0f} GPU-h"
-                )
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--weeks", type=float, default=4.0)
-    parser.add_argument(
-        "--load", type=float, default=0.95, help="With --sizing mean: mean demand ÷ capacity the cluster is sized to."
-    )
-    parser.add_argument(
-        "--sizing",
-        choices=("drain", "mean"),
-        default="drain",
-        help="drain: the smallest cluster on which a work-conserving fluid scheduler leaves no "
-        "backlog at the end (the default); mean: mean demand at --load of capacity (the earlier rule).",
-    )
-    parser.add_argument("--datasets", default="philly,alibaba")
-    parser.add_argument("--policies", default=",".join(POLICIES))
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--borrow",
-        choices=("idle", "forecast"),
-        default="idle",
-        help="planner.borrow for the planned policies: capability from the forecast, or the "
-        "cluster (borrow idle GPUs, reclaimed by Volcano; the default).",
-    )
-    parser.add_argument(
-        "--deserved-below-allocated",
-        action="store_true",
-        help="planner.deserved_below_allocated: with borrow idle, deserved may be planned below "
-        "what a queue holds, so the rest is reclaimable.",
-    )
-    parser.add_argument(
-        "--guarantee-within-demand",
-        action="store_true",
-        help="planner.guarantee_within_demand: no guarantee above what a queue holds or its pending gangs ask for.",
-    )
-    parser.add_argument(
-        "--pending-raise",
-        choices=("off", "target", "lift"),
-        default="off",
-        help="planner.pending_raise: a deserved raise toward allocated + pending GPUs skips the max "
-        "step, dead band and cooldown (cuts keep them); capped by the deserved target (target) or "
-        "with the target lifted to it before the fit (lift).",
-    )
-    parser.add_argument(
-        "--react-pending-gpus",
-        type=float,
-        default=0.0,
-        help="planner.react_pending_gpus: re-plan between hourly cycles when a queue has this many "
-        "GPUs pending beyond its deserved for --react-after-min (0: hourly only).",
-    )
-    parser.add_argument(
-        "--react-after-min",
-        type=float,
-        default=10.0,
-        help="planner.react_after_s in minutes (with --react-pending-gpus).",
-    )
-    parser.add_argument(
-        "--objective",
-        action="store_true",
-        help="Plan deserved and guarantee with planner.objective (the newsvendor, default costs).",
-    )
-    parser.add_argument(
-        "--wait-gpu-h",
-        type=float,
-        default=None,
-        help="planner.objective.wait_gpu_h (implies --objective): below idle_gpu_h (1) puts the "
-        "guarantee below the demand's median, at the wait/(wait+idle) quantile.",
-    )
-    parser.add_argument(
-        "--reclaim-gpu-h",
-        type=float,
-        default=None,
-        help="planner.objective.reclaim_gpu_h (implies --objective): deserved at the reclaim/(reclaim+idle) quantile.",
-    )
-    args = parser.parse_args(argv)
     from predictor.planner.objective import Objective
 
     costs = {k: v for k, v in (("wait_gpu_h", args.wait_gpu_h), ("reclaim_gpu_h", args.reclaim_gpu_h)) if v is not None}
-    planner = PlannerSettings.model_validate(
-        {
-            "borrow": args.borrow,
-            "deserved_below_allocated": args.deserved_below_allocated,
-            "guarantee_within_demand": args.guarantee_within_demand,
-            "pending_raise": args.pending_raise,
-            "react_pending_gpus": args.react_pending_gpus,
-            "react_after_s": 60 * args.react_after_min,
-            "objective": Objective.model_validate(costs) if args.objective or costs else None,
-        }
+    try:
+        return PlannerSettings.model_validate(
+            {
+                "borrow": args.borrow,
+                "deserved_below_allocated": args.deserved_below_allocated,
+                "guarantee_within_demand": args.guarantee_within_demand,
+                "pending_raise": args.pending_raise,
+                "react_pending_gpus": args.react_pending_gpus,
+                "react_after_s": 60 * args.react_after_min,
+                "objective": Objective.model_validate(costs) if args.objective or costs else None,
+            }
+        )
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise FlagError(f"planner setting {'.'.join(map(str, error['loc']))}: {error['msg']}") from None
+
+
+def parser() -> argparse.ArgumentParser:
+    out = _Parser(
+        prog="python -m bench.replay",
+        description=(__doc__ or "").splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
+    out.add_argument("--traces", "--datasets", default="philly,alibaba", help=f"some of {', '.join(TRACES)}")
+    out.add_argument("--windows", default="all", help="'all' or window indices per trace, e.g. 0,3")
+    out.add_argument("--seeds", default="1", help="N: seeds 0 … N−1; a list such as 0,3: those seeds")
+    out.add_argument("--weeks", type=float, default=4.0, help="window length (Alibaba: at most its span)")
+    out.add_argument("--rows", "--policies", default=None, help="only these rows, comma-separated (default: every row)")
+    out.add_argument("--jobs", type=int, default=1, help="replays at a time (processes)")
+    out.add_argument("--cache-dir", type=Path, default=Path("/tmp/bench-replay-cache"), help="per-run results")
+    out.add_argument("--no-cache", action="store_true", help="run everything, read and write no cache")
+    out.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data", help="the public traces")
+    out.add_argument("--sizing", choices=("drain", "mean"), default="drain", help="cluster size rule")
+    out.add_argument("--load", type=float, default=0.95, help="with --sizing mean: mean demand ÷ capacity")
+    _planner_flags(out)
+    return out
+
+
+def plan_runs(
+    traces: list[Trace], chosen: list[Window], seeds: list[int], which: list[Row], sizing: str, load: float
+) -> list[Run]:
+    """Every (window, seed, row) run, each window sized once by the sizing rule."""
+    by_name = {t.name: t for t in traces}
+    runs = []
+    for w in chosen:
+        jobs = by_name[w.trace].jobs
+        capacity = sized_nodes(jobs, w.start, w.end, load, GPUS_PER_NODE, sizing)
+        bound = fluid_bound(jobs, w.start, w.end, capacity * GPUS_PER_NODE)
+        runs += [Run(w, seed, row, capacity, bound) for seed in seeds for row in which]
+    return runs
+
+
+def run(args: argparse.Namespace) -> list[Result]:
+    if args.jobs < 1:
+        raise FlagError(f"--jobs {args.jobs}: must be ≥ 1")
+    if not 0 < args.weeks <= 60:
+        raise FlagError(f"--weeks {args.weeks:g}: must be in (0, 60]")
+    if not 0 < args.load <= 1:
+        raise FlagError(f"--load {args.load:g}: must be in (0, 1]")
+    names = [n for n in args.traces.split(",") if n]
+    if not names or any(n not in TRACES for n in names):
+        raise FlagError(f"--traces {args.traces!r}: expected some of {', '.join(TRACES)}")
+    seeds, which, planner = seeds_of(args.seeds), rows_of(args.rows), planner_of(args)
+    traces = [load(n, args.data) for n in names]
+    chosen = windows_of(args.windows, traces, args.weeks)
+    runs = plan_runs(traces, chosen, seeds, which, args.sizing, args.load)
+    by_name = {t.name: t for t in traces}
+    cache = Cache(None if args.no_cache else args.cache_dir)
     print(
-        f"sizing: {args.sizing}; planner.borrow: {args.borrow}; "
-        f"planner.deserved_below_allocated: {planner.deserved_below_allocated}; "
-        f"planner.guarantee_within_demand: {planner.guarantee_within_demand}; "
-        f"planner.objective: {planner.objective}; planner.pending_raise: {planner.pending_raise}; "
-        f"planner.react_pending_gpus: {planner.react_pending_gpus:g}; "
-        f"planner.react_after_s: {planner.react_after_s:g}"
+        f"{len(runs)} runs: {len(chosen)} window(s) × {len(seeds)} seed(s) × {len(which)} rows "
+        f"({', '.join(r.name for r in which)}); sizing {args.sizing}; planner settings other than the "
+        f"defaults: {planner.model_dump(mode='json', exclude_defaults=True) or 'none'}",
+        flush=True,
     )
-    policies = [p for p in args.policies.split(",") if p]
-    loaders = {"philly": philly, "alibaba": alibaba, "synthetic": synthetic}
-    for name in args.datasets.split(","):
-        jobs, start = loaders[name]()
-        run_trace(name, jobs, start, args.weeks, args.load, policies, args.seed, planner, args.sizing)
+    return run_all(
+        runs, lambda w: window_jobs(by_name[w.trace].jobs, w), planner, cache, source_digest(REPO), workers=args.jobs
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    t0 = time.perf_counter()
+    try:
+        results = run(args)
+    except (FlagError, InputError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    report(results)
+    fresh = [r.seconds for r in results if not r.cached]
+    per_run = f"{sum(fresh) / len(fresh):,.0f} s per fresh run" if fresh else "all from the cache"
+    print(f"\n{len(results)} runs ({len(fresh)} fresh, {per_run}); wall {time.perf_counter() - t0:,.0f} s.")
     return 0
 
 

@@ -30,6 +30,7 @@ from models.forecast import (
     records_for_auto,
     run_backtest,
     score_records,
+    serving_params,
     summarize,
 )
 from models.forecast.chunked import DEFAULT_CHUNK_SIZE
@@ -107,30 +108,10 @@ class TrainOutcome:
     holdout_score: float | None = None  # the score the promotion gate compared (``pipelines.holdout``)
 
 
-def _serving_params(name: str, horizon: int, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Constructor parameters that make forecaster ``name`` serve ``horizon`` steps; ``params`` win.
-
-    Read from the constructors, not from a list of names, so a newly registered forecaster needs nothing
-    here: a ``horizon`` parameter gets the horizon, a ``step`` (between inner backtest origins) one horizon,
-    and a model that chooses among candidates (``candidate_params``) tells each horizon-aware candidate.
-    """
-    extra = dict(params)
-    for key in ("horizon", "step"):
-        if forecasters.takes(name, key):
-            extra.setdefault(key, horizon)
-    if forecasters.takes(name, "candidate_params"):
-        candidate = dict(extra.get("candidate_params") or {})
-        for member in forecasters.names(aliases=False):
-            if forecasters.takes(member, "horizon") and not forecasters.takes(member, "candidate_params"):
-                candidate.setdefault(member, {"horizon": horizon})
-        extra["candidate_params"] = candidate
-    return extra
-
-
 def make_model(name: str, *, horizon: int, freq: str = "1h", params: Mapping[str, Any] | None = None) -> BaseForecaster:
     """A forecaster by registered name, told the horizon it will serve."""
     try:
-        model: BaseForecaster = forecasters.create(name, freq=freq, **_serving_params(name, horizon, params or {}))
+        model: BaseForecaster = forecasters.create(name, freq=freq, **serving_params(name, horizon, params or {}))
     except UnknownForecasterError as exc:
         raise InputError(str(exc)) from exc
     except TypeError as exc:

@@ -15,7 +15,7 @@ from models.forecast.baselines import DriftForecaster, NaiveForecaster, Seasonal
 from models.forecast.decomposition import LevelProfileForecaster
 from models.forecast.lstm import LSTMForecaster
 from models.forecast.prep import ForecastInputError, parse_freq, regularize
-from models.forecast.registry import UnknownForecasterError, forecasters
+from models.forecast.registry import UnknownForecasterError, forecasters, serving_params
 from models.forecast.statistical import ETSForecaster, MSTLForecaster
 from models.forecast.windows import SeasonalWindowForecaster, WindowMeanForecaster
 
@@ -41,5 +41,6 @@ __all__ = [
     "regularize",
     "run_backtest",
     "score_records",
+    "serving_params",
     "summarize",
 ]

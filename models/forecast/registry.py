@@ -10,10 +10,10 @@ so a newly registered forecaster appears everywhere by itself.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-__all__ = ["ForecasterRegistry", "UnknownForecasterError", "forecasters"]
+__all__ = ["ForecasterRegistry", "UnknownForecasterError", "forecasters", "serving_params"]
 
 T = TypeVar("T")
 
@@ -74,3 +74,24 @@ class ForecasterRegistry:
 
 
 forecasters = ForecasterRegistry()
+
+
+def serving_params(name: str, horizon: int, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Constructor parameters that make forecaster ``name`` serve ``horizon`` steps; ``params`` win.
+
+    Read from the constructors, not from a list of names, so a newly registered forecaster needs nothing
+    here: a ``horizon`` parameter gets the horizon, a ``step`` (between inner backtest origins) one horizon,
+    and a model that chooses among candidates (``candidate_params``) tells each horizon-aware candidate.
+    The training pipeline builds every model it registers with these, and so does a replay that retrains.
+    """
+    extra = dict(params)
+    for key in ("horizon", "step"):
+        if forecasters.takes(name, key):
+            extra.setdefault(key, horizon)
+    if forecasters.takes(name, "candidate_params"):
+        candidate = dict(extra.get("candidate_params") or {})
+        for member in forecasters.names(aliases=False):
+            if forecasters.takes(member, "horizon") and not forecasters.takes(member, "candidate_params"):
+                candidate.setdefault(member, {"horizon": horizon})
+        extra["candidate_params"] = candidate
+    return extra

@@ -40,7 +40,7 @@ class AuditRecord:
     after: Any
     reason: str
     mode: str
-    # intent | applied | dry-run-ok | planned | held | rejected | conflict | failed | cycle-done | xdp | react
+    # intent | applied | dry-run-ok | planned | held | rejected | conflict | failed | cycle-done | xdp | react | finding
     outcome: str
     code: str = ""
     resource: str | None = None
@@ -51,13 +51,16 @@ class AuditRecord:
     # The cluster of a fleet (``Settings.clusters``) the decision is about. Absent from the line for the
     # single unnamed cluster, so the records of a loop without clusters are what they always were.
     cluster: str | None = None
+    # A root-cause finding (outcome ``finding``, ``predictor.loop.rca``): cause, node, gpu, job, queue and
+    # probability. Absent from the line when None.
+    finding: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         # Reasons quote errors, which may quote a URL: no password reaches the log (errors.redact_url).
         # A shallow dict (``asdict`` deep-copies every value: a third of a 2,000-queue cycle's audit time).
         doc = {f.name: getattr(self, f.name) for f in fields(self)}
         doc["reason"] = redact_url(self.reason)
-        for optional in ("models", "cluster"):
+        for optional in ("models", "cluster", "finding"):
             if doc[optional] is None:
                 del doc[optional]
         return _ENCODER.encode(doc)

@@ -192,6 +192,7 @@ class VolcanoActuator:
                         "resources": resources,
                         "spec": before_spec,
                         "planned": planned,
+                        "deserved_below_allocated": queue in desired.below_allocated,
                     },
                     after={"spec": after},
                     reason=reasons,
@@ -293,9 +294,11 @@ class VolcanoActuator:
         allocated = (live.get("status") or {}).get("allocated") or {}
         after = _spec_values(change.after["spec"], resources)
         now = _spec_values(spec, resources)
+        # A deserved planned below allocated on purpose (planner.deserved_below_allocated) is the plan, not a race.
+        fields = ("capability",) if change.before.get("deserved_below_allocated") else ("deserved", "capability")
         for r in resources:
             held = parse_quantity(allocated[r], what=f"allocated[{r}]") if r in allocated else 0.0
-            for name in ("deserved", "capability"):
+            for name in fields:
                 new, old = after[name][r], now[name][r]
                 if new is not None and new < (held if old is None else min(old, held)) - 1e-9:
                     return f"{name}[{r}] {new:g} is now below allocated {held:g}; replanning next cycle"

@@ -62,6 +62,7 @@ def fleet_loop(
     metrics.served.max_model_age(settings.mlflow.max_champion_age_days * 86400)
     audit = AuditLog(settings.actuators.audit_log)
     lock = FileLock(audit.path.with_name(audit.path.name + ".lock"))
+    rca = parts.rca_model(settings, metrics.served)  # one champion in memory for the fleet, reported once
     loops = []
     for member in cluster_sources(settings):
         name, cluster = str(member.name), member.settings
@@ -90,6 +91,7 @@ def fleet_loop(
         if isinstance(loop.demand, ReportsServing):  # the same champion for every cluster: the process's
             loop.demand.report_to(metrics.served)
         parts.wire_xdp(loop, own, actuator, source=member.source)
+        parts.wire_rca(loop, own, rca, source=member.source)
         loops.append(loop)
     return FleetLoop(loops, lock=lock, metrics=metrics)
 

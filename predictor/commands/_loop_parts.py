@@ -13,9 +13,11 @@ if TYPE_CHECKING:  # the loop, the actuator and their clients load when a comman
     from predictor.loop import Forecaster, Loop
     from predictor.loop.demand import DemandReader, JobsReader
     from predictor.loop.leader import LeaseLock
+    from predictor.loop.metrics import LoopMetrics
+    from predictor.loop.rca import RegistryRca
     from predictor.sources import MetricSource
 
-__all__ = ["demand", "forecaster", "lease", "wire_xdp"]
+__all__ = ["demand", "forecaster", "lease", "rca_model", "wire_rca", "wire_xdp"]
 
 
 def forecaster(settings: Settings, model: str | None) -> Forecaster:
@@ -80,3 +82,27 @@ def wire_xdp(
     if actuator is not None:
         publisher = ConfigMapPublisher(actuator.api_client, name=xdp.configmap, namespace=xdp.namespace)
     loop.xdp = XdpLoop(xdp, PrometheusXdpSource(source, xdp), publisher=publisher, registry=loop.metrics.registry)
+
+
+def rca_model(settings: Settings, metrics: LoopMetrics) -> RegistryRca | None:
+    """``loop.diagnose.enabled``: the registry's gpu-rca champion, its lifecycle reported on ``metrics``."""
+    if not settings.loop.diagnose.enabled:
+        return None
+    from predictor.loop.rca import RegistryRca
+    from predictor.registry import ModelRegistry
+
+    return RegistryRca(ModelRegistry(settings.mlflow), metrics)
+
+
+def wire_rca(loop: Loop, settings: Settings, model: RegistryRca | None, source: MetricSource | None = None) -> None:
+    """Diagnose root causes each cycle with ``model`` (``rca_model``; ``None``: diagnosis is off) on the
+    window read from ``source`` (a fleet's cluster; default: the top-level Prometheus)."""
+    if model is None:
+        return
+    from predictor.loop.rca import LoopRca
+
+    if source is None:
+        from predictor.sources.prometheus import PrometheusSource
+
+        source = PrometheusSource(settings.prometheus)
+    loop.rca = LoopRca(settings.loop.diagnose, source, model, loop.metrics, cluster=loop.name)

@@ -258,6 +258,10 @@ def loop_command(
             "turns on the demand model.",
         ),
     ] = None,
+    metrics_file: Annotated[
+        Path | None,
+        typer.Option("--metrics-file", help="With --once: write the /metrics exposition to this file after the cycle."),
+    ] = None,
 ) -> None:
     """Forecast, plan, and recommend or resize the Volcano queues that opt in, every interval.
 
@@ -276,6 +280,8 @@ def loop_command(
     from predictor.commands.demand import jobs_reader
     from predictor.loop import Loop
 
+    if metrics_file is not None and not once:
+        raise InputError("--metrics-file goes with --once (a running loop serves /metrics)")
     interval_s = parse_duration(interval, name="--interval").total_seconds() if interval else None
     settings = settings_from(ctx, config=config, loop={"interval_s": interval_s})
     if settings.clusters:
@@ -285,7 +291,10 @@ def loop_command(
             settings, history=history, queues=queues, model=model, kubeconfig=kubeconfig, pending=pending
         )
         if once:
-            run_fleet_once(fleet, settings, force=force)
+            try:
+                run_fleet_once(fleet, settings, force=force)
+            finally:
+                _write_metrics(fleet.metrics, metrics_file)
         else:
             _run_forever(fleet, fleet.metrics, settings)
         return
@@ -301,8 +310,12 @@ def loop_command(
         demand=parts.demand(settings, jobs_reader(settings, pending, history)),
     )
     parts.wire_xdp(loop, settings, actuator)
+    parts.wire_rca(loop, settings, parts.rca_model(settings, loop.metrics))
     if once:
-        _run_once(loop, settings, force=force)
+        try:
+            _run_once(loop, settings, force=force)
+        finally:
+            _write_metrics(loop.metrics, metrics_file)
     else:
         _run_forever(loop, loop.metrics, settings)
 
@@ -373,12 +386,29 @@ def _run_once(loop: Loop, settings: Settings, *, force: bool) -> None:
         _none_managed()
     if report.hold:
         console.print(f"held everything: {report.hold[1]}", markup=False)
+    if loop.rca is not None and loop.rca.last is not None:
+        from predictor.loop.rca import summary
+
+        line = summary(loop.rca.last)
+        if line:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     xdp = loop.xdp.last if loop.xdp is not None else None
     if xdp is not None:
         done = xdp.error or f"inputs for {len(xdp.nodes)} nodes ({len(xdp.skipped)} without)" + (
             f"; {xdp.published}" if xdp.published else f" in {settings.actuators.plan_dir / 'xdp'}"
         )
         console.print(f"XDP: {done}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _write_metrics(metrics: Probed, path: Path | None) -> None:
+    """The exposition ``/metrics`` would serve now, written atomically (a cron job's textfile collector)."""
+    if path is None:
+        return
+    from prometheus_client import generate_latest
+
+    from predictor.atomicio import write_text
+
+    write_text(path, generate_latest(metrics.registry).decode("utf-8"), permissions=0o644)
 
 
 def _run_forever(loop: Loop | FleetLoop, metrics: Probed, settings: Settings) -> None:

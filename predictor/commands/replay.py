@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from predictor.commands._common import console
+from predictor.errors import InputError
 from predictor.timeparse import parse_time
 
 __all__ = ["replay"]
@@ -38,7 +39,8 @@ def replay(
             "--jobs",
             help="Job table (CSV/Parquet), as `predictor simulate --jobs`: "
             "submit_time, queue or vc, num_gpus, duration_s[, workload, priority, "
-            "checkpoint_s, restart_s].",
+            "checkpoint_s, restart_s, preemptable]; preemptable false: reclaim and preempt never evict "
+            "the job (default true).",
         ),
     ],
     nodes: Annotated[int, typer.Option("--nodes", help="Number of nodes.")],
@@ -52,11 +54,28 @@ def replay(
     ],
     weeks: Annotated[float, typer.Option("--weeks", help="Weeks to replay.")],
     policy: Annotated[
-        str, typer.Option("--policy", help="static-hard, static-elastic, loop, rightsize+loop or oracle.")
+        str,
+        typer.Option(
+            "--policy",
+            help="static-hard, static-elastic, static-weekly, proportion, loop, rightsize+loop or oracle "
+            "(oracle is loop with --forecaster oracle).",
+        ),
     ],
     out: Annotated[Path, typer.Option("--out", help="Output directory (summary.json).")],
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs per node.")] = 8,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the simulated GPU usage.")] = 0,
+    forecaster: Annotated[
+        str | None,
+        typer.Option(
+            "--forecaster",
+            help="What loop and rightsize+loop plan from: auto (the forecast job's model, retrained weekly "
+            "and served as the loop serves it; the default), naive or oracle (the true future).",
+        ),
+    ] = None,
+    queue_weight: Annotated[
+        list[str] | None,
+        typer.Option("--queue-weight", help="QUEUE=W: proportion's weight of a queue (an integer; 1 if not given)."),
+    ] = None,
 ) -> None:
     """Replay a job trace under a quota policy and write allocation, waits, reclaim losses and goodput."""
     from predictor.atomicio import check_output_directory, write_text
@@ -64,6 +83,8 @@ def replay(
     from predictor.replay import replay as run_replay
     from predictor.sim import load_jobs
 
+    if policy == "oracle" and forecaster not in (None, "oracle"):
+        raise InputError(f"--policy oracle plans from the oracle: drop --forecaster {forecaster} or use --policy loop")
     settings = ReplaySettings(
         nodes=nodes,
         start=parse_time(start, name="--start"),
@@ -71,6 +92,8 @@ def replay(
         policy=policy,
         gpus_per_node=gpus_per_node,
         seed=seed,
+        forecaster=forecaster or "auto",
+        queue_weights=_weights(queue_weight or []),
     )
     settings.check()
     check_output_directory(out)
@@ -79,6 +102,8 @@ def replay(
     document = {
         **summary,
         "policy": policy,
+        "forecaster": result.forecaster or None,
+        "forecaster_retrain_s": result.retrain_s,
         "nodes": nodes,
         "gpus_per_node": gpus_per_node,
         "start": settings.start.isoformat(),
@@ -98,3 +123,14 @@ def replay(
     for key in SUMMARY_KEYS:
         table.add_row(key, f"{summary[key]:,.3f}")
     console.print(table)
+
+
+def _weights(values: list[str]) -> dict[str, int]:
+    """``--queue-weight QUEUE=W`` values as ``{queue: weight}``; a malformed one is one line."""
+    out: dict[str, int] = {}
+    for value in values:
+        queue, sep, weight = value.partition("=")
+        if not sep or not queue.strip() or not weight.strip().isdigit() or int(weight) < 1:
+            raise InputError(f"--queue-weight {value!r}: expected QUEUE=W with W an integer >= 1")
+        out[queue.strip()] = int(weight)
+    return out

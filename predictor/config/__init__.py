@@ -25,6 +25,7 @@ from predictor.config.actuators import (
     XdpActuatorSettings,
 )
 from predictor.config.deprecation import DeprecatedSettingWarning
+from predictor.config.diagnose import DiagnoseLoopSettings
 from predictor.errors import ConfigError
 from predictor.names import DNS1123_LABEL, DNS1123_LABEL_MAX, LABEL_NAME, anchored
 from predictor.planner.settings import PlannerSettings
@@ -34,6 +35,7 @@ __all__ = [
     "ActuatorSettings",
     "ClusterSettings",
     "DeprecatedSettingWarning",
+    "DiagnoseLoopSettings",
     "LoopSettings",
     "MlflowSettings",
     "NotifySettings",
@@ -213,6 +215,7 @@ class LoopSettings(BaseModel):
         description="Namespace of the leader Lease (the loop's own).",
     )
     xdp: XdpLoopSettings = Field(default_factory=XdpLoopSettings)  # type: ignore[arg-type]
+    diagnose: DiagnoseLoopSettings = Field(default_factory=DiagnoseLoopSettings)  # type: ignore[arg-type]
     lease_duration_s: float = Field(
         60.0,
         ge=5,

@@ -23,7 +23,15 @@ from predictor.errors import InputError, ModelError, RegistryError
 from predictor.registry import RCA_FAMILY
 from predictor.userfiles import parse_structured, read_text
 
-__all__ = ["DEFAULT_MODEL_PATH", "FAMILY", "load_default", "load_model_file", "load_registry", "save_model_file"]
+__all__ = [
+    "DEFAULT_MODEL_PATH",
+    "FAMILY",
+    "check_registered",
+    "load_default",
+    "load_model_file",
+    "load_registry",
+    "save_model_file",
+]
 
 FAMILY = RCA_FAMILY
 DEFAULT_MODEL_PATH = Path(__file__).with_name("data") / "rca-default.json"
@@ -65,9 +73,19 @@ def load_registry(settings: MlflowSettings) -> ProfiledRca:
     """``gpu-rca@champion`` from the configured MLflow registry."""
     from predictor.registry import ModelRegistry
 
-    estimator = ModelRegistry(settings).load_estimator(FAMILY)
+    return check_registered(
+        ModelRegistry(settings).load_estimator(FAMILY), f"{FAMILY}@champion in {settings.tracking_uri}"
+    )
+
+
+def check_registered(estimator: object, where: str) -> ProfiledRca:
+    """A registered estimator as the root-cause model ``diagnose`` takes; ``where`` names it in the error.
+
+    The one check of what a ``gpu-rca`` version holds: ``predictor diagnose --registry`` and the loop's
+    served champion (``predictor.loop.rca``) both go through it. A single tree (an older version) is
+    wrapped as a one-profile model."""
     if isinstance(estimator, RootCauseTree):
         return ProfiledRca.of_tree(estimator)
     if not isinstance(estimator, ProfiledRca):
-        raise RegistryError(f"{FAMILY}@champion in {settings.tracking_uri} is not a root-cause model")
+        raise RegistryError(f"{where} is not a root-cause model")
     return estimator

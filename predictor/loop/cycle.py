@@ -16,7 +16,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -49,6 +49,9 @@ from predictor.planner import (
     QueuePlan,
 )
 from predictor.planner.workload import Workload
+
+if TYPE_CHECKING:  # the root-cause model and its features load only where diagnosis is wired
+    from predictor.loop.rca import LoopRca
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +117,7 @@ class Loop:
             self.leaders.append(lease)
         self._forever = False  # run_forever keeps the local lock between cycles; run_once alone does not
         self.xdp = xdp  # the XDP agents' inputs (predictor.loop.xdp), published each cycle when wired
+        self.rca: LoopRca | None = None  # root-cause diagnosis (predictor.loop.rca), when loop.diagnose is wired
         self._plan_files = PlanDirMemo()  # unchanged plan files are neither rendered nor read again
         self.react = ReactWatch(settings, cluster, workload, self.metrics)  # planner.react_pending_gpus
         self.notifier = Notifier(settings.actuators.notify, name)  # the webhook, where one is configured
@@ -250,6 +254,10 @@ class Loop:
         if self.xdp is not None and not replan:  # independent of the queue plan (a re-plan is about queues only)
             self._drive_xdp(now, cycle)
         inputs = self._inputs(now)
+        if self.rca is not None and not replan:  # findings audited; queues stalled by a fault held (rca_fault)
+            self.rca.hold(
+                inputs.held, self.audit, now, cycle, self.mode, history=inputs.history, forecast=inputs.forecast
+            )
         forecast, versions = inputs.forecast, inputs.versions
         self.models = inputs.models()
         state = read_state(self.state_path)
@@ -282,13 +290,7 @@ class Loop:
         else:
             self.audit.append(records)
             report.outcomes = self._apply(now, cycle, plan, objects, report)
-        write_state(
-            self.state_path,
-            {
-                "memory": plan.memory.to_json(),
-                "capacity": checked.state,
-            },
-        )
+        write_state(self.state_path, {"memory": plan.memory.to_json(), "capacity": checked.state})
         self._observe(
             now, plan, forecast, {**versions, **(inputs.demand.versions if inputs.demand else {})}, hold, workload
         )

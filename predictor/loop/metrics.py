@@ -139,6 +139,23 @@ class LoopMetrics:
             ["resource"],
             registry=r,
         )
+        # Root-cause diagnosis (predictor.loop.rca): the findings of the last diagnosis (value: probability),
+        # the diagnoses run (ok or failed) and the triggers that started them.
+        self.rca_finding = Gauge(
+            "predictor_rca_finding",
+            "Root-cause findings of the last diagnosis by the gpu-rca champion (value: probability).",
+            ["cause", "node", "queue"],
+            registry=r,
+        )
+        self.rca_diagnoses = Counter(
+            "predictor_loop_rca_diagnoses", "Root-cause diagnoses run by the loop, by result.", ["result"], registry=r
+        )
+        self.rca_triggers = Counter(
+            "predictor_loop_rca_triggers",
+            "Triggers of a root-cause diagnosis: demand_band, gpu_util_band, job_restart.",
+            ["trigger"],
+            registry=r,
+        )
         self._served_uri: dict[str, str] = {}
         self._children: dict[tuple[int | str, ...], Gauge] = {}
         self.last_success_unix = 0.0

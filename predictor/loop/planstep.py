@@ -42,6 +42,7 @@ class Inputs:
     hold: tuple[str, str] | None = None
     held: dict[str, tuple[str, str]] = field(default_factory=dict)
     demand: DemandPrediction | None = None
+    history: pd.DataFrame | None = None  # what was forecast from (the root-cause demand trigger reads it)
 
     def models(self) -> dict[str, str]:
         """Family → model URI of every model served this cycle (forecast and demand)."""
@@ -101,7 +102,7 @@ def read_inputs(
         frame, versions = forecaster.forecast(history, horizon=math.ceil(settings.planner.horizon_h) + 1)
     except (RegistryError, ModelError) as exc:
         return Inputs(hold=("missing_model", f"no usable model: {exc}"), held=held)
-    return Inputs(frame, versions, None, held, read_demand(demand, history, now))
+    return Inputs(frame, versions, None, held, read_demand(demand, history, now), history)
 
 
 def read_demand(demand: DemandReader | None, history: pd.DataFrame, now: pd.Timestamp) -> DemandPrediction | None:

@@ -41,6 +41,7 @@ REASON_CODES = (
     "borrow",
     "guarantee_held",
     "pending_raise",
+    "rca_fault",  # the gpu-rca champion found a fault stalling the queue's jobs (predictor.loop.rca)
     *SHAPING_CODES,
 )
 # Codes of a change that went to its target unclipped, naming what set the target (predictor.planner.demand_rule).
@@ -107,6 +108,9 @@ class QueuePlan:
     changes: tuple[FieldChange, ...]
     held: tuple[Hold, ...]
     memory: Memory
+    # Queues whose deserved this plan may set below what they hold (``planner.deserved_below_allocated``):
+    # the actuator must not read that as a conflict when the live object moved on.
+    below_allocated: frozenset[str] = frozenset()
 
     def changed_queues(self) -> list[str]:
         return sorted({c.queue for c in self.changes})

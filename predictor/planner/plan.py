@@ -17,7 +17,15 @@ from predictor.planner import pending as pending_rule
 from predictor.planner.decisions import SHAPING_CODES, TARGET_CODES, FieldChange, Hold, Memory, QueuePlan, Series
 from predictor.planner.eligibility import why_not_planned
 from predictor.planner.gangs import hard_bounds
-from predictor.planner.safety import allocated_floor, children_of, decide_field, depth, remember, scale_guarantees
+from predictor.planner.safety import (
+    allocated_floor,
+    children_of,
+    decide_field,
+    depth,
+    reclaim_intended,
+    remember,
+    scale_guarantees,
+)
 from predictor.planner.settings import PROTECTED_QUEUES, PlannerSettings
 from predictor.planner.state import FIELDS, QueueState
 from predictor.planner.targets import Target
@@ -344,7 +352,8 @@ def plan_queues(
             continue
         desired[queue.name] = _desired_queue(queue, after[queue.name], per_queue, managed, settings, changes)
         _field_changes(queue.name, before[queue.name], after[queue.name], notes, queue.name in managed, changes, held)
-    return QueuePlan(desired=desired, changes=tuple(changes), held=tuple(held), memory=Memory(recs))
+    below = frozenset(n for n in desired if reclaim_intended(reclaimable=by_name[n].reclaimable, settings=settings))
+    return QueuePlan(desired, tuple(changes), tuple(held), Memory(recs), below_allocated=below)
 
 
 def _borrow(

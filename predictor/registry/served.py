@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from predictor.errors import RegistryError
+from predictor.errors import ModelError, RegistryError
 
 __all__ = ["ServedModel"]
 
@@ -48,6 +48,18 @@ class ServedModel:
         if "levels" in frame.columns and isinstance(frame["levels"].iloc[0], str):
             levels = tuple(int(v) for v in frame["levels"].iloc[0].split(",") if v.strip())
         return self.estimator.predict(horizon, level=levels)
+
+    def forecast(self, history: pd.DataFrame, horizon: int, levels: tuple[int, ...] = (80, 95)) -> pd.DataFrame:
+        """What the loop serves each cycle: the stored state updated with ``history`` (its newest window;
+        nothing is refitted) and ``horizon`` steps forecast. The loop's ``RegistryForecaster`` and the replay
+        both call this, so a replay plans from exactly the forecast the loop would serve."""
+        if self.kind != "forecast":
+            raise RegistryError(f"a {self.kind} model does not forecast")
+        try:
+            frame: pd.DataFrame = self.estimator.update(history).predict(horizon, level=levels)
+        except (ValueError, ArithmeticError) as exc:
+            raise ModelError(f"forecaster {type(self.estimator).__name__} failed: {exc}".splitlines()[0]) from exc
+        return frame
 
 
 def _load_pyfunc(data_path: str) -> ServedModel:

@@ -5,10 +5,15 @@ Policies (the ``--policy`` values):
   deserved (what a team sets by hand, no borrowing);
 - ``static-elastic``: the same deserved, capability = the cluster (borrow anything idle; reclaimed when
   the lender needs it back);
+- ``static-weekly``: static-elastic's quotas re-estimated at every week boundary from the week before;
+- ``proportion``: Volcano's proportion plugin, deserved water-filled by queue weight over the queues'
+  requests at every scheduling session (every ``TICK``; ``baselines.py``);
 - ``loop``: starts as static-hard; every hour one ``predictor.planner.plan_cycle`` — the loop's planning
-  call — sets guarantee, deserved and capability from a forecast retrained weekly on past history only;
+  call — sets guarantee, deserved and capability from the forecast ``settings.forecaster`` names
+  (``forecasters.py``: by default the served ``auto``, retrained weekly on past history only);
 - ``rightsize+loop``: ``loop`` on jobs whose GPU requests right-sizing changed (``rightsize.py``);
-- ``oracle``: ``loop`` planning from the true future demand: the upper bound of the planner's rules.
+- ``oracle``: ``loop`` planning from the true future demand (``loop`` with the ``oracle`` forecaster): the
+  upper bound of the planner's rules.
 
 Every policy runs with Volcano's ``reclaim`` and ``preempt`` actions (the capacity plugin's documented
 configuration), so borrowing has its real cost, and with the same warm-up week before ``start``.
@@ -17,18 +22,21 @@ configuration), so borrowing has its real cost, and with the same warm-up week b
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from predictor.bounds import MAX_GPUS
-from predictor.errors import InputError
+from predictor.errors import InputError, ModelError
 from predictor.planner import Memory, PlannerSettings, QueueState, plan_cycle
 from predictor.planner.react import PendingWatch
-from predictor.replay.demand import History, OracleForecaster, WeeklyAuto, zero_wait_demand
+from predictor.replay.baselines import Proportion, StaticWeekly, static_queues
+from predictor.replay.demand import History, zero_wait_demand
+from predictor.replay.forecasters import FORECASTERS, TRAIN_LOOKBACK, ReplayForecaster, make_forecaster
 from predictor.replay.measures import FragmentationSampler, summarise
 from predictor.replay.rightsize import rightsized_jobs, used_gpus
 from predictor.sim import ClusterSpec, QueueSpec, Scheduler, SchedulerResult, VolcanoSettings
@@ -36,8 +44,9 @@ from predictor.sim.series import epoch_s
 
 __all__ = ["POLICIES", "ReplayResult", "ReplaySettings", "replay", "replay_quotas", "static_queues"]
 
-POLICIES = ("static-hard", "static-elastic", "loop", "rightsize+loop", "oracle")
+POLICIES = ("static-hard", "static-elastic", "static-weekly", "proportion", "loop", "rightsize+loop", "oracle")
 PLANNED = ("loop", "rightsize+loop", "oracle")
+HARD = ("static-hard", *PLANNED)  # the planned policies start from static-hard's quotas
 HOUR = pd.Timedelta(hours=1)
 WEEK = pd.Timedelta(days=7)
 # How often the replayed controller looks at pending GPUs between hourly cycles (planner.react_pending_gpus):
@@ -48,7 +57,9 @@ TICK = pd.Timedelta(minutes=5)
 @dataclass(frozen=True)
 class ReplaySettings:
     """A replay's cluster, window and policy. ``checkpoint_s``/``restart_s`` apply to jobs whose table does
-    not state their own (``checkpoint_s``, ``restart_s`` columns)."""
+    not state their own (``checkpoint_s``, ``restart_s`` columns). ``forecaster``: what the planned policies
+    forecast with (``oracle`` for ``--policy oracle`` whatever it says); ``queue_weights``: ``proportion``'s
+    queue weights (1 for a queue not named)."""
 
     nodes: int
     start: pd.Timestamp
@@ -59,10 +70,22 @@ class ReplaySettings:
     checkpoint_s: float = 3600.0
     restart_s: float = 300.0
     planner: PlannerSettings = field(default_factory=lambda: PlannerSettings())  # type: ignore[call-arg]
+    forecaster: str = "auto"
+    queue_weights: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def planning_forecaster(self) -> str:
+        """The forecaster a planned policy uses (``--policy oracle`` is ``loop`` with the oracle's)."""
+        return "oracle" if self.policy == "oracle" else self.forecaster
 
     def check(self) -> None:
         if self.policy not in POLICIES:
             raise InputError(f"--policy {self.policy!r} is not one of {', '.join(POLICIES)}")
+        if self.forecaster not in FORECASTERS:
+            raise InputError(f"--forecaster {self.forecaster!r} is not one of {', '.join(FORECASTERS)}")
+        for queue, weight in self.queue_weights.items():
+            if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+                raise InputError(f"--queue-weight {queue}={weight!r}: a queue weight is an integer >= 1")
         if self.nodes < 1:
             raise InputError(f"--nodes must be >= 1, got {self.nodes}")
         if self.gpus_per_node < 1:
@@ -85,24 +108,8 @@ class ReplayResult:
     held_cycles: int = 0
     quota_changes: int = 0
     react_cycles: int = 0  # event-driven re-plans between hourly cycles (planner.react_pending_gpus)
-
-
-class _Forecaster(Protocol):
-    def retrain(self, history: pd.DataFrame) -> None: ...
-
-    def forecast(self, history: pd.DataFrame, *, now: pd.Timestamp, horizon: int) -> pd.DataFrame: ...
-
-
-def static_queues(jobs: pd.DataFrame, start: pd.Timestamp, total: int, *, hard: bool) -> list[QueueSpec]:
-    """Deserved = each queue's share of GPU-time submitted in the week before ``start``, at least 1 GPU."""
-    week = jobs[(jobs["submit"] >= start - WEEK) & (jobs["submit"] < start)]
-    gpu_time = (week["num_gpus"] * week["duration_s"]).groupby(week["queue"]).sum()
-    share = gpu_time / gpu_time.sum() if gpu_time.sum() > 0 else gpu_time
-    specs = []
-    for name in sorted(jobs["queue"].astype(str).unique()):
-        deserved = max(1.0, math.floor(float(share.get(name, 0.0)) * total))
-        specs.append(QueueSpec(name, deserved=deserved, capability=deserved if hard else float(total)))
-    return specs
+    retrain_s: list[float] = field(default_factory=list)  # wall seconds of each forecaster retrain
+    forecaster: str = ""  # the forecaster the plan used ("" for the policies without one)
 
 
 def replay(jobs: pd.DataFrame, settings: ReplaySettings) -> ReplayResult:
@@ -125,17 +132,33 @@ def replay(jobs: pd.DataFrame, settings: ReplaySettings) -> ReplayResult:
         if settings.policy == "rightsize+loop"
         else (window, 0)
     )
-    specs = static_queues(window, start, total, hard=settings.policy != "static-elastic")
+    unknown = sorted(set(settings.queue_weights) - set(window["queue"].astype(str)))
+    if unknown:
+        raise InputError(f"--queue-weight: no queue named {unknown[0]!r} submits jobs in the replay")
+    specs = static_queues(window, start, total, hard=settings.policy in HARD)
     out = ReplayResult(summary={}, queues=specs, rightsized_jobs=changed)
+    past = jobs[(jobs["submit"] < start) & jobs["queue"].isin(set(window["queue"]))]
+
+    baseline: list[Proportion | StaticWeekly] = []  # the forecast-free policy, for its quota-change count
 
     def plan_with(sched: Scheduler) -> _Hooks | None:
+        if settings.policy == "proportion":
+            proportion = Proportion(sched, settings.queue_weights, total)
+            baseline.append(proportion)
+            return _Hooks(proportion.session, proportion.session)  # every session: the hour and each TICK
+        if settings.policy == "static-weekly":
+            weekly = StaticWeekly(sched, window, start, total)
+            baseline.append(weekly)
+            return _Hooks(weekly.hourly, None)
         if settings.policy not in PLANNED:
             return None
-        planner = _Planner(sched, specs, settings, window, start, end, total)
+        planner = _Planner(sched, specs, settings, window, past, start, end, total)
+        out.forecaster = settings.planning_forecaster
         tick = (lambda t: planner.react(t, out)) if settings.planner.react_pending_gpus > 0 else None
         return _Hooks(lambda t: planner.cycle(t, out), tick)
 
     out.summary, out.schedule = _run(table, specs, cluster, settings, start, end, used_by_job, plan_with)
+    out.quota_changes += sum(b.changes for b in baseline)
     return out
 
 
@@ -219,18 +242,23 @@ class _Planner:
         specs: list[QueueSpec],
         settings: ReplaySettings,
         jobs: pd.DataFrame,
+        past: pd.DataFrame,
         start: pd.Timestamp,
         end: pd.Timestamp,
         total: int,
     ) -> None:
+        """``jobs``: the replayed ones (the oracle's future); ``past``: every job submitted before ``start``
+        (the history the forecasters are seeded with, as far back as the training job reads)."""
         self.sched, self.settings, self.start, self.total = sched, settings.planner, start, total
         self.resource = settings.planner.resource
         self.quota = {s.name: (s.guarantee, s.deserved, s.capability) for s in specs}
         self.reclaimable = {s.name: s.reclaimable for s in specs}
         self.horizon = math.ceil(settings.planner.horizon_h) + 1
-        self.history = History(zero_wait_demand(jobs, start - WEEK, start))
-        self.forecaster: _Forecaster = (
-            OracleForecaster(jobs, start, end, self.horizon) if settings.policy == "oracle" else WeeklyAuto()
+        first = past["submit"].min().floor("h") if len(past) else start
+        seed_from = min(start - WEEK, max(start - TRAIN_LOOKBACK, first))
+        self.history = History(zero_wait_demand(past, seed_from, start))
+        self.forecaster: ReplayForecaster = make_forecaster(
+            settings.planning_forecaster, jobs, start, end, self.horizon
         )
         self.memory = Memory()
         self.last_changed: dict[str, float] = {}
@@ -255,7 +283,9 @@ class _Planner:
     def cycle(self, t: pd.Timestamp, out: ReplayResult) -> None:
         self.history.observe(t, self.sched.allocated, self.sched.pending)
         if (t - self.start) % WEEK == pd.Timedelta(0):
+            began = time.perf_counter()
             self.forecaster.retrain(self.history.until(t - HOUR))
+            out.retrain_s.append(time.perf_counter() - began)
         self._plan(t, out)
         out.cycles += 1
 
@@ -267,7 +297,11 @@ class _Planner:
             out.react_cycles += 1
 
     def _plan(self, t: pd.Timestamp, out: ReplayResult) -> None:
-        forecast = self.forecaster.forecast(self.history.until(t), now=t, horizon=self.horizon)
+        try:
+            forecast = self.forecaster.forecast(self.history.until(t), now=t, horizon=self.horizon)
+        except ModelError:  # the loop holds every queue when no usable model forecasts ("missing_model")
+            out.held_cycles += 1
+            return
         plan, hold = plan_cycle(
             self.states(),
             forecast,

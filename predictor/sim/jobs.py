@@ -129,7 +129,8 @@ def normalise_jobs(raw: pd.DataFrame, *, source: str = "job table", naive_tz: st
         raise InputError(f"{source}: duplicate job_id {frame['job_id'][frame['job_id'].duplicated()].iloc[0]!r}")
     # Optional and kept when given: ``workload`` (a recurring job's template), ``priority`` (priorityClass
     # value), ``checkpoint_s`` (seconds between checkpoints), ``restart_s`` (restart overhead) and
-    # ``gpus_used`` (GPUs a job kept busy, where a trace measured it).
+    # ``gpus_used`` (GPUs a job kept busy, where a trace measured it); ``preemptable`` (false: Volcano's
+    # reclaim and preempt never evict the job, its pods' ``volcano.sh/preemptable: "false"``).
     for column in OPTIONAL_NUMERIC:
         if column in frame.columns:
             values = pd.to_numeric(frame[column], errors="coerce")
@@ -142,9 +143,27 @@ def normalise_jobs(raw: pd.DataFrame, *, source: str = "job table", naive_tz: st
                     f"{frame[column].iloc[row]!r})"
                 )
             frame[column] = values.astype("int64" if column == "priority" else "float64")
-    keep = [*JOB_COLUMNS, *(c for c in ("workload", *OPTIONAL_NUMERIC) if c in frame.columns)]
+    if "preemptable" in frame.columns:
+        frame["preemptable"] = _preemptable(frame["preemptable"], source)
+    keep = [*JOB_COLUMNS, *(c for c in ("workload", *OPTIONAL_NUMERIC, "preemptable") if c in frame.columns)]
     out = frame[keep].sort_values(["submit", "job_id"], kind="stable")
     return out.reset_index(drop=True)
+
+
+_TRUE = frozenset({"true", "1", "yes", "t", "y"})
+_FALSE = frozenset({"false", "0", "no", "f", "n"})
+
+
+def _preemptable(column: pd.Series, source: str) -> pd.Series:
+    """The ``preemptable`` column as bools: true/false (any case), yes/no, 1/0; empty means true, as a pod
+    without the ``volcano.sh/preemptable`` marker is preemptable."""
+    text = column.map(lambda x: "" if pd.isna(x) else str(x).strip().lower())
+    text = text.replace({"1.0": "1", "0.0": "0"})
+    bad = ~(text.isin(_TRUE) | text.isin(_FALSE) | (text == ""))
+    if bad.any():
+        row = int(bad.to_numpy().argmax())
+        raise InputError(f"{source}: column 'preemptable' must be true or false (row {row + 2}: {column.iloc[row]!r})")
+    return ~text.isin(_FALSE)
 
 
 def synthetic_jobs(

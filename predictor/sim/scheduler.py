@@ -9,8 +9,9 @@ queue serves its jobs FIFO, a job is admitted
 only whole (gang) and only under its queue's real capability (capability, and never into other queues'
 guarantees), and GPUs are placed binpack (fullest node that fits) so fragmentation behaves as in a real
 cluster. Inside a queue, higher priorityClass goes first. With ``VolcanoSettings(reclaim=True,
-preempt=True)`` a gang that cannot be placed may evict others (rules in ``volcano.py``); an evicted job keeps
-the work up to its last checkpoint and pays a restart overhead on its next attempt. ``run_until`` +
+preempt=True)`` a gang that cannot be placed may evict others (rules in ``volcano.py``, which pods on which
+node in ``evict.py``); an evicted job keeps the work up to its last checkpoint and pays a restart overhead on
+its next attempt. ``run_until`` +
 ``set_quota`` let a planner change quotas hour by hour and see the effect, which is what a closed-loop replay
 needs.
 """
@@ -28,8 +29,9 @@ import pandas as pd
 from predictor.errors import InputError
 from predictor.sim.attempts import AttemptLog, SchedulerResult
 from predictor.sim.cluster import ClusterSpec, QueueSpec, check_queues
+from predictor.sim.evict import Evictions, Victim, gang_tasks, plan_evictions
 from predictor.sim.series import epoch_s
-from predictor.sim.volcano import Victim, VolcanoSettings, choose_victims, kept_work
+from predictor.sim.volcano import VolcanoSettings, kept_work
 
 __all__ = ["Scheduler", "SchedulerResult"]
 
@@ -77,6 +79,7 @@ class Scheduler:
         self._prio = self._column("priority", 0).astype(np.int64)
         self._ckpt = self._column("checkpoint_s", self.volcano.checkpoint_s)
         self._restart = self._column("restart_s", self.volcano.restart_s)
+        self._preemptable = self._column("preemptable", 1.0).astype(bool)  # volcano.sh/preemptable
         self._lowest_priority = float(self._prio.min()) if n_jobs else 0.0  # nobody below it can be preempted
         self._done = np.zeros(n_jobs)  # seconds of work kept from earlier attempts
         self._tries = np.zeros(n_jobs, dtype=np.int64)
@@ -118,7 +121,7 @@ class Scheduler:
         self._next_session = math.inf
 
     def _column(self, name: str, default: float) -> np.ndarray:
-        """An optional per-job column (priority, checkpoint_s, restart_s), or ``default`` for every job."""
+        """An optional per-job column (priority, checkpoint_s, restart_s, preemptable), or ``default`` for every job."""
         if name in self.jobs.columns:
             return self.jobs[name].fillna(default).to_numpy().astype(float)
         return np.full(len(self.jobs), default, dtype=float)
@@ -137,6 +140,19 @@ class Scheduler:
             self.capability[i] = capability
         if guarantee is not None:
             self.guarantee[i] = guarantee
+        self._q_t.append(self.now)
+        self._q_des.append(self.deserved.copy())
+        self._q_cap.append(self.capability.copy())
+        self._changed = True
+        self._schedule()
+
+    def set_deserved(self, deserved: dict[str, float]) -> None:
+        """Set several queues' deserved at once, then one pass: a session that recomputed every queue's
+        share (Volcano's proportion plugin) acts on all of them together."""
+        for queue, value in deserved.items():
+            if queue not in self._qidx:
+                raise InputError(f"unknown queue {queue!r} (known: {', '.join(self.queue_names)})")
+            self.deserved[self._qidx[queue]] = value
         self._q_t.append(self.now)
         self._q_des.append(self.deserved.copy())
         self._q_cap.append(self.capability.copy())
@@ -245,11 +261,10 @@ class Scheduler:
             placed = self._place(g) if quota_ok and g <= free_total else None
             if placed is None and evicting and q not in tried:
                 tried.add(q)
-                freed = self._evict_for(q, job, g, real_cap)
-                free_total += freed
-                evicted = evicted or freed > 0
-                quota_ok = self._alloc[q] + g <= real_cap
-                placed = self._place(g) if freed and quota_ok and g <= free_total else None
+                free_before = int(self._node_free[self._node_ready].sum())
+                placed = self._evict_for(q, job, g, real_cap)
+                free_total += int(self._node_free[self._node_ready].sum()) - free_before
+                evicted = evicted or placed is not None
             elif placed is None and free_total <= 0:
                 active.remove(q)  # full cluster, and this queue's one eviction attempt is spent
                 continue
@@ -271,38 +286,55 @@ class Scheduler:
         """Volcano's realCapability: ``min(capability, total − Σ guarantee + own guarantee)``."""
         return min(float(self.capability[q]), ready_total - guaranteed + float(self.guarantee[q]))
 
-    def _evict_for(self, q: int, job: int, g: int, real_cap: float) -> int:
-        """Evict gangs so ``job`` (queue ``q``, ``g`` GPUs) can start: reclaim, then preempt. GPUs freed."""
+    def _evict_for(self, q: int, job: int, g: int, real_cap: float) -> np.ndarray | None:
+        """Evict so ``job`` (queue ``q``, ``g`` GPUs) can start: reclaim, then preempt (``evict.py``). The GPUs
+        the job then gets, or ``None`` when neither action can make it run (nothing is evicted)."""
         free = np.where(self._node_ready, self._node_free, -1)
-        victims: list[Victim] = []
-        if self.volcano.reclaim and self._alloc[q] + g <= min(self.deserved[q], real_cap):
-            victims = self._reclaim_victims(q, free, g)
+        tasks = gang_tasks(g, self._g)
+        plan: Evictions | None = None
         cause = "reclaim"
-        if not victims and self.volcano.preempt and self._prio[job] > self._lowest_priority:
-            victims, cause = self._preempt_victims(q, job, free, g, real_cap), "preempt"
-        for v in victims:
+        if self.volcano.reclaim and self._alloc[q] + g <= min(self.deserved[q], real_cap):
+            plan = self._reclaim(q, tasks, free)
+        if plan is None and self.volcano.preempt and self._prio[job] > self._lowest_priority:
+            cause = "preempt"
+            plan = self._preempt(q, int(self._prio[job]), tasks, free)
+            # The queue's capability still holds once its own evicted gangs are gone.
+            if plan is not None and self._alloc[q] - plan.taken.get(q, 0) + g > real_cap:
+                plan = None
+        if plan is None:
+            return None
+        for v in plan.victims:
             self._finish(v.attempt, killed=True, cause=cause)
-        return sum(len(v.gpus) for v in victims)
+        picked = []
+        for node, count in plan.placement:
+            lo = node * self._g
+            picked.append(np.flatnonzero(self._owner[lo : lo + self._g] < 0)[:count] + lo)
+        return np.concatenate(picked)
 
-    def _victim(self, attempt: int) -> Victim:
-        job = self._log.job[attempt]
-        return Victim(
-            attempt, int(self._queue[job]), self._log.gpus[attempt], int(self._prio[job]), self._log.start[attempt]
-        )
+    def _victims(self, queues: Sequence[int]) -> list[Victim]:
+        """Running gangs of ``queues`` whose pods may be evicted (``preemptable`` not false)."""
+        out = []
+        for v in queues:
+            for attempt in self._running[v]:
+                job = self._log.job[attempt]
+                if self._preemptable[job]:
+                    gpus, start = self._log.gpus[attempt], self._log.start[attempt]
+                    out.append(Victim(attempt, v, gpus, int(self._prio[job]), start))
+        return out
 
-    def _reclaim_victims(self, q: int, free: np.ndarray, g: int) -> list[Victim]:
+    def _reclaim(self, q: int, tasks: list[int], free: np.ndarray) -> Evictions | None:
         over = [
             v
             for v in range(len(self.queue_names))
             if v != q and self._reclaimable[v] and self._alloc[v] > self.deserved[v] and self._running[v]
         ]
         if not over:
-            return []
+            return None
         share = {v: self._alloc[v] / self.deserved[v] if self.deserved[v] > 0 else math.inf for v in over}
         # Lower queue priority gives first, then the queue furthest over its share; inside a queue the lowest
         # priorityClass, then the youngest gang (least work since a checkpoint is lost).
         cands = sorted(
-            (self._victim(a) for v in over for a in self._running[v]),
+            self._victims(over),
             key=lambda x: (self._q_priority[x.queue], -share[x.queue], x.priority, -x.start, x.attempt),
         )
 
@@ -310,22 +342,15 @@ class Scheduler:
             left = self._alloc[v.queue] - taken
             return bool(left > self.deserved[v.queue] and left - len(v.gpus) >= self.guarantee[v.queue])
 
-        return choose_victims(cands, free, g, self._g, may_take=may_take)
+        return plan_evictions(tasks, free, cands, self._g, may_take=may_take)
 
-    def _preempt_victims(self, q: int, job: int, free: np.ndarray, g: int, real_cap: float) -> list[Victim]:
-        mine = int(self._prio[job])
+    def _preempt(self, q: int, mine: int, tasks: list[int], free: np.ndarray) -> Evictions | None:
         cands = sorted(
-            (v for v in map(self._victim, self._running[q]) if v.priority < mine),
-            key=lambda x: (x.priority, -x.start, x.attempt),
+            (v for v in self._victims([q]) if v.priority < mine), key=lambda x: (x.priority, -x.start, x.attempt)
         )
         if not cands:
-            return []
-        # The queue's capability still holds: evict until the preemptor fits on the nodes and in the quota.
-        need = max(0.0, self._alloc[q] + g - real_cap)
-        chosen = choose_victims(
-            cands, free, g, self._g, may_take=lambda v, taken: True, enough=lambda taken: taken.get(q, 0) >= need
-        )
-        return chosen
+            return None
+        return plan_evictions(tasks, free, cands, self._g, may_take=lambda v, taken: True)
 
     def _place(self, g: int) -> np.ndarray | None:
         G = self._g

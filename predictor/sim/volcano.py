@@ -12,8 +12,9 @@ implements them):
 - **preempt** (priority plugin): inside one queue, a pending gang evicts running gangs of strictly lower
   priorityClass; the queue's capability still holds.
 - **gang**: a job is one gang, so evicting one of its pods stops the job (all its GPUs are freed).
-- Victims are taken only if evicting them lets the pending gang start: Volcano's statement is discarded
-  (nothing is evicted) when the reclaimer still does not fit.
+- **where**: victims are chosen task by task and node by node, and evicted only if the pending gang can then
+  run (``evict.py``); a pod marked ``volcano.sh/preemptable: "false"`` (job column ``preemptable``) is
+  never a victim.
 
 Neither ``reclaim`` nor ``preempt`` is in Volcano's default ``actions`` (``enqueue, allocate, backfill``),
 so both are off in ``VolcanoSettings()`` and a run without them is the plain allocate loop.
@@ -22,12 +23,9 @@ so both are off in ``VolcanoSettings()`` and a run without them is the plain all
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
-__all__ = ["Victim", "VolcanoSettings", "choose_victims", "fits", "kept_work"]
+__all__ = ["VolcanoSettings", "kept_work"]
 
 
 @dataclass(frozen=True)
@@ -42,62 +40,6 @@ class VolcanoSettings:
     preempt: bool = False
     checkpoint_s: float = math.inf
     restart_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class Victim:
-    """A running gang that could be evicted."""
-
-    attempt: int
-    queue: int
-    gpus: np.ndarray  # GPU indices it holds
-    priority: int  # its job's priorityClass value
-    start: int  # epoch seconds
-
-
-def fits(free: np.ndarray, g: int, per_node: int) -> bool:
-    """Whether a gang of ``g`` GPUs can be placed on nodes with ``free`` GPUs (the scheduler's placement rule:
-    a small gang on one node, a large one on whole nodes plus one node for the remainder)."""
-    if g <= per_node:
-        return bool((free >= g).any())
-    k, r = divmod(g, per_node)
-    full = free == per_node
-    if int(full.sum()) < k:
-        return False
-    if not r:
-        return True
-    rest = free.copy()
-    rest[np.flatnonzero(full)[:k]] = -1
-    return bool((rest >= r).any())
-
-
-def choose_victims(
-    candidates: Sequence[Victim],
-    free: np.ndarray,
-    g: int,
-    per_node: int,
-    *,
-    may_take: Callable[[Victim, int], bool],
-    enough: Callable[[dict[int, int]], bool] = lambda taken: True,
-) -> list[Victim]:
-    """The shortest prefix of ``candidates`` (already in eviction order) after whose eviction ``g`` GPUs fit.
-
-    ``may_take(victim, already_taken_from_its_queue)`` is the per-queue rule (over deserved, never below
-    guarantee); a refused candidate is skipped. ``enough(GPUs taken per queue)`` is any further condition
-    (a preemptor's own quota). Empty when no prefix makes room: nothing is evicted then.
-    """
-    free = free.copy()
-    taken: dict[int, int] = {}
-    chosen: list[Victim] = []
-    for v in candidates:
-        if not may_take(v, taken.get(v.queue, 0)):
-            continue
-        chosen.append(v)
-        taken[v.queue] = taken.get(v.queue, 0) + len(v.gpus)
-        np.add.at(free, v.gpus // per_node, 1)
-        if fits(free, g, per_node) and enough(taken):
-            return chosen
-    return []
 
 
 def kept_work(work_s: float, checkpoint_s: float, *, finished: bool) -> float:

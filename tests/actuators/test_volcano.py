@@ -118,6 +118,25 @@ def test_allocation_growing_past_a_planned_shrink_stops_it(fake: FakeApiServer, 
     assert fake.patches() == []
 
 
+def test_intended_deserved_below_allocated_is_sent_after_a_status_update(
+    fake: FakeApiServer, actuator: VolcanoActuator
+) -> None:
+    # planner.deserved_below_allocated: deserved below what the queue holds is the plan (so reclaim can take the
+    # borrowed GPUs back), so the scheduler bumping status.allocated in between is no conflict for deserved.
+    fake.add(queue_object("team-c", deserved=40, capability=40, allocated=10))
+    queues = queues_from_list(actuator.list_queues())
+    series = {"team-c|deserved|nvidia.com/gpu": ((1e9 - 8 * 3600, 30.0),)}
+    below = PlannerSettings(borrow="idle", deserved_below_allocated=True)  # type: ignore[call-arg]
+    targets = targets_from_mapping({("team-c", GPU): (30, 40, 0)})
+    plan = plan_queues(queues, targets, below, now=1e9, memory=Memory(series), allocatable={GPU: 128.0})
+    changes = [c for c in actuator.plan(plan) if c.target == "team-c"]
+    assert changes and changes[0].after["spec"]["deserved"][GPU] == "30"
+    fake.edit("team-c", lambda q: q["status"]["allocated"].update({GPU: "36"}))
+    (outcome,) = actuator.apply_all(changes, dry_run=False)
+    assert outcome.outcome == "applied", outcome.message
+    assert fake.queues["team-c"]["spec"]["deserved"][GPU] == "30"
+
+
 def test_webhook_rejection_is_permanent_and_not_retried(fake: FakeApiServer, actuator: VolcanoActuator) -> None:
     changes = planned(actuator, {("team-a", GPU): (20, 30, 6)})
     fake.faults.append(Fault(status=422))

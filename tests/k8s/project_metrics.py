@@ -11,6 +11,7 @@ every rule expression has something to return:
 - from hour 12 on: nothing is planned, changes are held for ``cooldown`` (plans held for long);
 - hour 40: one queue patch is rejected;
 - the served model passes its 30-day maximum age at hour 24; it fails to load in hours 44-46;
+- hours 36-38: the root-cause model finds gpu_oom on the first node (its findings gauge; triggers counted);
 - forecasts for hours 24-36 are 30 % of demand (demand above the band, large error), for hours 36-48
   twice demand plus 4 GPUs (demand below the band, large error), and exact otherwise; the same for the
   per-queue band of the step covering now (anomaly alerts).
@@ -176,6 +177,15 @@ def project_openmetrics(history: SimHistory) -> str:
     # planner.react_pending_gpus: re-plans between slots, and the reads of queues + pending that failed
     out.family("predictor_loop_react_cycles", "counter", [({}, [(t, 0.0) for t in grid])])
     out.family("predictor_loop_react_read_failures", "counter", [({}, [(t, 0.0) for t in grid])])
+    # root-cause diagnosis (loop.diagnose): a restart triggers diagnoses in hours 36-38, which find gpu_oom
+    out.family(
+        "predictor_loop_rca_triggers", "counter", [({"trigger": "job_restart"}, _counter(grid, {36: 1.0, 37: 1.0}))]
+    )
+    out.family("predictor_loop_rca_diagnoses", "counter", [({"result": "ok"}, _counter(grid, {36: 1.0, 37: 1.0}))])
+    finding = {"cause": "gpu_oom", "node": history.nodes[0], "queue": sorted(history.demand)[0]}
+    # outside the incident the same finding at a probability below the alert's threshold (min_probability 0.2)
+    found = [(t, 0.93 if 36 <= (t - start) / HOUR < 38 else 0.3) for t in grid]
+    out.family("predictor_rca_finding", "gauge", [(finding, found)])
     # the capacity-collapse hold and the high-water mark it is measured against
     out.family("predictor_loop_capacity_hold", "gauge", [({}, [(t, 0.0) for t in grid])])
     reference = {"resource": "nvidia.com/gpu"}

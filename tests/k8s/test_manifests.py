@@ -374,11 +374,12 @@ def test_cronjobs_train_each_family_safely() -> None:
 @pytest.mark.parametrize("overlay", sorted(OVERLAYS))
 def test_every_reference_resolves(overlay: str) -> None:
     """Volumes, ServiceAccounts, Services and ServiceMonitors point at objects and ports that exist,
-    except the user-created Secrets and the optional XDP-inputs ConfigMap, which must be optional."""
+    except the user-created Secrets and the XDP-inputs and incidents ConfigMaps, which must be optional."""
     objects = render(overlay)
     names = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objects}
     optional = {("Secret", name) for name in (*USER_SECRETS, "predictor-model-signing")}
     optional.add(("ConfigMap", "predictor-xdp-inputs"))
+    optional.add(("ConfigMap", "predictor-incidents"))  # the user's labelled incidents for the rca training
     for obj in objects:
         spec = pod_spec(obj)
         if spec is None:

@@ -108,6 +108,7 @@ INCIDENTS = {
     "PredictorDemandBelowForecastBand": (42, 12),
     "PredictorQueueDemandAnomalyHigh": (30, 12),
     "PredictorQueueDemandAnomalyLow": (42, 12),
+    "PredictorRootCauseFinding": (37, 10),
     # From the simulator's faults table of this history (seed 7): roce_congestion on node-000 from hour
     # 33.5 to 34.9, nic_link_flap on node-002 from hour 30.46 to 31.08.
     "RoceEcnCongestion": (34.5, 10),
@@ -227,6 +228,9 @@ def _families(openmetrics: str) -> dict[str, set[str]]:
     return families
 
 
+LOOP_PREFIXES = ("predictor_loop_", "predictor_rca_")  # what LoopMetrics exports (predictor/loop/metrics.py)
+
+
 def test_loop_metric_names_match_the_loop_code() -> None:
     """The rules, the dashboard and the synthetic series use the names and labels the loop exports."""
     metrics = pytest.importorskip("predictor.loop.metrics")
@@ -236,9 +240,11 @@ def test_loop_metric_names_match_the_loop_code() -> None:
     loop = metrics.LoopMetrics(CollectorRegistry())
     exported = {m._name: set(m._labelnames) for m in vars(loop).values() if isinstance(m, MetricWrapperBase)}
     history = SimHistory({"q": [(0, 1.0), (300, 2.0)]}, ["node-000"])
-    synthetic = {k: v for k, v in _families(project_openmetrics(history)).items() if k.startswith("predictor_loop_")}
+    synthetic = {k: v for k, v in _families(project_openmetrics(history)).items() if k.startswith(LOOP_PREFIXES)}
     assert synthetic == exported
-    used = {re.sub(r"_total$", "", name) for q in ALL_QUERIES for name in re.findall(r"predictor_loop_\w+", q.expr)}
+    used = {
+        re.sub(r"_total$", "", name) for q in ALL_QUERIES for name in re.findall(r"predictor_(?:loop|rca)_\w+", q.expr)
+    }
     assert used <= set(exported), f"queries use names the loop does not export: {used - set(exported)}"
 
 

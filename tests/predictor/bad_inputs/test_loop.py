@@ -52,6 +52,20 @@ CASES = [
         "loop.xdp.capacity_bps",
     ),
     Case("loop-bad-interval", lambda f: [*loop(f), "--interval", "often"], None, "--interval"),
+    Case(
+        "loop-diagnose-window-of-one-step",
+        loop,
+        add("settings.yaml", "loop: {diagnose: {enabled: true, window_s: 60, step_s: 60}}\n"),
+        "loop.diagnose",
+    ),
+    Case(
+        "loop-metrics-file-without-once",
+        lambda f: (
+            [a for a in loop(f) if a != "--once"] + ["--metrics-file", str(f["settings.yaml"].with_name("m.prom"))]
+        ),
+        None,
+        "--metrics-file goes with --once",
+    ),
     Case("loop-missing-history", loop, lambda f: f["history.csv"].unlink(), "no such file"),
     Case("loop-unknown-model", lambda f: [*loop(f), "--model", "nosuch"], None, "unknown forecaster"),
     # predictor demand: the pending-jobs file, the registry
