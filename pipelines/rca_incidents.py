@@ -25,8 +25,10 @@ STEP = pd.Timedelta(minutes=1)  # the query step when reading Prometheus, as ``p
 
 
 def resolve_incidents(explicit: Path | None, default: Path = DEFAULT_INCIDENTS) -> Path | None:
-    """The incidents file to learn from: the one named (which must exist), else ``default`` if present."""
-    if explicit is not None:
+    """The incidents file to learn from: the one named (which must exist), else ``default`` if present.
+    Naming ``default`` itself is the same as naming nothing: the CronJob passes the mount path, and an
+    optional ConfigMap that was never created leaves it empty."""
+    if explicit is not None and explicit != default:
         if not explicit.is_file():
             raise InputError(f"--incidents {explicit}: no such file")
         return explicit

@@ -98,6 +98,7 @@ def test_team_incidents_csv(tmp_path: Path) -> None:
 def test_incidents_default_to_the_mounted_file_and_a_named_missing_one_is_an_error(tmp_path: Path) -> None:
     mounted = tmp_path / "incidents.csv"
     assert resolve_incidents(None, default=mounted) is None  # no mounted file: simulator data only
+    assert resolve_incidents(mounted, default=mounted) is None  # the mount path named, nothing mounted
     mounted.write_text("time,scope,cause\n")
     assert resolve_incidents(None, default=mounted) == mounted
     with pytest.raises(InputError, match=r"--incidents .*nope\.csv: no such file") as info:
