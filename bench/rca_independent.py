@@ -7,15 +7,18 @@ XID codes never trained on, partial quota cuts, NotReady nodes whose exporters k
 faults, NVLink cascades (link errors → hang → restart storm), windows a fault covers only partly and the
 peers of a hung gang, on clusters of other seeds and sizes, with healthy look-alikes.
 
-Per availability profile (``models.rca_profiles``) one tree is fitted with exactly that profile's features
-(``models.rca_profiled.fit_profiled``), and scored with: macro-F1, strict top-1 (``insufficient_data``
+Per availability profile (``models.rca_profiles``) the model has one tree fitted with exactly that profile's
+features (``models.rca_profiled.fit_profiled``): by default the bundled model ``predictor diagnose`` serves
+(``--model bundled``; fitted on all the training scenarios), or one fitted anew on this run's training rows
+(``--model fit``). Each is scored with: macro-F1, strict top-1 (``insufficient_data``
 wrong), node scope (the first finding names the right node) and the healthy false-alarm rate, each with a
 bootstrap 95 % interval over windows (``bench.rca_scoring``). Beside it, the one-threshold-per-cause rules
 (``bench.rca_rules``) fitted on the same training rows. Goals for ``dcgm-default``: strict top-1 >= 0.9,
 node scope >= 0.8, healthy false alarms <= 2 %. For reference, the same trees are also scored on a held-out
 scenario of the training simulator's own faults. The report is cached by its settings.
 
-    python -m bench.rca_independent [--size reduced|default] [--seeds 9001,9002] [--profiles dcgm-default,everything]
+    python -m bench.rca_independent [--size reduced|default] [--model bundled|fit] [--seeds 9001,9002]
+                                    [--profiles dcgm-default,everything]
                                     [--cache DIR] [--refresh] [--boot 300] [--no-reference]
 """
 
@@ -38,11 +41,13 @@ from bench.rca_indata import FORMAT, independent_rows, independent_scenarios
 from bench.rca_rules import CANDIDATES, fit_rules, signal_families
 from bench.rca_scoring import Scores, scope_table, score
 from models.rca import HEALTHY, INSUFFICIENT, RootCauseTree
-from models.rca_eval import RcaReport, answers, evaluate, fit_rca
+from models.rca_eval import answers
 from models.rca_features import FEATURE_NAMES, mark_not_applicable
+from models.rca_profiled import ProfiledRca, evaluate_profile, fit_profiled
 from models.rca_profiles import DEFAULT_PROFILE, PROFILES, Profile
-from pipelines.rca_configs import CONFIG_FAMILIES
+from pipelines.rca_configs import CONFIG_FAMILIES, MISSING_SHARE, missing_groups
 from pipelines.rca_data import HELDOUT_SCENARIOS, MIN_TRAIN_STRENGTH, build_dataset
+from predictor.diagnose.models import load_default
 from predictor.errors import InputError
 from predictor.timeparse import parse_duration
 
@@ -58,34 +63,6 @@ def masked(rows: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     """``rows`` as a site with ``profile`` sees them: the features it cannot measure are NaN."""
     cols = [c for c in profile.absent_features if c in rows.columns]
     return mark_not_applicable(rows.assign(**{c: np.nan for c in cols}))
-
-
-class _Profiled:
-    """Stand-in for ``models.rca_profiled.ProfiledRca``: one tree per profile."""
-
-    def __init__(self, models: dict[str, RootCauseTree]) -> None:
-        self.models = models
-
-
-def _fit_profiled_local(rows: pd.DataFrame, *, profiles: list[str] | None = None, min_strength: float = 0.0) -> Any:
-    names = profiles or list(PROFILES)
-    # Fewer pruning candidates and folds than the default model's: same tree family, a fifth of the time.
-    return _Profiled(
-        {
-            n: fit_rca(masked(rows, PROFILES[n]), min_strength=min_strength, model=RootCauseTree(cv=3, n_alphas=6))
-            for n in names
-        }
-    )
-
-
-def _evaluate_profile_local(model: Any, rows: pd.DataFrame, profile: str) -> RcaReport:
-    return evaluate(model.models[profile], masked(rows, PROFILES[profile]))
-
-
-try:  # the shared per-profile fitting, once it is on this branch
-    from models.rca_profiled import evaluate_profile, fit_profiled  # type: ignore[import-not-found,unused-ignore]
-except ImportError:  # pragma: no cover - depends on the branch
-    fit_profiled, evaluate_profile = _fit_profiled_local, _evaluate_profile_local
 
 
 def tree_answers(model: RootCauseTree, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -135,6 +112,24 @@ def _blind(per_cause: pd.DataFrame, profile: Profile) -> list[str]:
     return lines or ["  every cause >= 50 % right"]
 
 
+def _model(which: str, train: pd.DataFrame, names: list[str]) -> ProfiledRca:
+    """``bundled``: the model ``predictor diagnose`` serves (fitted by ``pipelines.rca_default`` on the same
+    training scenarios as ``--size default``); ``fit``: the same fit on this run's training rows."""
+    if which == "bundled":
+        model = load_default()
+        lacking = [n for n in names if n not in model.models]
+        if lacking:
+            sys.exit(f"--model bundled: the bundled model has no tree for {', '.join(lacking)}")
+        return model
+    return fit_profiled(
+        train,
+        profiles={n: PROFILES[n] for n in names},
+        min_strength=MIN_TRAIN_STRENGTH,
+        missing_groups=missing_groups(),
+        missing_share=MISSING_SHARE,
+    )
+
+
 def run(args: argparse.Namespace) -> None:
     size = SIZES[args.size]
     window = parse_duration(args.window, name="--window")
@@ -154,8 +149,8 @@ def run(args: argparse.Namespace) -> None:
         f"({time.perf_counter() - t0:.0f} s)",
         flush=True,
     )
-    model = fit_profiled(train, profiles=names, min_strength=MIN_TRAIN_STRENGTH)
-    print(f"fitted {len(names)} profile trees ({time.perf_counter() - t0:.0f} s)", flush=True)
+    model = _model(args.model, train, names)
+    print(f"{args.model} model: {len(names)} profile trees ({time.perf_counter() - t0:.0f} s)", flush=True)
     lines, per_profile, blind = [], {}, {}
     for name in names:
         profile = PROFILES[name]
@@ -184,7 +179,7 @@ def run(args: argparse.Namespace) -> None:
         _reference(model, names, window, args)
 
 
-def _reference(model: Any, names: list[str], window: pd.Timedelta, args: argparse.Namespace) -> None:
+def _reference(model: ProfiledRca, names: list[str], window: pd.Timedelta, args: argparse.Namespace) -> None:
     """The same trees on a held-out scenario of the training simulator's own faults: the gap to the table above
     is what the independent fault model costs. Node scope needs fault identities, which that data lacks."""
     ref = build_dataset(HELDOUT_SCENARIOS[:1], window, cache_dir=args.cache)
@@ -266,6 +261,12 @@ def main() -> None:
         "--profiles", default="", help=f"comma-separated profiles (default: all of {', '.join(PROFILES)})"
     )
     parser.add_argument("--cache", type=Path, default=_cache_default())
+    parser.add_argument(
+        "--model",
+        choices=("bundled", "fit"),
+        default="bundled",
+        help="bundled: score the model predictor diagnose serves; fit: fit it anew on this run's training rows",
+    )
     parser.add_argument("--window", default="15m")
     parser.add_argument("--boot", type=int, default=300, help="bootstrap resamples")
     parser.add_argument(
