@@ -116,6 +116,7 @@ class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         best = max(self.cv_scores_.values())
         self.ccp_alpha_ = max(a for a, s in self.cv_scores_.items() if s >= best)
         self.tree_ = _by_base_rate(self._tree(self.ccp_alpha_).fit(X, y), X, y)
+        self.blind_: tuple[str, ...] = ()  # causes left out of every answer (set by ``models.rca_profiled``)
         names = [str(n) for n in getattr(self, "feature_names_in_", [])]
         self.reduced_: list[_Reduced] = []
         for group in sorted((g for g in self.reduced if set(g) & set(names)), key=len):
@@ -179,7 +180,8 @@ class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         measured = np.zeros(len(data))
         unknown = np.zeros(data.shape)
         main = _Reduced(np.zeros(0, dtype=np.intp), self.tree_, np.zeros(self.tree_.tree_.node_count, dtype=bool))
-        for k, (cols, tree, unsure, blind) in enumerate([main, *getattr(self, "reduced_", [])], start=-1):
+        for k, (cols, tree, unsure, own) in enumerate([main, *getattr(self, "reduced_", [])], start=-1):
+            blind = (*own, *getattr(self, "blind_", ()))
             rows = which == k
             if not rows.any():
                 continue
@@ -290,6 +292,7 @@ class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             "feature_names": [str(n) for n in getattr(self, "feature_names_in_", [])],
             "n_features": int(self.n_features_in_),
             **_tree_state(self.tree_),
+            "blind": list(getattr(self, "blind_", ())),
             "reduced": [
                 {
                     "columns": r.columns.tolist(),
@@ -331,6 +334,7 @@ class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             raise ValueError(f"malformed {FORMAT} model: {exc}") from exc
         model.classes_, model.n_features_in_ = classes, n_features
         model.ccp_alpha_ = alpha
+        model.blind_ = tuple(str(c) for c in data.get("blind", []))
         model.cv_scores_ = {float(k): float(v) for k, v in data.get("cv_scores", {}).items()}
         if data.get("feature_names"):
             model.feature_names_in_ = np.array(data["feature_names"], dtype=object)

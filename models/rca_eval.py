@@ -8,7 +8,7 @@ healthy windows (how often a quiet cluster gets blamed).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,13 +99,16 @@ def answers(model: RootCauseTree, X: pd.DataFrame, min_measured: float = MIN_MEA
     return np.where(unsure, INSUFFICIENT, pred)
 
 
-def evaluate(model: RootCauseTree, rows: pd.DataFrame, min_measured: float = MIN_MEASURED) -> RcaReport:
-    """Score ``model`` on labelled rows; windows are grouped by ``scenario`` and ``at`` when present."""
+def evaluate(
+    model: RootCauseTree, rows: pd.DataFrame, min_measured: float = MIN_MEASURED, cannot_tell: Collection[str] = ()
+) -> RcaReport:
+    """Score ``model`` on labelled rows; windows are grouped by ``scenario`` and ``at`` when present. Rows of
+    the ``cannot_tell`` causes (a profile's unreachable ones) are scored apart like ``model.cannot_tell``'s."""
     X, y = rows[list(FEATURE_NAMES)], rows["label"].to_numpy()
     shown = answers(model, X, min_measured)
     unsure = shown == INSUFFICIENT
     pred = np.where(unsure, model.predict(X).astype(object), shown)
-    apart = np.array([t in c for t, c in zip(y, model.cannot_tell(X), strict=True)], dtype=bool)
+    apart = np.array([t in c or t in cannot_tell for t, c in zip(y, model.cannot_tell(X), strict=True)], dtype=bool)
     answered = ~unsure & ~apart
     ya, pa = y[answered], pred[answered]
     labels = [c for c in CLASSES if c in set(ya) | set(pa)]

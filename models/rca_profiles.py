@@ -91,14 +91,18 @@ PROFILES: dict[str, Profile] = {
 DEFAULT_PROFILE = "dcgm-default"
 
 
-def profile_for(present: Iterable[str]) -> Profile:
+def profile_for(present: Iterable[str], profiles: Iterable[Profile] | None = None) -> Profile:
     """The profile to diagnose a window with, from the families its queries returned.
 
-    The richest profile whose every family is present; when none fits (a family even the smallest profile
-    reads is missing), the one missing the fewest of its families, and the missing ones stay unknown (NaN).
+    The richest profile (of ``profiles``, default ``PROFILES``) whose every family is present; when none fits
+    (a family even the smallest profile reads is missing), the one missing the fewest of its families, and
+    the missing ones stay unknown (NaN).
     """
     have = frozenset(present)
-    fitting = [p for p in PROFILES.values() if p.present <= have]
+    among = list(PROFILES.values() if profiles is None else profiles)
+    if not among:
+        raise ValueError("no profiles to choose from")
+    fitting = [p for p in among if p.present <= have]
     if fitting:
         return max(fitting, key=lambda p: len(p.present))
-    return min(PROFILES.values(), key=lambda p: (len(p.present - have), -len(p.present)))
+    return min(among, key=lambda p: (len(p.present - have), -len(p.present)))

@@ -29,6 +29,7 @@ __all__ = [
     "check_hist_gradient_boosting",
     "check_lstm",
     "check_rca",
+    "check_rca_profiled",
     "check_sklearn_tree",
     "check_tree_predictor",
 ]
@@ -230,6 +231,26 @@ def check_rca(model: Any) -> None:
         if ((columns < 0) | (columns >= n_features)).any():
             raise StateCheckError(f".reduced_[{i}].columns", f"name a column outside the {n_features} features")
         check_sklearn_tree(reduced.tree.tree_, n_features, n_classes, f".reduced_[{i}].tree.tree_")
+
+
+def check_rca_profiled(model: Any) -> None:
+    """A ``ProfiledRca``: every profile's ``RootCauseTree`` (as ``check_rca``), each reading the same columns."""
+    from models.rca import RootCauseTree
+
+    models = vars(model).get("models")
+    if not isinstance(models, dict) or not models:
+        raise StateCheckError(".models", "is not a non-empty dict of trees")
+    widths = set()
+    for name, tree in models.items():
+        if type(tree) is not RootCauseTree:
+            raise StateCheckError(f".models[{name!r}]", f"is a {type(tree).__name__}, not a RootCauseTree")
+        try:
+            check_rca(tree)
+        except StateCheckError as exc:
+            raise StateCheckError(f".models[{name!r}]{exc.where}", exc.reason) from exc
+        widths.add(int(tree.n_features_in_))
+    if len(widths) != 1:
+        raise StateCheckError(".models", f"trees read different numbers of features ({sorted(widths)})")
 
 
 # ------------------------------------------------------------------------ torch network

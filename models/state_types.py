@@ -13,7 +13,8 @@ rebuilt by calling their own constructors:
 * a statsmodels ETS result: the fitted series, the model's settings and its fitted parameters, refiltered
   with ``ETSModel.smooth(params)``, which is the call ``fit`` itself ends with, so forecasts are identical;
 * scikit-learn's pinball loss (the quantile) and numpy's PCG64 generator (its state dict);
-* the root-cause tree: the JSON description it already has (``RootCauseTree.to_dict``).
+* the root-cause tree and the per-profile root-cause model: the JSON description each already has
+  (``RootCauseTree.to_dict``, ``ProfiledRca.to_dict``).
 
 The entries whose arrays compiled code walks (tree predictors, the boosting model and its binner, the
 demand regressor, the root-cause trees, the LSTM) name a ``models.state_checks`` check, run on the rebuilt
@@ -181,6 +182,22 @@ def _rca_decode(state: Any, dec: Decoder) -> Any:
     return RootCauseTree.from_dict(tree)
 
 
+def _rca_profiled_encode(model: Any, enc: Encoder, path: str) -> Any:
+    return {"model": enc.value(model.to_dict(), f"{path}.to_dict()")}
+
+
+def _rca_profiled_decode(state: Any, dec: Decoder) -> Any:
+    from models.rca_profiled import ProfiledRca
+
+    data = dec.value(_dict(state, "model")["model"])
+    if not isinstance(data, dict):
+        raise StateError("malformed state: the profiled root-cause model is not a dict")
+    try:
+        return ProfiledRca.from_dict(data)
+    except ValueError as exc:
+        raise StateError(f"malformed state: {exc}") from exc
+
+
 def _plain(module: str, *names: str) -> dict[str, StateType]:
     return {f"{module}.{n}": StateType(module, n) for n in names}
 
@@ -217,5 +234,12 @@ TYPES: dict[str, StateType] = {
     "numpy.random._generator.Generator": StateType("numpy.random", "Generator", _rng_encode, _rng_decode),
     "models.rca.RootCauseTree": StateType(
         "models.rca", "RootCauseTree", _rca_encode, _rca_decode, check=state_checks.check_rca
+    ),
+    "models.rca_profiled.ProfiledRca": StateType(
+        "models.rca_profiled",
+        "ProfiledRca",
+        _rca_profiled_encode,
+        _rca_profiled_decode,
+        check=state_checks.check_rca_profiled,
     ),
 }

@@ -1,7 +1,8 @@
-"""Rebuild the bundled default root-cause model, the feature table, and the design page's feature section.
+"""Rebuild the bundled default root-cause model, the feature table, the causes page and the docs sections.
 
 Deterministic: fixed simulator configurations (every family of ``pipelines.rca_configs``) and seeds, a
-seeded tree. Run after changing features or the simulator, and commit the three files:
+seeded tree per metric-family profile. Run after changing features, profiles or the simulator, and commit
+the files it names (the model, ``FEATURES.md``, ``CAUSES.md``, the design page and the README):
 
     .venv/bin/python -m pipelines.rca_default [--cache DIR]
 """
@@ -12,8 +13,9 @@ import argparse
 import re
 from pathlib import Path
 
-from models.rca_eval import fit_rca
 from models.rca_features import feature_table_markdown
+from models.rca_profiled import fit_profiled
+from pipelines.rca_causes import CAUSES_MD, causes_markdown, write_readme
 from pipelines.rca_configs import MISSING_SHARE, all_scenarios, missing_groups
 from pipelines.rca_data import MIN_TRAIN_STRENGTH, build_dataset
 from predictor import diagnose
@@ -101,12 +103,16 @@ def main() -> None:
     write_text(FEATURES_MD, features_markdown())
     write_design()
     rows = build_dataset(all_scenarios(), cache_dir=args.cache)
-    model = fit_rca(rows, min_strength=MIN_TRAIN_STRENGTH, missing_groups=missing_groups(), missing_share=MISSING_SHARE)
-    save_model_file(model, DEFAULT_MODEL_PATH)
-    print(
-        f"wrote {DEFAULT_MODEL_PATH} ({len(rows)} rows, depth {model.tree_.get_depth()}, "
-        f"{model.tree_.get_n_leaves()} leaves), {FEATURES_MD} and {DESIGN_MD}"
+    model = fit_profiled(
+        rows, min_strength=MIN_TRAIN_STRENGTH, missing_groups=missing_groups(), missing_share=MISSING_SHARE
     )
+    save_model_file(model, DEFAULT_MODEL_PATH)
+    write_text(CAUSES_MD, causes_markdown(model))
+    write_readme(model)
+    trees = ", ".join(
+        f"{name}: depth {t.tree_.get_depth()}, {t.tree_.get_n_leaves()} leaves" for name, t in model.models.items()
+    )
+    print(f"wrote {DEFAULT_MODEL_PATH} ({len(rows)} rows; {trees}), {FEATURES_MD}, {CAUSES_MD}, {DESIGN_MD}, README")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ class LazyCommand:
 
     ``target`` is ``"package.module:attribute"``; the attribute is a command function (any function
     Typer accepts) or a ``typer.Typer`` (a group such as ``xdp``). ``help`` must be the first paragraph
-    of the command's own help (a test compares them), because the group shows it without importing.
+    of the command's own help (a test compares them), because the group shows it without importing. A
+    function ``<attribute>_epilog()`` beside a command function gives the text shown after its options.
     """
 
     name: str
@@ -58,7 +59,8 @@ class LazyCommand:
             group.name = self.name
             return group
         single = typer.Typer(add_completion=False)
-        single.command(self.name)(obj)
+        epilog = getattr(module, f"{attribute}_epilog", None)
+        single.command(self.name, epilog=epilog() if callable(epilog) else None)(obj)
         return typer.main.get_command(single)
 
 

@@ -19,7 +19,17 @@ from predictor.commands._fleet import ClusterOpt, check_cluster_option, fleet
 from predictor.commands._options import HistoryOption, IncidentHistoryOption, PrometheusUrlOption
 from predictor.errors import InputError
 
-__all__ = ["diagnose_cmd", "train_rca_cmd"]
+__all__ = ["diagnose_cmd", "diagnose_cmd_epilog", "train_rca_cmd"]
+
+CAUSES_MD = Path(__file__).resolve().parents[1] / "diagnose" / "CAUSES.md"
+
+
+def diagnose_cmd_epilog() -> str:
+    """``predictor diagnose --help``'s epilog: which families each cause needs, per profile (``CAUSES.md``)."""
+    try:
+        return CAUSES_MD.read_text(encoding="utf-8")
+    except OSError:
+        return "Which metric families each cause needs: predictor/diagnose/CAUSES.md (missing in this install)."
 
 
 def _write_json(payload: object, out: Path) -> None:
@@ -99,7 +109,12 @@ def train_rca_cmd(
         Path | None, typer.Option("--save", help="Also write the fitted model as JSON to this file.")
     ] = None,
     incidents: Annotated[
-        Path | None, typer.Option("--incidents", help="Your labelled incidents CSV (time,scope,cause[,window]).")
+        Path | None,
+        typer.Option(
+            "--incidents",
+            help="Your labelled incidents CSV (time,scope,cause[,window]); default "
+            "/etc/predictor/incidents/incidents.csv when it exists. Read with --history, else from Prometheus.",
+        ),
     ] = None,
     history: IncidentHistoryOption = None,
     window: Annotated[str, typer.Option("--window", help="Window length, e.g. 15m.")] = "15m",
@@ -111,8 +126,6 @@ def train_rca_cmd(
     from pipelines.rca import RcaJob, train_rca
     from predictor.timeparse import parse_duration
 
-    if (incidents is None) != (history is None):
-        raise InputError("--incidents and --history go together")
     settings = settings_from(ctx)
     job = RcaJob(
         window=parse_duration(window, name="--window"),

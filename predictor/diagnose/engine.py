@@ -4,9 +4,12 @@ The same ``window_features`` the tree was trained on run on whatever source answ
 (node or queue) is scored, candidates whose most likely class is a cause become findings, the findings of
 one job-wide cause are merged (a congested job shows on all its nodes), and an all-clear window yields one
 ``healthy`` finding. Every finding carries a ``remediation`` sentence; the result lists the metric
-``families`` it found and missed. Missing data are unknown, not evidence: a candidate whose answer rests
-mostly on unmeasured features gives ``insufficient_data`` instead of a fault. The output is the JSON
-contract of ``predictor diagnose``.
+``families`` it found and missed, and the ``profile`` (``models.rca_profiles``) those families select: the
+tree of that profile answers, fitted with exactly its families, so a family the site never exports is not
+"unmeasured" evidence but simply not part of the model. Missing data beyond the profile are unknown, not
+evidence: a candidate whose answer rests mostly on unmeasured features gives ``insufficient_data`` naming the
+families to enable, and a cause the profile cannot tell at all is named, with its families, on the all-clear
+finding. The output is the JSON contract of ``predictor diagnose``.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import pandas as pd
 from models.frames import TIME
 from models.rca import HEALTHY, MIN_MEASURED, RootCauseTree
 from models.rca_features import FEATURE_NAMES, WindowData, window_features
-from models.rca_specs import METRIC_FAMILIES
-from predictor.diagnose.remediation import INSUFFICIENT, remediation
+from models.rca_profiled import ProfiledRca, blank
+from models.rca_specs import METRIC_FAMILIES, SPECS
+from predictor.diagnose.remediation import INSUFFICIENT, enable_advice, remediation
 from predictor.errors import InputError
 from predictor.sources import MetricSource, Selector
 
@@ -59,6 +63,7 @@ _JOB_WIDE = (
     "roce_congestion",
 )
 SCOPE_KEYS = ("node", "gpu", "job", "queue")
+_FAMILIES_OF = {s.name: s.families for s in SPECS}
 
 
 def parse_scope(text: str | None) -> dict[str, str]:
@@ -117,7 +122,7 @@ def _families(data: WindowData) -> dict[str, list[str]]:
 
 def diagnose(
     frame: pd.DataFrame,
-    model: RootCauseTree,
+    model: ProfiledRca | RootCauseTree,
     at: pd.Timestamp,
     window: pd.Timedelta,
     scope: dict[str, str] | None = None,
@@ -129,16 +134,20 @@ def diagnose(
 
     A candidate whose answer rests mostly on unmeasured features (``measured_share < min_measured``) never
     yields a fault: it can only add to an ``insufficient_data`` finding, which is also the answer when most
-    candidates are in that state and nothing else was found.
+    candidates are in that state and nothing else was found. A single tree (an older model) answers as
+    the one profile it was fitted for.
     """
     if frame.empty:
         raise InputError(f"no samples between {(at - 2 * window).isoformat()} and {at.isoformat()}")
+    profiled = model if isinstance(model, ProfiledRca) else ProfiledRca.of_tree(model)
     data = WindowData(frame)
     families = _families(data)
+    profile, tree = profiled.for_present(families["found"])
     result: dict[str, Any] = {
         "at": at.isoformat().replace("+00:00", "Z"),
         "window": format_window(window),
         "families": families,
+        "profile": profile.name,
         "findings": [],
     }
     feats = window_features(data, at, window)
@@ -146,13 +155,14 @@ def diagnose(
         feats = feats[feats[name] == value] if name != "gpu" else feats
     if feats.empty:
         raise InputError(f"--scope {scope}: no such node, job or queue in the window")
-    X = feats[list(FEATURE_NAMES)]
-    proba = model.predict_proba(X)
-    measured = model.measured_share(X)
-    unknown = model.unmeasured(X)
-    explanations = model.explain(X)
-    classes = [str(c) for c in model.classes_]
+    X = blank(feats[list(FEATURE_NAMES)], profile)  # what the profile lacks, its tree never reads
+    proba = tree.predict_proba(X)
+    measured = tree.measured_share(X)
+    unknown = tree.unmeasured(X)
+    explanations = tree.explain(X)
+    classes = [str(c) for c in tree.classes_]
     missing = tuple(families["missing"])
+    wanted: list[str] = []  # missing families the unsure answers read, most needed first
     records: list[dict[str, Any]] = [{str(k): v for k, v in r.items()} for r in feats.to_dict("records")]
     findings: dict[tuple[str, str], dict[str, Any]] = {}
     unsure: list[str] = []
@@ -164,6 +174,7 @@ def diagnose(
             if cause == HEALTHY or p < min_probability:
                 continue
             if measured[i] < min_measured:
+                wanted += [f for name in unknown[i] for f in _FAMILIES_OF.get(name, ()) if f in missing]
                 unsure.append(
                     f"{where} might be {cause} ({p:.2f}) but {1 - measured[i]:.0%} of that answer "
                     f"rests on unmeasured {', '.join(unknown[i][:4])}"
@@ -188,10 +199,41 @@ def diagnose(
                 findings[key] = finding
     ordered = sorted(findings.values(), key=lambda f: (-f["probability"], f["cause"], str(f["scope"])))
     if not ordered:
-        blind = sorted({c for causes in model.cannot_tell(X) for c in causes})
-        ordered = [_all_clear(feats, proba, measured, classes, explanations, unsure, missing, min_measured, blind)]
+        if not wanted:
+            wanted = [
+                f for i in np.flatnonzero(measured < min_measured) for n in unknown[i] for f in _FAMILIES_OF.get(n, ())
+            ]
+        needed = tuple(f for f in dict.fromkeys(wanted) if f in missing) or missing
+        blind = sorted({c for causes in tree.cannot_tell(X) for c in causes})
+        clear = _all_clear(feats, proba, measured, classes, explanations, unsure, needed, min_measured, blind)
+        ordered = [_with_profile_caveat(clear, profiled, profile.name)]
     result["findings"] = ordered
     return result
+
+
+def _with_profile_caveat(finding: dict[str, Any], model: ProfiledRca, profile: str) -> dict[str, Any]:
+    """The all-clear (or insufficient) finding naming the causes this profile cannot tell at all, and the
+    families that would let it (``ProfiledRca.needs``) with how to enable each."""
+    causes = model.cannot_tell(profile)
+    if not causes:
+        return finding
+    parts: list[str] = []
+    families: list[str] = []
+    fixable: list[str] = []
+    for cause in causes:
+        needs = model.needs(profile, cause)
+        parts.append(f"{cause} (needs {', '.join(needs)})" if needs else cause)
+        families += needs
+        fixable += [cause] if needs else []
+    text = f"; not diagnosable with the {profile} profile's families: {', '.join(parts)}"
+    advice = f" To also diagnose {', '.join(fixable)}, enable {enable_advice(families)}." if families else ""
+    return {
+        **finding,
+        "explanation": finding["explanation"].replace(" → ", f"{text} → ", 1)
+        if finding["cause"] == INSUFFICIENT
+        else finding["explanation"] + text,
+        "remediation": finding["remediation"] + advice,
+    }
 
 
 def _all_clear(

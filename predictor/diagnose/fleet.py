@@ -13,7 +13,8 @@ __all__ = ["fleet_findings"]
 
 
 def fleet_findings(results: dict[str | None, dict[str, Any]]) -> dict[str, Any]:
-    """One result for the fleet: every cluster's findings, each naming its cluster, most probable first.
+    """One result for the fleet: every cluster's findings, each naming its cluster, most probable first;
+    ``clusters`` holds each one's families and the profile they selected.
 
     A single unnamed cluster's result is returned as it is (today's output)."""
     if list(results) == [None]:
@@ -27,5 +28,7 @@ def fleet_findings(results: dict[str | None, dict[str, Any]]) -> dict[str, Any]:
         "window": first["window"],
         "families": {"found": found, "missing": missing},
         "findings": sorted(findings, key=lambda f: -float(f["probability"])),
-        "clusters": {name: {"families": result["families"]} for name, result in results.items()},
+        "clusters": {
+            name: {"families": result["families"], "profile": result.get("profile")} for name, result in results.items()
+        },
     }

@@ -6,13 +6,13 @@ lines (their cache product, their NIC vendor's tooling) without touching how fin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
 from models.rca import INSUFFICIENT
 
-__all__ = ["INSUFFICIENT", "remediation"]
+__all__ = ["INSUFFICIENT", "enable_advice", "how_to_enable", "remediation"]
 
 
 _ADVICE = {
@@ -50,7 +50,7 @@ _ADVICE = {
     "pattern or oversubscribed spine links.",
     "nic_link_flap": "The NIC link went down and up {flaps} time(s): check the cable/transceiver (ethtool -m, "
     "dmesg for link down), the switch port's error counters, and replace the optic.",
-    INSUFFICIENT: "Scrape the missing metric families ({missing}) so a cause can be told apart; until then "
+    INSUFFICIENT: "Scrape the missing metric families so a cause can be told apart ({missing}); until then "
     "this window cannot be judged.",
     "healthy": "Nothing to change: every candidate looked like its own baseline and its peers.",
 }
@@ -88,5 +88,42 @@ def remediation(cause: str, row: Mapping[str, object], gpu: str | None = None, m
         pause=_fmt(row.get("pfc_pause_ratio"), "x"),
         ecn=_fmt(row.get("roce_ecn_ratio"), "x"),
         flaps=_fmt(row.get("carrier_changes"), "n"),
-        missing=", ".join(missing) or "none",
+        missing=enable_advice(missing) or "none",
     )
+
+
+_DCGM_COUNTERS = "dcgm-exporter's counters CSV (the file given with -f/--collectors)"
+_NODE_EXPORTER = "node_exporter's {} collector (on by default: check it is not disabled with --no-collector.{})"
+
+
+def how_to_enable(family: str) -> str:
+    """How a site turns on the exporter output that yields ``family`` (one clause, no trailing period)."""
+    if family.startswith("DCGM_FI_"):
+        kind = "counter" if family.endswith("_TOTAL") else "gauge"
+        return f"uncomment or add the line `{family}, {kind}, ...` in {_DCGM_COUNTERS}"
+    if family.startswith("node_ethtool_"):
+        return "run node_exporter with --collector.ethtool (off by default) on the RDMA NIC nodes"
+    prefixes = (
+        ("node_netstat_", "netstat"),
+        ("node_network_carrier", "netclass"),
+        ("node_network_", "netdev"),
+        ("node_cpu_", "cpu"),
+        ("node_load", "loadavg"),
+    )
+    for prefix, collector in prefixes:
+        if family.startswith(prefix):
+            return _NODE_EXPORTER.format(collector, collector)
+    if family == "kube_pod_labels":
+        return "run kube-state-metrics with --metric-labels-allowlist=pods=[volcano.sh/job-name]"
+    if family.startswith("kube_"):
+        return "deploy kube-state-metrics and let Prometheus scrape it"
+    if family.startswith("volcano_"):
+        return "let Prometheus scrape the Volcano scheduler's /metrics endpoint"
+    if family == "ALERTS":
+        return "load alerting rules into Prometheus (ALERTS exists only where rules are evaluated)"
+    return "make sure Prometheus scrapes the exporter that serves it"
+
+
+def enable_advice(families: Iterable[str]) -> str:
+    """``family: how`` for each family, one sentence (what an ``insufficient_data`` finding asks for)."""
+    return "; ".join(f"{f}: {how_to_enable(f)}" for f in dict.fromkeys(families))

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from models.rca_profiles import PROFILES
 from pipelines.rca_data import to_long_frame
 from predictor import sim
 from predictor.cli import main
@@ -19,6 +20,7 @@ from tests.support.localprom import LocalPrometheus
 # From the faults table of tests/diagnose/conftest.SMALL (deterministic for its seed).
 THERMAL_AT = "2026-03-09T10:59:00Z"  # gpu_thermal on node-005 GPU 5 since 10:39
 CLEAN_AT = "2026-03-09T03:15:00Z"  # no fault anywhere in (02:45, 03:15] nor the window before
+LEGACY = Path(__file__).parents[1] / "data" / "rca-legacy-tree.json"  # a model file of the single-tree format
 
 
 def _fault(run: sim.SimResult, cause: str, at: str) -> dict[str, Any]:
@@ -35,7 +37,7 @@ def _quiet(run: sim.SimResult, at: str) -> None:
 
 
 def _check_shape(result: dict[str, Any], at: str) -> None:
-    assert set(result) == {"at", "window", "families", "findings"}
+    assert set(result) == {"at", "window", "families", "profile", "findings"}
     assert set(result["families"]) == {"found", "missing"} and "DCGM_FI_DEV_GPU_UTIL" in result["families"]["found"]
     assert pd.Timestamp(result["at"]) == pd.Timestamp(at) and result["window"] == "15m"
     probs = [f["probability"] for f in result["findings"]]
@@ -180,3 +182,69 @@ def test_bad_inputs_are_one_line_errors(history_file: Path, tmp_path: Path, caps
     )
     assert "nope.json" in capsys.readouterr().err
     assert not Path(out).exists()
+
+
+def _only(frame: pd.DataFrame, families: frozenset[str], path: Path) -> Path:
+    write_frame(frame[frame["__name__"].isin(families)], path)
+    return path
+
+
+@pytest.mark.slow
+def test_the_profile_follows_the_families_the_window_returned(small_sim: sim.SimResult, tmp_path: Path) -> None:
+    frame = to_long_frame(small_sim)
+    default = PROFILES["dcgm-default"].present
+    throttle = default | {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"}
+    for families, expected in ((default, "dcgm-default"), (throttle, "dcgm-default+throttle")):
+        path = _only(frame, families, tmp_path / f"{expected}.parquet")
+        result = _diagnose(["--history", str(path), "--at", CLEAN_AT], tmp_path / f"{expected}.json")
+        assert result["profile"] == expected, result["families"]
+
+
+@pytest.mark.slow
+def test_a_default_dcgm_exporter_still_names_a_thermal_fault_and_a_quiet_window_healthy(
+    small_sim: sim.SimResult, tmp_path: Path
+) -> None:
+    # dcgm-exporter as shipped: no throttle reasons, ECC or NVLink error counters. The thermal fault is told
+    # by temperature and clocks (not mistaken for a power cap, which without throttle reasons looks alike),
+    # and a quiet window is healthy, not insufficient_data.
+    path = _only(to_long_frame(small_sim), PROFILES["dcgm-default"].present, tmp_path / "default.parquet")
+    fault = _fault(small_sim, "gpu_thermal", THERMAL_AT)
+    hot = _diagnose(["--history", str(path), "--at", THERMAL_AT], tmp_path / "h.json")
+    _check_shape(hot, THERMAL_AT)
+    assert hot["profile"] == "dcgm-default"
+    on_node = [f for f in hot["findings"] if f["scope"]["node"] == fault["node"]]
+    assert on_node and on_node[0]["cause"] == "gpu_thermal", hot["findings"]
+    assert {f["cause"] for f in on_node}.isdisjoint({"gpu_power_cap", "insufficient_data"})
+    _quiet(small_sim, CLEAN_AT)
+    clean = _diagnose(["--history", str(path), "--at", CLEAN_AT], tmp_path / "c.json")
+    assert [f["cause"] for f in clean["findings"]] == ["healthy"], clean
+
+
+@pytest.mark.slow
+def test_a_single_tree_model_file_still_diagnoses(history_file: Path, tmp_path: Path) -> None:
+    result = _diagnose(
+        ["--history", str(history_file), "--at", THERMAL_AT, "--model", str(LEGACY)], tmp_path / "l.json"
+    )
+    _check_shape(result, THERMAL_AT)
+    assert result["profile"] == "everything"  # the one profile such a file holds
+
+
+def test_a_malformed_model_file_is_one_line(
+    history_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad-model.json"
+    bad.write_text(json.dumps({"format": "gpu-rca-profiled/1", "profiles": [], "models": {"x": 1}}))
+    out = tmp_path / "x.json"
+    args = ["diagnose", "--history", str(history_file), "--at", THERMAL_AT, "--model", str(bad), "--out", str(out)]
+    assert main(args) == 1
+    err = capsys.readouterr().err.strip()
+    assert "bad-model.json" in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_help_lists_the_families_each_cause_needs_per_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Families each cause needs" in text and "dcgm-default" in text
+    # The shipped defaults cannot tell RoCE faults: the help says which counters to enable, and how.
+    assert "cannot tell `roce_pfc_storm`" in text and "--collector.ethtool" in text

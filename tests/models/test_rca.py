@@ -56,7 +56,7 @@ def test_json_round_trip_is_exact(tmp_path: pytest.TempPathFactory) -> None:
     model = RootCauseTree().fit(X, y)
     path = tmp_path / "m.json"  # type: ignore[operator]
     save_model_file(model, path)
-    again = load_model_file(path)
+    again = load_model_file(path).models["everything"]  # a single tree loads as a one-profile model
     np.testing.assert_array_equal(model.predict_proba(X), again.predict_proba(X))
     assert model.explain(X.iloc[:3]) == again.explain(X.iloc[:3])
 
@@ -72,9 +72,11 @@ def test_bad_model_files_name_the_file(tmp_path: pytest.TempPathFactory) -> None
 
 def test_bundled_default_loads_and_knows_every_cause() -> None:
     from models.rca import CLASSES
+    from models.rca_profiles import PROFILES
 
     model = load_default()
-    assert set(model.classes_) == set(CLASSES)
+    assert set(model.models) == set(PROFILES)
+    assert all(set(tree.classes_) == set(CLASSES) for tree in model.models.values())
 
 
 def test_an_unmeasured_feature_is_unknown_not_evidence() -> None:
@@ -129,7 +131,8 @@ def test_a_missing_family_is_read_by_the_tree_trained_without_it(tmp_path: pytes
     assert "net_rx_vs_util" in text and "trained without tcp_retrans_ratio" in text
     path = tmp_path / "m.json"  # type: ignore[operator]
     save_model_file(model, path)
-    np.testing.assert_array_equal(load_model_file(path).predict_proba(blind), model.predict_proba(blind))
+    again = load_model_file(path).models["everything"]
+    np.testing.assert_array_equal(again.predict_proba(blind), model.predict_proba(blind))
 
 
 def test_a_patch_of_mostly_healthy_windows_is_not_blamed_on_the_few_faults_in_it() -> None:

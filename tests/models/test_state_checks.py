@@ -228,3 +228,26 @@ def test_a_root_cause_value_array_of_the_wrong_shape_is_refused(rca_dict: dict[s
 
 def json_copy(data: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(data))  # type: ignore[no-any-return]
+
+
+def test_a_corrupt_tree_inside_a_profiled_root_cause_model_is_refused(rca_dict: dict[str, Any]) -> None:
+    from models.rca_profiled import FORMAT, ProfiledRca
+
+    good = {"name": "everything", "absent": [], "description": "all"}
+    data = {"format": FORMAT, "profiles": [good], "models": {"everything": rca_dict}, "reach": {}, "confused": {}}
+
+    def state(model: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        encoder = Encoder()
+        root = {
+            "$": "object",
+            "type": "models.rca_profiled.ProfiledRca",
+            "state": {"model": encoder.value(model, "estimator.to_dict()")},
+        }
+        return {"format": STATE_FORMAT, "root": root}, encoder.arrays
+
+    assert isinstance(from_state(*state(data)), ProfiledRca)
+    bad = json_copy(data)
+    i = _split_node(bad["models"]["everything"])
+    bad["models"]["everything"]["nodes"]["feature"][i] = 99
+    with pytest.raises(StateError, match=r"\.models\['everything'\]\.tree_\.tree_\.nodes\[\d+\]\.feature: 99"):
+        from_state(*state(bad))

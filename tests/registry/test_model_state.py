@@ -13,6 +13,9 @@ from models.demand_eval import RunDemandModel
 from models.demand_features import EARLY_FEATURES, HISTORY_FEATURES
 from models.forecast import BaseForecaster, NaiveForecaster, forecasters
 from models.rca import CLASSES, RootCauseTree
+from models.rca_features import FEATURE_NAMES
+from models.rca_profiled import ProfiledRca, fit_profiled
+from models.rca_profiles import PROFILES
 from predictor.config import Settings
 from predictor.errors import RegistryError
 from predictor.registry import CHALLENGER, CHAMPION, ModelRegistry
@@ -110,6 +113,25 @@ def test_root_cause_tree_round_trips_through_the_registry(mlflow_tracking: Setti
     np.testing.assert_array_equal(served.estimator.predict_proba(X), model.predict_proba(X))
     assert served.estimator.explain(X) == model.explain(X)
     np.testing.assert_array_equal(served.predict(X), model.predict(X))
+
+
+def test_profiled_root_cause_model_round_trips_through_the_registry(mlflow_tracking: Settings) -> None:
+    rng = np.random.default_rng(2)
+    X = pd.DataFrame(rng.normal(size=(240, len(FEATURE_NAMES))), columns=list(FEATURE_NAMES))
+    y = np.where(
+        X["gpu_temp_p95_max"] > 0.5, "gpu_thermal", np.where(X["nvlink_crc_rate_max"] > 0.8, "nvlink", "healthy")
+    )
+    profiles = {n: PROFILES[n] for n in ("dcgm-default", "everything")}
+    model = fit_profiled(X.assign(label=y), profiles=profiles, model=RootCauseTree(cv=2, n_alphas=3))
+    served = _register(mlflow_tracking, "gpu-rca", model, kind="tabular")
+    assert isinstance(served.estimator, ProfiledRca) and served.estimator.reach == model.reach
+    for name in profiles:
+        np.testing.assert_array_equal(
+            served.estimator.models[name].predict_proba(X), model.models[name].predict_proba(X)
+        )
+    # Served rows without the NVLink counters are answered by the dcgm-default tree.
+    default = X.assign(**{c: np.nan for c in PROFILES["dcgm-default"].absent_features})
+    np.testing.assert_array_equal(served.predict(default), model.models["dcgm-default"].predict(default))
 
 
 def test_mlflow_own_loader_reads_the_same_state(mlflow_tracking: Settings, fitted: dict[str, BaseForecaster]) -> None:
