@@ -114,6 +114,8 @@ def rows(policies: Sequence[str] | None = None, *, forecaster: bool | None = Non
     split = has_forecaster() if forecaster is None else forecaster
     out: list[Row] = []
     for policy in policies:
+        if policy == "oracle" and split:
+            continue  # the oracle policy is the loop planning from the oracle forecaster: the loop/oracle row
         if policy == "loop" and split:
             out += [Row(f"loop/{f}", "loop", forecaster=f) for f in FORECASTERS]
         else:

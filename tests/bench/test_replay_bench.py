@@ -216,7 +216,7 @@ def test_value_of_information_says_plainly_when_the_forecast_buys_nothing() -> N
 def test_rows_split_the_loop_by_forecaster_only_where_the_replay_allows_it() -> None:
     today = [r.name for r in rows(("static-elastic", "loop", "oracle"), forecaster=False)]
     assert today == ["static-elastic", "loop", "oracle", QUOTA_FREE]
-    split = rows(("static-elastic", "loop"), forecaster=True)
+    split = rows(("static-elastic", "loop", "oracle"), forecaster=True)  # oracle is loop/oracle there
     assert [r.name for r in split] == ["static-elastic", "loop/naive", "loop/auto", "loop/oracle", QUOTA_FREE]
     assert {r.forecaster for r in split if r.policy == "loop"} == {"naive", "auto", "oracle"}
     assert split[-1].one_queue and split[-1].policy == "static-elastic"
