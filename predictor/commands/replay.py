@@ -19,6 +19,8 @@ from predictor.timeparse import parse_time
 
 __all__ = ["replay"]
 
+_FORECAST_POLICIES = ("loop", "rightsize+loop", "oracle")
+
 SUMMARY_KEYS = (
     "allocation",
     "utilisation",
@@ -85,6 +87,14 @@ def replay(
 
     if policy == "oracle" and forecaster not in (None, "oracle"):
         raise InputError(f"--policy oracle plans from the oracle: drop --forecaster {forecaster} or use --policy loop")
+    # A flag the policy never reads would otherwise be dropped in silence, and the summary would look like
+    # the run it asked for.
+    if forecaster is not None and policy not in _FORECAST_POLICIES:
+        raise InputError(
+            f"--forecaster {forecaster}: --policy {policy} plans from no forecast (only loop and rightsize+loop do)"
+        )
+    if queue_weight and policy != "proportion":
+        raise InputError(f"--queue-weight: only --policy proportion reads queue weights, not --policy {policy}")
     settings = ReplaySettings(
         nodes=nodes,
         start=parse_time(start, name="--start"),
@@ -132,5 +142,7 @@ def _weights(values: list[str]) -> dict[str, int]:
         queue, sep, weight = value.partition("=")
         if not sep or not queue.strip() or not weight.strip().isdigit() or int(weight) < 1:
             raise InputError(f"--queue-weight {value!r}: expected QUEUE=W with W an integer >= 1")
+        if queue.strip() in out:
+            raise InputError(f"--queue-weight {value!r}: queue {queue.strip()!r} is given a weight twice")
         out[queue.strip()] = int(weight)
     return out

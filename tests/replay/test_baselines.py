@@ -89,5 +89,12 @@ def test_bad_queue_weights_are_one_line(tmp_path, capsys):
         assert main([*base, "--policy", "proportion", "--queue-weight", weight, "--out", str(tmp_path / "r")]) == 1
         err = capsys.readouterr().err.strip()
         assert needle in err and len(err.splitlines()) == 1, err
+    # a queue weighted twice, or weights under a policy that reads none, would be dropped in silence
+    for policy, weights, needle in (("proportion", ["a=2", "a=3"], "twice"), ("static-hard", ["a=2"], "only --policy")):
+        flags = [x for w in weights for x in ("--queue-weight", w)]
+        assert main([*base, "--policy", policy, *flags, "--out", str(tmp_path / "r")]) == 1
+        err = capsys.readouterr().err.strip()
+        assert needle in err and len(err.splitlines()) == 1, err
+        assert not (tmp_path / "r").exists()
     with pytest.raises(InputError, match="integer >= 1"):
         ReplaySettings(nodes=1, start=START, weeks=1, policy="proportion", queue_weights={"a": 0}).check()

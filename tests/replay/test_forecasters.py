@@ -150,6 +150,8 @@ def test_the_replay_records_which_forecaster_planned_and_its_retrains():
     [
         (["--policy", "loop", "--forecaster", "prophet"], "--forecaster"),
         (["--policy", "oracle", "--forecaster", "naive"], "--policy oracle"),
+        # a forecaster a policy never reads is refused, not dropped: the summary would pass for a naive run
+        (["--policy", "static-hard", "--forecaster", "naive"], "plans from no forecast"),
     ],
 )
 def test_a_bad_forecaster_is_one_line(tmp_path, capsys, args, needle):
