@@ -153,8 +153,11 @@ def diagnose(
     feats = window_features(data, at, window)
     for name, value in (scope or {}).items():
         feats = feats[feats[name] == value] if name != "gpu" else feats
-    if feats.empty:
-        raise InputError(f"--scope {scope}: no such node, job or queue in the window")
+    if feats.empty and scope:
+        wanted_scope = ",".join(f"{k}={v}" for k, v in scope.items())
+        raise InputError(f"--scope {wanted_scope}: no such node, job or queue in the window")
+    if feats.empty:  # no --scope was given: naming it would send the user after a flag they never passed
+        raise InputError(f"no node, job or queue to diagnose between {(at - window).isoformat()} and {at.isoformat()}")
     X = blank(feats[list(FEATURE_NAMES)], profile)  # what the profile lacks, its tree never reads
     proba = tree.predict_proba(X)
     measured = tree.measured_share(X)

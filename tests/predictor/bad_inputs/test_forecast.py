@@ -92,6 +92,21 @@ CASES = [
         None,
         "none.csv",
     ),
+    # a window with no node or queue to diagnose: the line must not blame a --scope nobody passed
+    Case(
+        "diagnose-nothing-to-diagnose",
+        lambda f: [
+            "diagnose",
+            "--history",
+            str(f["history.csv"]),
+            "--at",
+            NOW.isoformat(),
+            "--out",
+            str(f["out"] / "d.json"),
+        ],
+        write("history.csv", f'series_id,timestamp,value\nDCGM_FI_DEV_GPU_UTIL{{gpu="0"}},{NOW.isoformat()},50\n'),
+        "no node, job or queue to diagnose between",
+    ),
     Case(
         "report-missing-history",
         lambda f: ["report", "--history", str(f["out"] / "nowhere"), "--out", str(f["out"] / "report")],
