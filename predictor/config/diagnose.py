@@ -23,12 +23,23 @@ class DiagnoseLoopSettings(BaseModel):
         900.0,
         ge=60,
         le=6 * 3600,
+        allow_inf_nan=False,
         description="Length of the diagnosed window ending at the cycle's time; the window before it is the "
         "baseline the features and the GPU utilisation band compare with (2 × window_s is read).",
     )
-    step_s: float = Field(60.0, ge=1, le=3600, description="Query step of the window read from Prometheus.")
+    step_s: float = Field(
+        60.0,
+        ge=1,
+        le=3600,
+        allow_inf_nan=False,
+        description="Query step of the window read from Prometheus; at most a third of window_s.",
+    )
     min_probability: float = Field(
-        0.5, gt=0, le=1, description="A cause less probable than this is not a finding (as predictor diagnose)."
+        0.5,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="A cause less probable than this is not a finding (as predictor diagnose).",
     )
 
     @model_validator(mode="after")

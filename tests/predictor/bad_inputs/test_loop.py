@@ -58,6 +58,13 @@ CASES = [
         add("settings.yaml", "loop: {diagnose: {enabled: true, window_s: 60, step_s: 60}}\n"),
         "loop.diagnose",
     ),
+    # NaN passes every bound check; without the finite check the line blamed the upper bound
+    Case(
+        "loop-diagnose-window-nan",
+        loop,
+        add("settings.yaml", "loop: {diagnose: {enabled: true, window_s: .nan}}\n"),
+        "finite number",
+    ),
     Case(
         "loop-metrics-file-without-once",
         lambda f: (
