@@ -40,7 +40,7 @@ from predictor.diagnose.engine import NEEDED_METRICS
 from predictor.errors import InputError
 from predictor.sources.files import read_frame
 from predictor.sources.promql import series_id
-from predictor.timeparse import parse_duration
+from predictor.timeparse import parse_duration, parse_time
 
 __all__ = [
     "HELDOUT_SCENARIOS",
@@ -245,10 +245,13 @@ def read_incidents(path: Path) -> pd.DataFrame:
     missing = [c for c in ("time", "scope", "cause") if c not in frame.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)} (format: {INCIDENTS_FORMAT})")
-    try:
-        frame["time"] = pd.to_datetime(frame["time"], utc=True, format="ISO8601")
-    except (ValueError, TypeError) as exc:
-        raise InputError(f"{path}: column 'time' has a value that is not an ISO 8601 time") from exc
+    # Per row, so the line names the row and the value to correct; parse_time also refuses an instant past
+    # what nanosecond timestamps hold, which the window arithmetic below would overflow on.
+    times = [
+        parse_time("" if pd.isna(text) else str(text), name=f"{path}: row {i + 2}: time")
+        for i, text in enumerate(frame["time"])
+    ]
+    frame["time"] = pd.to_datetime(pd.Series(times, index=frame.index, dtype=object), utc=True)
     bad = ~frame["cause"].isin(CLASSES)
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
@@ -258,6 +261,9 @@ def read_incidents(path: Path) -> pd.DataFrame:
     for i, scope in enumerate(frame["scope"].astype(str)):
         if scope != "cluster" and not (scope.startswith(("node=", "queue=")) and len(scope.split("=", 1)[1]) > 0):
             raise InputError(f"{path}: row {i + 2}: scope {scope!r} is not node=NAME, queue=NAME or cluster")
+    for i, text in enumerate(frame["window"] if "window" in frame.columns else []):
+        if isinstance(text, str) and text:  # checked here, not when the window is read, to name file and row
+            parse_duration(text, name=f"{path}: row {i + 2}: window")
     return frame
 
 

@@ -95,6 +95,30 @@ def test_team_incidents_csv(tmp_path: Path) -> None:
         read_incidents(bad)
 
 
+@pytest.mark.parametrize(
+    ("row", "says"),
+    [
+        ("yesterday,node=n1,gpu_thermal,", "row 3: time 'yesterday' is not an ISO 8601 time"),
+        (",node=n1,gpu_thermal,", "row 3: time '' is not an ISO 8601 time"),
+        ("2300-01-01T00:00:00Z,node=n1,gpu_thermal,", "row 3: time 2300-01-01T00:00:00+00:00 is outside"),
+        ("2026-03-02T10:15:00Z,node=n1,gpu_thermal,-5m", "row 3: window '-5m' is not a duration"),
+    ],
+)
+def test_a_bad_incident_time_or_window_names_the_file_and_row(tmp_path: Path, row: str, says: str) -> None:
+    csv = tmp_path / "incidents.csv"
+    csv.write_text(f"time,scope,cause,window\n2026-03-02T10:00:00Z,node=n1,gpu_oom,15m\n{row}\n")
+    with pytest.raises(InputError) as info:
+        read_incidents(csv)
+    assert str(info.value).startswith(f"{csv}: {says}") and "\n" not in str(info.value)
+
+
+def test_incident_times_read_as_every_time_flag_reads_them(tmp_path: Path) -> None:
+    csv = tmp_path / "incidents.csv"
+    csv.write_text("time,scope,cause\n1772446500,node=n1,gpu_oom\n2026-03-02 10:15,cluster,healthy\n")
+    times = read_incidents(csv)["time"].tolist()  # Unix seconds and naive ISO 8601 (UTC), as --at takes them
+    assert times == [pd.Timestamp("2026-03-02T10:15:00Z")] * 2
+
+
 def test_incidents_default_to_the_mounted_file_and_a_named_missing_one_is_an_error(tmp_path: Path) -> None:
     mounted = tmp_path / "incidents.csv"
     assert resolve_incidents(None, default=mounted) is None  # no mounted file: simulator data only
