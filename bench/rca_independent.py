@@ -31,7 +31,7 @@ import sys
 import time
 from contextlib import redirect_stdout
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pandas as pd
@@ -119,7 +119,7 @@ def _model(which: str, train: pd.DataFrame, names: list[str]) -> ProfiledRca:
         model = load_default()
         lacking = [n for n in names if n not in model.models]
         if lacking:
-            sys.exit(f"--model bundled: the bundled model has no tree for {', '.join(lacking)}")
+            sys.exit(f"error: --model bundled: the bundled model has no tree for {', '.join(lacking)}")
         return model
     return fit_profiled(
         train,
@@ -253,8 +253,14 @@ def _report(
         print("\n".join(blind[name]))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """One line, not the usage block: ``error: argument --model: invalid choice: 'x' (...)``."""
+        self.exit(2, f"error: {message}\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = _Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=sorted(SIZES), default="reduced")
     parser.add_argument("--seeds", default="", help="comma-separated seeds of the independent clusters")
     parser.add_argument(
@@ -273,18 +279,20 @@ def main() -> None:
         "--no-reference", dest="reference", action="store_false", help="skip the training-simulator reference"
     )
     parser.add_argument("--refresh", action="store_true", help="recompute even if this report is cached")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     # Bad input: one line, no traceback (checked before anything is built or cached).
     try:
         parse_duration(args.window, name="--window")
         [int(x) for x in args.seeds.split(",") if x]
     except InputError as exc:
-        sys.exit(str(exc))
+        sys.exit(f"error: {exc}")
     except ValueError:
-        sys.exit(f"--seeds {args.seeds!r}: expected comma-separated integers")
+        sys.exit(f"error: --seeds {args.seeds!r}: expected comma-separated integers")
     unknown = [p for p in args.profiles.split(",") if p and p not in PROFILES]
     if unknown:
-        sys.exit(f"--profiles: unknown {', '.join(unknown)} (known: {', '.join(PROFILES)})")
+        sys.exit(f"error: --profiles: unknown {', '.join(unknown)} (known: {', '.join(PROFILES)})")
+    if args.boot < 1:  # checked now: the bootstrap would fail only after the whole run
+        sys.exit(f"error: --boot {args.boot}: at least one bootstrap resample")
     key = hashlib.sha256(
         repr((vars(args) | {"cache": "", "refresh": False}, sorted(FEATURE_NAMES), FORMAT)).encode()
     ).hexdigest()[:16]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -193,3 +195,26 @@ def test_a_flapping_link_flaps_in_every_window_it_covers(healthy: WindowData) ->
         assert feats["carrier_changes"].to_dict()[node] >= 2  # at least one down-and-up in 15 minutes
     before = window_features(data, _at(data, k0 - 1), WINDOW).set_index("node")
     assert before["carrier_changes"].to_dict()[node] == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--profiles", "nope"], "error: --profiles: unknown nope"),
+        (["--model", "nope"], "error: argument --model: invalid choice: 'nope'"),
+        (["--seeds", "x"], "error: --seeds 'x'"),
+        (["--boot", "0"], "error: --boot 0"),
+        (["--window=-5m"], "error: --window '-5m'"),
+    ],
+)
+def test_a_bad_flag_is_one_line_before_anything_runs(
+    argv: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench.rca_independent import main
+
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--cache", str(tmp_path)])
+    # sys.exit(text) carries the line as the exit code; the parser writes it to stderr and exits 2
+    line = info.value.code if isinstance(info.value.code, str) else capsys.readouterr().err
+    assert line.strip().startswith(says) and len(line.strip().splitlines()) == 1, line
+    assert list(tmp_path.iterdir()) == []  # nothing simulated or cached
