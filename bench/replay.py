@@ -195,6 +195,8 @@ def run(args: argparse.Namespace) -> list[Result]:
     if not names or any(n not in TRACES for n in names):
         raise FlagError(f"--traces {args.traces!r}: expected some of {', '.join(TRACES)}")
     seeds, which, planner = seeds_of(args.seeds), rows_of(args.rows), planner_of(args)
+    if args.windows != "all":
+        _ints("--windows", args.windows)  # the syntax now; which indices exist needs the traces loaded
     traces = [load(n, args.data) for n in names]
     chosen = windows_of(args.windows, traces, args.weeks)
     runs = plan_runs(traces, chosen, seeds, which, args.sizing, args.load)

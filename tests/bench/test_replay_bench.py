@@ -225,10 +225,20 @@ def test_rows_split_the_loop_by_forecaster_only_where_the_replay_allows_it() -> 
 def test_seed_flag_and_bad_flags_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert replay.seeds_of("3") == [0, 1, 2]
     assert replay.seeds_of("3,0") == [0, 3]
-    for argv in (["--seeds", "x"], ["--jobs", "0"], ["--traces", "nope"], ["--rows", "bogus"], ["--seeds", "0"]):
+    for argv in (
+        ["--seeds", "x"],
+        ["--jobs", "0"],
+        ["--traces", "nope"],
+        ["--rows", "bogus"],
+        ["--seeds", "0"],
+        # refused before the traces load: where the public traces are missing, it is still this flag named
+        ["--windows", "x", "--data", "/nonexistent"],
+        ["--windows=-1", "--data", "/nonexistent"],
+    ):
         assert replay.main(argv) == 1
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1, argv
+        assert "--data" not in err, err
     with pytest.raises(SystemExit):  # argparse's own errors, one line too
         replay.main(["--jobs", "two"])
     assert capsys.readouterr().err == "error: argument --jobs: invalid int value: 'two'\n"
