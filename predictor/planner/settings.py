@@ -57,10 +57,10 @@ class PlannerSettings(BaseModel):
         DEFAULT_TAIL_QUANTILE,
         description="Size deserved ahead of forecast demand: the highest q quantile of the forecast's distribution "
         "over the horizon (interpolated in normal score between its bands; predictor.planner.tail), so a queue's "
-        "own work does not wait behind borrowers. Between 0.5 and 0.99: higher is more deserved, less wait and "
-        "more idle quota; lower returns quota to the other queues' shares. null: deserved_quantile's column "
-        "instead (also when deserved_quantile is set and this is not). planner.objective, when set, wins over both "
-        "(docs/design.md, 'Deserved from the forecast's distribution').",
+        "own work does not wait behind borrowers. Strictly between 0.5 and 0.99 (neither allowed): higher is "
+        "more deserved, less wait and more idle quota; lower returns quota to the other queues' shares. "
+        "null: deserved_quantile's column instead (also when deserved_quantile is set and this is not). "
+        "planner.objective, when set, wins over both (docs/design.md, 'Deserved from the forecast's distribution').",
     )
     deserved_quantile: Quantile = Field(
         "hi-80",
