@@ -330,7 +330,9 @@ class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
                         tuple(str(c) for c in r.get("cannot_tell", [])),
                     )
                 )
-        except (KeyError, TypeError, ValueError) as exc:
+        except KeyError as exc:  # its text is the bare key: say that the key is missing
+            raise ValueError(f"malformed {FORMAT} model: no {exc} field") from exc
+        except (TypeError, ValueError) as exc:
             raise ValueError(f"malformed {FORMAT} model: {exc}") from exc
         model.classes_, model.n_features_in_ = classes, n_features
         model.ccp_alpha_ = alpha

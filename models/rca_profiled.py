@@ -151,7 +151,9 @@ class ProfiledRca:
             models = {str(n): RootCauseTree.from_dict(dict(t)) for n, t in dict(data["models"]).items()}
             reach = {str(p): {str(c): float(r) for c, r in dict(v).items()} for p, v in dict(data["reach"]).items()}
             confused = {str(p): {str(c): str(o) for c, o in dict(v).items()} for p, v in dict(data["confused"]).items()}
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except KeyError as exc:  # its text is the bare key: say that the key is missing
+            raise ValueError(f"malformed {FORMAT} model: no {exc} field") from exc
+        except (TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"malformed {FORMAT} model: {exc}") from exc
         if not models or set(models) != set(profiles):
             raise ValueError(f"malformed {FORMAT} model: its trees and profiles do not match")

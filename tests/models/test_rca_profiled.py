@@ -113,3 +113,18 @@ def test_malformed_model_files_are_one_line_errors(content: object, tmp_path: Pa
     with pytest.raises(InputError, match=r"bad\.json") as info:
         load_model_file(path)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ({"format": FORMAT}, f"malformed {FORMAT} model: no 'profiles' field"),
+        ({"format": "gpu-rca-tree/1"}, "malformed gpu-rca-tree/1 model: no 'params' field"),
+    ],
+)
+def test_a_missing_field_is_named_as_missing(content: object, says: str, tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(content))
+    with pytest.raises(InputError) as info:
+        load_model_file(path)
+    assert says in str(info.value)  # not the bare key ("...model: 'profiles'"), which reads as nothing
