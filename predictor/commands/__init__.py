@@ -123,6 +123,6 @@ TRAIN_COMMANDS: tuple[LazyCommand, ...] = (
     LazyCommand(
         "rca",
         f"{_C}.diagnose:train_rca_cmd",
-        "Train the root-cause tree (simulator scenarios + your incidents), log to MLflow `gpu-rca`.",
+        "Train a root-cause tree per metric-family profile (simulator + your incidents), log to MLflow `gpu-rca`.",
     ),
 )

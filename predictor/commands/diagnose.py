@@ -122,7 +122,7 @@ def train_rca_cmd(
     quick: Annotated[bool, typer.Option("--quick", help="One small scenario each (smoke runs).")] = False,
     no_register: Annotated[bool, typer.Option("--no-register", help="Skip MLflow.")] = False,
 ) -> None:
-    """Train the root-cause tree (simulator scenarios + your incidents), log to MLflow `gpu-rca`."""
+    """Train a root-cause tree per metric-family profile (simulator + your incidents), log to MLflow `gpu-rca`."""
     from pipelines.rca import RcaJob, train_rca
     from predictor.timeparse import parse_duration
 
