@@ -16,33 +16,12 @@ import numpy as np
 import pandas as pd
 
 from models.rca import HEALTHY
-from models.rca_specs import SPECS
+from models.rca_evidence import EVIDENCE, signal_families
 
 __all__ = ["CANDIDATES", "Rule", "Rules", "fit_rules", "signal_families"]
 
-# cause → (feature, direction) in the order an engineer would reach for them.
-CANDIDATES: dict[str, tuple[tuple[str, str], ...]] = {
-    "node_not_ready": (("node_ready_min", "<"),),
-    "gpu_hardware": (("xid_max", ">"), ("ecc_dbe_increase", ">")),
-    "nvlink": (("nvlink_crc_rate_max", ">"), ("nvlink_replay_rate_max", ">"), ("xid_nvlink", ">")),
-    "gpu_oom": (("fb_used_frac_max", ">"),),
-    "gpu_thermal": (("throttle_thermal_frac_max", ">"), ("gpu_temp_p95_max", ">")),
-    "gpu_power_cap": (("throttle_power_frac_max", ">"), ("gpu_power_drop_max", ">")),
-    "network_congestion": (("tcp_retrans_ratio", ">"), ("net_drop_ratio", ">")),
-    "io_stall": (("cpu_iowait_frac", ">"),),
-    "cpu_contention": (("cpu_user_frac", ">"), ("load1_ratio", ">")),
-    "scheduling_starvation": (("queue_capability_vs_use", "<"), ("queue_pending_ratio", ">")),
-    "roce_pfc_storm": (("pfc_pause_ratio", ">"),),
-    "roce_congestion": (("roce_ecn_ratio", ">"),),
-    "nic_link_flap": (("carrier_changes", ">"), ("net_drop_ratio", ">")),
-}
-_FAMILIES = {s.name: s.families for s in SPECS}
+CANDIDATES = EVIDENCE  # the baseline's candidate features are the causes' own symptoms
 _SENTINEL = -1e5  # NOT_APPLICABLE and ABSENT are far below: a value, not a measurement
-
-
-def signal_families(cause: str) -> tuple[str, ...]:
-    """The metric families carrying a cause's own evidence (its first-choice symptom)."""
-    return tuple(_FAMILIES.get(CANDIDATES[cause][0][0], ()))
 
 
 @dataclass(frozen=True)

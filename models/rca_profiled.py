@@ -28,6 +28,7 @@ from sklearn.model_selection import StratifiedKFold
 from models.rca import FORMAT as TREE_FORMAT
 from models.rca import HEALTHY, RootCauseTree, _by_base_rate
 from models.rca_eval import RcaReport, augment_missing, evaluate
+from models.rca_evidence import evidence_families
 from models.rca_features import FEATURE_NAMES
 from models.rca_profiles import PROFILES, Profile, profile_for
 from models.rca_specs import METRIC_FAMILIES, SPECS, features_of_family
@@ -106,8 +107,9 @@ class ProfiledRca:
         return tuple(c for c, r in self.reach.get(profile, {}).items() if c != HEALTHY and r < MIN_REACH)
 
     def needs(self, profile: str, cause: str) -> tuple[str, ...]:
-        """The families ``profile`` lacks that would let it diagnose ``cause``: of the smallest richer profile
-        where the cause is reachable, those its tree reads on the way to the cause (else all it adds)."""
+        """The families ``profile`` lacks that would let it diagnose ``cause``: of those the smallest richer
+        profile where the cause is reachable adds, the cause's own symptoms' (``models.rca_evidence``), else
+        those its tree reads on the way to the cause, else all it adds."""
         mine = self.profiles[profile]
         richer = [
             p
@@ -118,8 +120,9 @@ class ProfiledRca:
             return ()
         best = min(richer, key=lambda p: (len(p.present - mine.present), p.name))
         extra = best.present - mine.present
-        read = path_families(self.models[best.name], cause) & extra
-        return tuple(sorted(read or extra))
+        # The cause's own symptoms first (a tree may split on a family that only correlates with it).
+        evidence = [f for f in evidence_families(cause) if f in extra]
+        return tuple(evidence) or tuple(sorted(path_families(self.models[best.name], cause) & extra or extra))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: every tree's own ``to_dict`` plus the profiles and reach it was fitted and measured for."""
