@@ -21,6 +21,8 @@ from predictor.errors import InputError
 
 __all__ = ["diagnose_cmd", "diagnose_cmd_epilog", "train_rca_cmd"]
 
+# Prometheus refuses a range query of more points than this per series.
+MAX_POINTS = 11_000
 CAUSES_MD = Path(__file__).resolve().parents[1] / "diagnose" / "CAUSES.md"
 
 
@@ -84,6 +86,12 @@ def diagnose_cmd(
         result = diagnose(history_window(read_frame(history), at_ts, window_td), tree, at_ts, window_td, scope_filter)
     else:
         step_td = parse_duration(step, name="--step")
+        points = 2 * window_td / step_td  # the query reaches back two windows (the preceding one is the baseline)
+        if points > MAX_POINTS:
+            raise InputError(
+                f"--step {step} with --window {window}: {points:,.0f} points per series, above Prometheus' "
+                f"{MAX_POINTS:,d}; use a longer --step"
+            )
         result = fleet_findings(
             {
                 c.name: diagnose(

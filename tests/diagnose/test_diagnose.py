@@ -248,3 +248,14 @@ def test_help_lists_the_families_each_cause_needs_per_profile(capsys: pytest.Cap
     assert "Families each cause needs" in text and "dcgm-default" in text
     # The shipped defaults cannot tell RoCE faults: the help says which counters to enable, and how.
     assert "cannot tell `roce_pfc_storm`" in text and "--collector.ethtool" in text
+
+
+def test_a_query_prometheus_would_refuse_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 30 days back twice at 1 s is millions of points per series: said before any query is sent.
+    out = tmp_path / "x.json"
+    url, at = "http://127.0.0.1:9", "2026-03-09T05:16:00Z"
+    args = ["diagnose", "--prometheus-url", url, "--at", at, "--window", "30d", "--step", "1s", "--out", str(out)]
+    assert main(args) == 1
+    err = capsys.readouterr().err.strip()
+    assert "--step 1s" in err and "11,000" in err and len(err.splitlines()) == 1
+    assert not out.exists()
