@@ -16,7 +16,7 @@ v1.16.0-alpha.1 implements them (``pkg/scheduler/actions/reclaim/reclaim.go``,
 
 A running gang on several nodes is one task per node: evicting its task on one node frees only that node's
 GPUs for the task being placed (its other pods are released later, by the job's restart policy, not in
-this session), while the victim job as a whole stops (the simulator's gang rule), so the GPUs that leave its
+this scheduling session), while the victim job as a whole stops (the simulator's gang rule), so the GPUs that leave its
 queue are all of them. The choice of victims is therefore task by task, and one round may break several
 gangs, as Volcano's does.
 """
