@@ -29,6 +29,7 @@ windows the defaults were chosen on), and the value of information of the foreca
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -123,6 +124,28 @@ def _planner_flags(parser: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tail-quantile", type=float, default=None, help="planner.tail_quantile (None: the planner default)"
     )
+    p.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other planner setting, e.g. cooldown_s=21600 (repeatable; VALUE read as JSON, else as text)",
+    )
+
+
+def settings_of(pairs: list[str]) -> dict[str, object]:
+    """``--set KEY=VALUE`` pairs as planner settings (``VALUE`` parsed as JSON where it is JSON)."""
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise FlagError(f"--set {pair!r}: expected KEY=VALUE, e.g. cooldown_s=21600")
+        try:
+            out[key.strip()] = json.loads(text)
+        except ValueError:
+            out[key.strip()] = text
+    return out
 
 
 def planner_of(args: argparse.Namespace) -> PlannerSettings:
@@ -143,6 +166,7 @@ def planner_of(args: argparse.Namespace) -> PlannerSettings:
                 "objective": Objective.model_validate(costs) if args.objective or costs else None,
             }
             | ({} if args.tail_quantile is None else {"tail_quantile": args.tail_quantile})
+            | settings_of(args.settings)
         )
     except ValidationError as exc:
         error = exc.errors()[0]

@@ -16,7 +16,7 @@ better than naive (within 1 %), the forecast buys nothing on that measure, and t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from statistics import fmean
 
 import pandas as pd
@@ -28,6 +28,7 @@ __all__ = [
     "METRICS",
     "captured",
     "goal_rows",
+    "goals",
     "in_sample",
     "loop_row",
     "report",
@@ -107,6 +108,16 @@ def _met(ok: bool) -> str:
     return "met" if ok else "**NOT met**"
 
 
+def goals(ours: Mapping[str, float], base: Mapping[str, float]) -> tuple[bool, bool, bool]:
+    """The three goals of a plan against static elastic quotas on one window: goodput at least theirs,
+    reclaim-lost GPU-hours at most theirs, p95 wait at most 1.1 × theirs + 10 minutes."""
+    return (
+        ours["goodput_gpu_h"] >= base["goodput_gpu_h"],
+        ours["lost_gpu_h"] <= base["lost_gpu_h"],
+        ours["wait_p95_min"] <= 1.1 * base["wait_p95_min"] + 10,
+    )
+
+
 def goal_rows(results: Sequence[Result]) -> list[str]:
     """The goals window by window: the default loop against static elastic quotas (means over seeds)."""
     loop = loop_row(_rows_in_order(results))
@@ -125,10 +136,8 @@ def goal_rows(results: Sequence[Result]) -> list[str]:
         a, b = ours[w], base[w]
         start, end = starts[w]
         where = in_sample(trace, start, end)
-        good = a["goodput_gpu_h"] >= b["goodput_gpu_h"]
-        lost = a["lost_gpu_h"] <= b["lost_gpu_h"]
+        good, lost, wait = goals(a, b)
         bound = 1.1 * b["wait_p95_min"] + 10
-        wait = a["wait_p95_min"] <= bound
         met_all[where][0] += good and lost and wait
         met_all[where][1] += 1
         out.append(

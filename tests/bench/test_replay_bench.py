@@ -234,6 +234,9 @@ def test_seed_flag_and_bad_flags_are_one_line(capsys: pytest.CaptureFixture[str]
         # refused before the traces load: where the public traces are missing, it is still this flag named
         ["--windows", "x", "--data", "/nonexistent"],
         ["--windows=-1", "--data", "/nonexistent"],
+        ["--set", "cooldown_s", "--data", "/nonexistent"],
+        ["--set", "no_such_setting=1", "--data", "/nonexistent"],
+        ["--set", "cooldown_s=soon", "--data", "/nonexistent"],
     ):
         assert replay.main(argv) == 1
         err = capsys.readouterr().err
@@ -242,6 +245,15 @@ def test_seed_flag_and_bad_flags_are_one_line(capsys: pytest.CaptureFixture[str]
     with pytest.raises(SystemExit):  # argparse's own errors, one line too
         replay.main(["--jobs", "two"])
     assert capsys.readouterr().err == "error: argument --jobs: invalid int value: 'two'\n"
+
+
+def test_any_planner_setting_can_be_set_by_name() -> None:
+    args = replay.parser().parse_args(
+        ["--set", "cooldown_s=21600", "--set", "pending_raise=lift", "--tail-quantile", "0.6"]
+    )
+    planner = replay.planner_of(args)
+    assert (planner.cooldown_s, planner.pending_raise, planner.tail_quantile) == (21600.0, "lift", 0.6)
+    assert replay.planner_of(replay.parser().parse_args([])) == PlannerSettings()
 
 
 def test_the_recurring_trace_gives_right_sizing_requests_to_change() -> None:
