@@ -5,10 +5,10 @@ Usage, from the repository root:
         [--cache-dir DIR] [--data DIR]
 
 The design space is ``CANDIDATES``: the planner's defaults and settings that trade wait for reclaim (a longer
-cooldown, a wider dead band, borrowing capped at the forecast, shares not fitted to the cluster, guarantees
-kept within what a queue asks for, the newsvendor's costs, and the costs with a longer cooldown). Each is replayed with
-the served ``auto`` forecaster (the ``loop/auto`` row of ``bench.replay``, sharing its cache) on every window,
-beside static elastic quotas.
+cooldown, a wider dead band, shares not fitted to the cluster, the newsvendor's costs with guarantees kept within
+what a queue asks for, and those costs with a longer cooldown). Each is replayed with the served ``auto``
+forecaster (the ``loop/auto`` row of ``bench.replay``, sharing its cache) on every window, beside static elastic
+quotas.
 
 A fold holds one window out. Its candidates are compared on the windows that share no week with it (the
 other trace's windows always qualify), and the one meeting the most goals there (``bench.replay_report.goals``;
@@ -60,9 +60,7 @@ CANDIDATES: dict[str, dict[str, Any]] = {
     "cooldown-6h": {"cooldown_s": 6 * HOUR},
     "cooldown-24h": {"cooldown_s": 24 * HOUR},
     "dead-band-25%": {"dead_band_rel": 0.25},
-    "borrow-forecast": {"borrow": "forecast"},
     "no-fit": {"fit_deserved_to_cluster": False},
-    "guarantee-within-demand": {"guarantee_within_demand": True},
     "costs": COSTS,
     "costs+cooldown-6h": {**COSTS, "cooldown_s": 6 * HOUR},
 }
