@@ -114,13 +114,12 @@ class PlannerSettings(BaseModel):
     react_after_s: float = Field(600.0, ge=0, description="How long pending must last before an event re-plan.")
     headroom: float = Field(0.10, ge=0, le=2, description="Fraction added to deserved and capability targets.")
     fit_deserved_to_cluster: bool = Field(
-        False,
+        True,
         description="Scale leaf queues' deserved targets down in proportion when their sum exceeds the live "
-        "allocatable GPUs. Off by default: a share scaled below what a queue runs makes that work borrowed, and "
-        "Volcano's reclaim evicts it for the next queue that waits. Unfitted, each queue's forecast work is its "
-        "own, reclaim is left to queues running beyond their forecast, and a queue that waits waits for work to "
-        "finish, not for evictions (docs/design.md, 'Shares beyond the cluster'; chosen inside leave-one-window-"
-        "out folds by python -m bench.replay_search).",
+        "allocatable GPUs: shares beyond the cluster cannot all be honoured, and the largest forecast would "
+        "otherwise take the idle quota the report counts. false suits a loop that re-plans hourly: each queue's "
+        "forecast work stays its own, so far less is reclaimed, at some cost in wait; quotas held for a week "
+        "starve more that way (docs/design.md, 'Shares beyond the cluster').",
     )
     round_to: int = Field(1, ge=1, le=64, description="Round quotas to this many GPUs (gang/node boundary).")
     dead_band_abs: float = Field(1.0, ge=0, description="Ignore a change smaller than this many GPUs ...")

@@ -94,8 +94,10 @@ def test_report_and_a_loop_cycle_recommend_the_same_quotas(history: Path, tmp_pa
             continue
         for field in ("guarantee", "deserved", "capability"):
             loop_value = desired.get(field).get(GPU)
+            if loop_value is None:  # unset: no guarantee is 0 GPUs, no capability is no cap
+                loop_value = 0.0 if field == "guarantee" else float("inf")
             report_value = float(recommended[field].to_dict()[name])
-            assert report_value == pytest.approx(loop_value if loop_value is not None else float("inf")), (name, field)
+            assert report_value == pytest.approx(loop_value), (name, field)
     # The guarantee is the queues file's, not Volcano's metrics' "0".
     quotas = pd.read_csv(out / "inputs" / "quotas.csv").set_index("queue")
     assert quotas["guarantee"].to_dict()[guaranteed] == 2.0
