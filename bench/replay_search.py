@@ -116,8 +116,13 @@ def report(scores: Scores, chosen_windows: Sequence[Window], write: Any = print)
     write("| held out | chosen on | chosen | goodput | reclaim-lost | p95 wait |")
     write("|---|---|---|---|---|---|")
     held = [0, 0, 0]
+    scored = 0
     for w in chosen_windows:
         train = [(v.trace, v.index) for v in chosen_windows if disjoint(v, w)]
+        if not train:
+            write(f"| {w.trace} w{w.index} | no window shares no week with it | – | – | – | – |")
+            continue
+        scored += 1
         pick = choose(scores, train)
         ours, base = scores[pick][(w.trace, w.index)]
         ok = goals(ours, base)
@@ -129,7 +134,7 @@ def report(scores: Scores, chosen_windows: Sequence[Window], write: Any = print)
             f"{ours['lost_gpu_h']:,.1f} vs {base['lost_gpu_h']:,.1f} | {'met' if ok[2] else '**not**'}: "
             f"{ours['wait_p95_min']:,.1f} vs {1.1 * base['wait_p95_min'] + 10:,.1f} |"
         )
-    n = len(chosen_windows)
+    n = scored
     write("")
     write(f"Held out: goodput met on {held[0]}/{n} windows, reclaim-lost on {held[1]}/{n}, p95 wait on {held[2]}/{n}.")
     overall = choose(scores, keys)
@@ -179,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: not every run is cached yet; left out", file=sys.stderr)
             continue
         scores[name] = {key: (ours[key], base[key]) for key in base}
+    if not scores:
+        print("error: no candidate has every run cached yet (run without --cached to replay them)", file=sys.stderr)
+        return 1
     report(scores, every)
     return 0
 

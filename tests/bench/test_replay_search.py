@@ -62,3 +62,11 @@ def test_every_candidate_is_a_valid_planner_setting() -> None:
     for name, settings in CANDIDATES.items():
         assert PlannerSettings.model_validate(settings), name
     assert CANDIDATES["default"] == {}
+
+
+def test_a_window_with_nothing_disjoint_to_choose_on_is_reported_not_scored() -> None:
+    scores = {"a": {("philly", 0): (BASE, BASE), ("philly", 1): (BASE, BASE)}}
+    lines: list[str] = []
+    report(scores, [_w(0), _w(1)], lines.append)  # weeks 0–3 and 1–4 overlap: neither fold has a window
+    assert sum("no window shares no week with it" in line for line in lines) == 2
+    assert "Held out: goodput met on 0/0 windows, reclaim-lost on 0/0, p95 wait on 0/0." in lines
