@@ -47,6 +47,7 @@ from bench.replay_runs import (
     window_jobs,
 )
 from bench.replay_traces import TRACES, Window, load, windows
+from predictor.errors import InputError
 from predictor.planner import PlannerSettings
 from predictor.planner.objective import Objective
 
@@ -157,11 +158,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data", help="the public traces")
     args = parser.parse_args(argv)
     names = [n for n in args.candidates.split(",") if n]
-    unknown = [n for n in names if n not in CANDIDATES] or ([] if names else ["(none)"])
-    if unknown:
-        print(f"error: --candidates: {unknown[0]} is not one of {', '.join(CANDIDATES)}", file=sys.stderr)
+    unknown = [n for n in names if n not in CANDIDATES]
+    if unknown or not names:
+        what = f"{unknown[0]} is not one of" if unknown else "name at least one of"
+        print(f"error: --candidates: {what} {', '.join(CANDIDATES)}", file=sys.stderr)
         return 1
-    traces = [load(n, args.data) for n in args.traces.split(",") if n]
+    if args.jobs < 1:
+        print(f"error: --jobs {args.jobs}: must be ≥ 1", file=sys.stderr)
+        return 1
+    try:
+        traces = [load(n, args.data) for n in args.traces.split(",") if n]
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     every = [w for t in traces for w in windows(t, 4.0)]
     by_name = {t.name: t for t in traces}
     cache, source = Cache(args.cache_dir), source_digest(REPO)
@@ -176,16 +185,21 @@ def main(argv: list[str] | None = None) -> int:
         done: list[Result] = run_all(runs, jobs, planner, cache, source, workers=args.jobs)
         return {(r.trace, r.window): r.summary for r in done}
 
+    # The cache is keyed on a digest of the replay's code: runs cached by other code are not found.
+    stale = "not cached for this code state (run without --cached to replay them)"
     base = results(BASE, PlannerSettings())
+    if not base:
+        print(f"error: static elastic quotas' runs are {stale}", file=sys.stderr)
+        return 1
     scores = {}
     for name in names:
         ours = results(LOOP, PlannerSettings.model_validate(CANDIDATES[name]))
-        if not ours or not base:
-            print(f"{name}: not every run is cached yet; left out", file=sys.stderr)
+        if not ours:
+            print(f"{name}: some runs are {stale}; left out", file=sys.stderr)
             continue
         scores[name] = {key: (ours[key], base[key]) for key in base}
     if not scores:
-        print("error: no candidate has every run cached yet (run without --cached to replay them)", file=sys.stderr)
+        print(f"error: every candidate has runs {stale}", file=sys.stderr)
         return 1
     report(scores, every)
     return 0
