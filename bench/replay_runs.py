@@ -38,6 +38,7 @@ __all__ = [
     "Result",
     "Row",
     "Run",
+    "cache_key",
     "has_forecaster",
     "jobs_digest",
     "replays_as",
@@ -166,6 +167,11 @@ def run_key(run: Run, jobs: str, planner: PlannerSettings, source: str) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:24]
 
 
+def cache_key(run: Run, jobs: pd.DataFrame, planner: PlannerSettings, source: str) -> str:
+    """The key ``run_all`` files ``run`` under: that of the replay it is (``replays_as``) on ``jobs``."""
+    return run_key(replace(run, row=replays_as(run.row, jobs)), jobs_digest(jobs), planner, source)
+
+
 def _settings(run: Run, planner: PlannerSettings) -> ReplaySettings:
     extra: dict[str, Any] = {}
     if run.row.forecaster is not None:
@@ -257,7 +263,7 @@ def run_all(
     for i, run in enumerate(todo):
         table = jobs(run.window)
         same = replace(run, row=replays_as(run.row, table))
-        key = run_key(same, jobs_digest(table), planner, source)
+        key = cache_key(run, table, planner, source)
         hit = cache.get(key)
         if hit is not None:
             results[i] = replace(hit, row=run.row.name)

@@ -22,30 +22,16 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from statistics import fmean
 from typing import Any
-
-import pandas as pd
 
 if not __package__:  # run as a file: import the packages from this repository
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.replay import REPO, plan_runs
-from bench.replay_report import goals
-from bench.replay_runs import (
-    Cache,
-    Result,
-    Row,
-    Run,
-    jobs_digest,
-    replays_as,
-    run_all,
-    run_key,
-    source_digest,
-    window_jobs,
-)
+from bench.replay_report import goals, p95_bound
+from bench.replay_runs import Cache, Result, Row, cache_key, run_all, source_digest, window_jobs
 from bench.replay_traces import TRACES, Window, load, windows
 from predictor.errors import InputError
 from predictor.planner import PlannerSettings
@@ -83,7 +69,7 @@ def _rank(scores: Scores, name: str, keys: Sequence[tuple[str, int]]) -> tuple[i
         ours, base = scores[name][key]
         met += sum(goals(ours, base))
         lost += ours["lost_gpu_h"] / max(base["lost_gpu_h"], 1.0)
-        wait += ours["wait_p95_min"] / (1.1 * base["wait_p95_min"] + 10)
+        wait += ours["wait_p95_min"] / p95_bound(base)
     return (-int(met), lost / len(keys), wait / len(keys))
 
 
@@ -133,7 +119,7 @@ def report(scores: Scores, chosen_windows: Sequence[Window], write: Any = print)
             f"| {w.trace} w{w.index} | {where} | {pick} | {'met' if ok[0] else '**not**'}: "
             f"{ours['goodput_gpu_h'] - base['goodput_gpu_h']:+,.0f} | {'met' if ok[1] else '**not**'}: "
             f"{ours['lost_gpu_h']:,.1f} vs {base['lost_gpu_h']:,.1f} | {'met' if ok[2] else '**not**'}: "
-            f"{ours['wait_p95_min']:,.1f} vs {1.1 * base['wait_p95_min'] + 10:,.1f} |"
+            f"{ours['wait_p95_min']:,.1f} vs {p95_bound(base):,.1f} |"
         )
     n = scored
     write("")
@@ -141,11 +127,6 @@ def report(scores: Scores, chosen_windows: Sequence[Window], write: Any = print)
     overall = choose(scores, keys)
     per_window = fmean(sum(goals(*scores[overall][k])) for k in keys)
     write(f"Chosen on every window at once: {overall} ({per_window:.2f} goals a window).")
-
-
-def _key(run: Run, jobs: pd.DataFrame, planner: PlannerSettings, source: str) -> str:
-    """The cache key ``run_all`` files ``run`` under."""
-    return run_key(replace(run, row=replays_as(run.row, jobs)), jobs_digest(jobs), planner, source)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def results(row: Row, planner: PlannerSettings) -> dict[tuple[str, int], dict[str, float]]:
         runs = plan_runs(traces, every, [0], [row], "drain", 0.95)
-        if args.cached and not all(cache.get(_key(run, jobs(run.window), planner, source)) for run in runs):
+        if args.cached and not all(cache.get(cache_key(run, jobs(run.window), planner, source)) for run in runs):
             return {}
         done: list[Result] = run_all(runs, jobs, planner, cache, source, workers=args.jobs)
         return {(r.trace, r.window): r.summary for r in done}
