@@ -42,6 +42,8 @@ __all__ = ["CANDIDATES", "Scores", "choose", "disjoint", "main"]
 HOUR = 3600.0
 # The design space: planner settings (``PlannerSettings`` fields) by name; ``default`` is the shipped planner.
 COSTS: dict[str, Any] = {"guarantee_within_demand": True, "objective": Objective(reclaim_gpu_h=3, wait_gpu_h=0.5)}
+# Waiting queues' deserved lifted to what their pending gangs ask for, re-planned within minutes of a wait.
+REACT: dict[str, Any] = {"pending_raise": "lift", "react_pending_gpus": 8.0, "react_after_s": 300.0}
 CANDIDATES: dict[str, dict[str, Any]] = {
     "default": {},
     "cooldown-6h": {"cooldown_s": 6 * HOUR},
@@ -50,6 +52,9 @@ CANDIDATES: dict[str, dict[str, Any]] = {
     "no-fit": {"fit_deserved_to_cluster": False},
     "costs": COSTS,
     "costs+cooldown-6h": {**COSTS, "cooldown_s": 6 * HOUR},
+    "lift+react": REACT,
+    "lift+react+below": {**REACT, "deserved_below_allocated": True},
+    "no-fit+lift+react": {**REACT, "fit_deserved_to_cluster": False},
 }
 LOOP = Row("loop/auto", "loop", forecaster="auto")
 BASE = Row("static-elastic", "static-elastic")

@@ -78,6 +78,17 @@ def test_the_raise_takes_only_the_room_sigma_deserved_leaves_and_says_so() -> No
     assert "may not pass live allocatable 120" in change.reason
 
 
+def test_with_unfitted_shares_a_raise_is_not_squeezed_into_the_cluster_either() -> None:
+    # Shares beyond the cluster (fit_deserved_to_cluster: false) leave no "room" to fit a raise into, so
+    # fitting it would cancel every raise; a waiting queue gets what its gangs ask for, as its share does.
+    queues = [_queue("a", 1, 1, pending=40), _queue("b", 100, 100)]
+    settings = _settings(pending_raise="target", fit_deserved_to_cluster=False)
+    raised = _plan(settings, queues, {"a": 50, "b": 50}, 120)
+    assert _deserved(raised, "a") == 41  # allocated + pending, though Σ deserved (141) passes the cluster's 120
+    change = next(c for c in raised.changes if c.queue == "a" and c.field == "deserved")
+    assert change.code == "pending_raise" and "may not pass" not in change.reason
+
+
 def test_a_queue_a_few_gpus_short_is_not_raised_past_the_dead_band() -> None:
     queues = [_queue("a", 100, 100, pending=5)]
     plan = _plan(_settings(pending_raise="target"), queues, {"a": 108}, 200)
