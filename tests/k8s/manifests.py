@@ -21,6 +21,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"
+SETTINGS = K8S / "base" / "settings.yaml"
+KUBERNETES_VERSION = "1.37.0"  # the schemas kubernetes-validate checks the built-in objects against
 OVERLAYS = {"recommend": K8S, "dry-run": K8S / "overlays" / "dry-run", "apply": K8S / "overlays" / "apply"}
 
 Obj = dict[str, Any]

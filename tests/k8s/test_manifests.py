@@ -5,11 +5,7 @@ container, pinned images, dry-run by default)."""
 from __future__ import annotations
 
 import copy
-import os
 import re
-import shlex
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +16,7 @@ import yaml
 
 from tests.k8s.manifests import (
     K8S,
+    KUBERNETES_VERSION,
     OVERLAYS,
     REPO,
     Obj,
@@ -34,7 +31,6 @@ from tests.k8s.manifests import (
     render_with_retrain_all,
 )
 
-KUBERNETES_VERSION = "1.37.0"
 EXPECTED_KINDS = {
     "ClusterRole": 1,
     "ClusterRoleBinding": 1,
@@ -55,7 +51,6 @@ EXPECTED_KINDS = {
 LOOP_NS, NODE_NS = "gpu-capacity-predictor", "gpu-capacity-predictor-node"
 PIN_HOST_PATH = {"path": "/sys/fs/bpf/gpu-capacity-predictor", "type": "DirectoryOrCreate"}
 POD_RESOURCES_HOST_PATH = {"path": "/var/lib/kubelet/pod-resources", "type": "Directory"}
-SETTINGS = K8S / "base" / "settings.yaml"
 # the Secrets an operator creates (base/secret.example.yaml); every reference to them is optional
 USER_SECRETS = ("predictor-credentials", "predictor-mlflow-reader", "predictor-mlflow-writer")
 XDP_LOAD, XDP_LOAD_EXAMPLE = K8S / "xdp-load", K8S / "examples" / "xdp-load-node"
@@ -320,57 +315,6 @@ def test_loop_deployment_runs_once_with_probes() -> None:
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
 
 
-def _kubernetes_expand(text: str) -> str:
-    """Kubernetes' own expansion of command/args: ``$$`` is a literal ``$`` (no env references used here)."""
-    assert "$(" not in text.replace("$$", ""), "an unescaped $( would be expanded by the kubelet"
-    return text.replace("$$", "$")
-
-
-def _train_command(container: Obj) -> list[str]:
-    """The predictor argv a training container runs (a /bin/sh -c wrapper is run with `exec echo`)."""
-    if container.get("command") != ["/bin/sh", "-c"]:
-        return list(container["args"])
-    script = _kubernetes_expand(container["args"][0]).replace("/etc/predictor/settings.yaml", str(SETTINGS))
-    assert script.startswith("exec predictor ")
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    done = subprocess.run(
-        ["/bin/sh", "-c", "exec echo " + script[len("exec ") :]],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-        timeout=120,
-    )
-    argv = shlex.split(done.stdout)
-    assert argv[0] == "predictor"
-    return [a.replace(str(SETTINGS), "/etc/predictor/settings.yaml") for a in argv[1:]]
-
-
-def test_cronjobs_train_each_family_safely() -> None:
-    from predictor.commands import TRAIN_COMMANDS
-    from predictor.commands.rightsize import DEFAULT_WINDOW_DAYS
-    from predictor.config import load_settings
-
-    registered = {c.name for c in TRAIN_COMMANDS}
-    families = {}
-    for cron in (o for o in render("dry-run") if o["kind"] == "CronJob"):
-        spec = cron["spec"]
-        job = spec["jobTemplate"]["spec"]
-        args = _train_command(job["template"]["spec"]["containers"][0])
-        assert args[:3] == ["--config", "/etc/predictor/settings.yaml", "train"], args
-        families[args[3]] = args[4:]
-        assert spec["concurrencyPolicy"] == "Forbid"
-        assert spec["startingDeadlineSeconds"] > 0 and job["activeDeadlineSeconds"] > 0
-        assert job["backoffLimit"] <= 3 and job["template"]["spec"]["restartPolicy"] == "Never"
-        assert job["template"]["spec"]["serviceAccountName"] == "predictor-train"
-        # A CronJob may only run a command this build has; the others wait, suspended.
-        assert args[3] in registered or spec["suspend"] is True, f"train {args[3]} is not in this build"
-    assert set(families) == {"forecast", "demand", "rca"}
-    # `train demand` with no flags reads the configured Prometheus over its default trailing window
-    assert families["demand"] == [] and load_settings(SETTINGS).prometheus.url
-    assert DEFAULT_WINDOW_DAYS == 28
-
-
 @pytest.mark.parametrize("overlay", sorted(OVERLAYS))
 def test_every_reference_resolves(overlay: str) -> None:
     """Volumes, ServiceAccounts, Services and ServiceMonitors point at objects and ports that exist,
@@ -456,23 +400,6 @@ def test_dashboard_is_a_grafana_sidecar_dashboard() -> None:
     for panel in panels:
         for target in panel.get("targets", []):
             assert target["datasource"]["uid"] == "${datasource}", panel["title"]
-
-
-def test_retrain_all_component_replaces_the_per_family_cronjobs() -> None:
-    objects = render_with_retrain_all()
-    crons = [o for o in objects if o["kind"] == "CronJob"]
-    assert [c["metadata"]["name"] for c in crons] == ["predictor-retrain"]
-    job = crons[0]["spec"]["jobTemplate"]["spec"]
-    assert job["template"]["spec"]["containers"][0]["args"] == [
-        "--config",
-        "/etc/predictor/settings.yaml",
-        "retrain",
-        "--all",
-    ]
-    assert crons[0]["spec"]["concurrencyPolicy"] == "Forbid"
-    for obj in objects:
-        if is_builtin(obj):
-            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
 
 
 def test_two_images_of_one_release_the_node_workloads_run_the_agent_image() -> None:
