@@ -9,7 +9,9 @@ in one cycle, capped by its deserved target (``target``), or with that target it
 (never above its capability target or pool) before Σ deserved is fitted to the cluster (``lift``). Cuts keep
 every limit. Those raises share only the room Σ deserved leaves in the cluster (``fit_pending_raises``):
 a raise past it would make no queue reclaimable, and the cluster, full of gangs each at or below its
-deserved, would leave the raised queue waiting anyway (measured: Alibaba p95 131 → 281 min).
+deserved, would leave the raised queue waiting anyway (measured: Alibaba p95 131 → 281 min). With shares
+not fitted to the cluster (``fit_deserved_to_cluster: false``) Σ deserved already passes the cluster, there
+is no room to share, and fitting would cancel every raise; so a raise is not fitted either.
 """
 
 from __future__ import annotations

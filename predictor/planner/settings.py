@@ -99,7 +99,8 @@ class PlannerSettings(BaseModel):
         "in one cycle, without the max step, dead band, grow window or cooldown: a raise only lets Volcano's reclaim "
         "act for a queue that waits; cuts keep every limit, since they evict. target: up to the queue's (fitted) "
         "deserved target at most; lift: the target itself is lifted to allocated + pending (capped by the "
-        "capability target and pool) before Σ deserved is fitted to the cluster (docs/design.md, 'Reaction time').",
+        "capability target and pool) before Σ deserved is fitted to the cluster. Raises share the room Σ deserved "
+        "leaves in the cluster, unless fit_deserved_to_cluster is false (docs/design.md, 'Reaction time').",
     )
     react_pending_gpus: float = Field(
         0.0,
