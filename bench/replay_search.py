@@ -6,7 +6,8 @@ Usage, from the repository root:
 
 The design space is ``CANDIDATES``: the planner's defaults and settings that trade wait for reclaim (a longer
 cooldown, a wider dead band, shares not fitted to the cluster, the newsvendor's costs with guarantees kept within
-what a queue asks for, and those costs with a longer cooldown). Each is replayed with the served ``auto``
+what a queue asks for, those costs with a longer cooldown, and waiting queues' deserved lifted to what their gangs
+ask for with event re-plans, with and without deserved planned below what a queue holds). Each is replayed with the served ``auto``
 forecaster (the ``loop/auto`` row of ``bench.replay``, sharing its cache) on every window, beside static elastic
 quotas.
 
@@ -54,7 +55,6 @@ CANDIDATES: dict[str, dict[str, Any]] = {
     "costs+cooldown-6h": {**COSTS, "cooldown_s": 6 * HOUR},
     "lift+react": REACT,
     "lift+react+below": {**REACT, "deserved_below_allocated": True},
-    "no-fit+lift+react": {**REACT, "fit_deserved_to_cluster": False},
 }
 LOOP = Row("loop/auto", "loop", forecaster="auto")
 BASE = Row("static-elastic", "static-elastic")
