@@ -7,9 +7,9 @@ Usage, from the repository root:
 The design space is ``CANDIDATES``: the planner's defaults and settings that trade wait for reclaim (a longer
 cooldown, a wider dead band, shares not fitted to the cluster, the newsvendor's costs with guarantees kept within
 what a queue asks for, those costs with a longer cooldown, and waiting queues' deserved lifted to what their gangs
-ask for with event re-plans, with and without deserved planned below what a queue holds). Each is replayed with the served ``auto``
-forecaster (the ``loop/auto`` row of ``bench.replay``, sharing its cache) on every window, beside static elastic
-quotas.
+ask for with event re-plans, with and without deserved planned below what a queue holds). Each is replayed with the
+served ``auto`` forecaster (the ``loop/auto`` row of ``bench.replay``, sharing its cache) on every window, beside
+static elastic quotas.
 
 A fold holds one window out. Its candidates are compared on the windows that share no week with it (the
 other trace's windows always qualify), and the one meeting the most goals there (``bench.replay_report.goals``;
