@@ -128,8 +128,11 @@ def fit_pending_raises(
     ``raised`` maps (queue, resource) to the value each raise falls back to (what every limit allowed). The
     room is the live allocatable GPUs less every other leaf queue's planned deserved and the raised queues'
     fallbacks; the most starved queue (allocated + pending ÷ fallback) takes its raise first, in whole
-    rounding units, and a raise cut back is explained.
+    rounding units, and a raise cut back is explained. With unfitted shares (``fit_deserved_to_cluster:
+    false``) there is no room to share, and nothing is fitted.
     """
+    if not settings.fit_deserved_to_cluster:
+        return
     parents = {q.parent for q in queues.values() if q.parent}
     leaves = [n for n in after if n not in parents and n not in PROTECTED_QUEUES]
     for resource, limit in allocatable.items():

@@ -342,8 +342,7 @@ def plan_queues(
             raised=raised,
             raise_only=hold.reason if hold is not None else "",
         )
-    if settings.fit_deserved_to_cluster:  # unfitted shares may pass the cluster, and so may a raise
-        pending_rule.fit_pending_raises(by_name, raised, after, allocatable or {}, notes, settings)
+    pending_rule.fit_pending_raises(by_name, raised, after, allocatable or {}, notes, settings)
     _hierarchy(by_name, managed, before, after, notes)
     _guarantee_sum(by_name, managed - cooling, before, after, allocatable or {}, settings, notes)
     changes: list[FieldChange] = []
