@@ -28,7 +28,7 @@ def _family(name: str, seeds: range, **kw: object) -> tuple[Scenario, ...]:
     out = []
     for i, seed in enumerate(seeds):
         params = {k: (v[i % len(v)] if isinstance(v, list) else v) for k, v in kw.items()}
-        out.append(Scenario(seed=seed, family=name, **params))  # type: ignore[arg-type]
+        out.append(Scenario(seed=seed, family=name, fault_onsets=True, **params))  # type: ignore[arg-type]
     return tuple(out)
 
 

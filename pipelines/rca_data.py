@@ -62,6 +62,9 @@ INCIDENTS_FORMAT = "time,scope,cause[,window]  e.g. 2026-03-02T10:15:00Z,node=gp
 _SINGLE_GPU = ("gpu_thermal", "gpu_power_cap")
 _START = pd.Timestamp("2026-03-02", tz="UTC")
 WINDOW = pd.Timedelta(minutes=15)
+# A fault spanning at least this share of a window labels it: an operator asking about a window expects a
+# fault that held for a quarter of it to be named. Fainter ones are dropped (neither fault nor healthy).
+MIN_LABEL_COVER = 0.25
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,8 @@ class Scenario:
     queue's hard cap as a share of the cluster (1: borrow anything); ``hot_gpus`` a share of GPUs that run
     8-16 °C hotter while healthy; ``noisy_nodes`` a share of nodes with a CPU-hungry neighbour now and then
     (no GPU effect); ``drop`` metric families absent from the history, as on a cluster that does not scrape
-    them; ``family`` the configuration family the scenario belongs to (held out together).
+    them; ``family`` the configuration family the scenario belongs to (held out together);
+    ``fault_onsets`` lets faults ramp up or come in bursts at partial amplitude (``predictor.sim.onsets``).
     """
 
     seed: int
@@ -87,6 +91,7 @@ class Scenario:
     noisy_nodes: float = 0.0
     drop: tuple[str, ...] = ()
     family: str = ""
+    fault_onsets: bool = False
 
     @property
     def name(self) -> str:
@@ -98,6 +103,7 @@ class Scenario:
             f"z{self.noisy_nodes:g}" if self.noisy_nodes else "",
             f"j{self.jobs_per_hour:g}" if self.jobs_per_hour != 25.0 else "",
             f"x{zlib.crc32(','.join(self.drop).encode()):08x}" if self.drop else "",
+            "o" if self.fault_onsets else "",
         ]
         return "-".join([base, *[e for e in extra if e]])
 
@@ -120,6 +126,7 @@ def simulate_scenario(s: Scenario) -> sim.SimResult:
         seed=s.seed,
         fault_rate_per_day=s.fault_rate_per_day,
         warmup_days=1,
+        fault_onsets=s.fault_onsets,
     )
     cluster = sim.ClusterSpec.uniform(s.nodes)
     queues = None
@@ -206,14 +213,14 @@ def label_windows(features: pd.DataFrame, faults: pd.DataFrame, at: pd.Timestamp
             lab, amb = _affected(pd.Series(f))
             hit, ambiguous = np.isin(nodes, list(lab)), np.isin(nodes, list(amb))
         drop |= ambiguous
-        if frac >= 0.5:
+        if frac >= MIN_LABEL_COVER:
             better = hit & (frac > best)
             label[better], best[better], strength[better] = f["cause"], frac, f["strength"]
         else:
             drop |= hit
     out = features.assign(label=label, strength=strength)
-    keep = ~drop | (best >= 0.5)
-    return out[keep & ~(drop & (best < 0.5))].reset_index(drop=True)
+    keep = ~drop | (best >= MIN_LABEL_COVER)
+    return out[keep & ~(drop & (best < MIN_LABEL_COVER))].reset_index(drop=True)
 
 
 def scenario_windows(s: Scenario, window: pd.Timedelta = WINDOW, every: pd.Timedelta | None = None) -> pd.DataFrame:
@@ -288,11 +295,12 @@ def incident_windows(history: pd.DataFrame, incidents: pd.DataFrame, window: pd.
 # of training (the simulator draws each fault's strength in [0.3, 1.0]), so evaluation sees unseen
 # intensities too.
 TRAIN_SCENARIOS = tuple(
-    Scenario(seed=s, nodes=n, fault_rate_per_day=r)
+    Scenario(seed=s, nodes=n, fault_rate_per_day=r, fault_onsets=True)
     for s, n, r in ((1, 6, 40), (2, 10, 40), (3, 8, 30), (4, 6, 60), (5, 10, 30), (6, 12, 40))
 )
 HELDOUT_SCENARIOS = tuple(
-    Scenario(seed=s, nodes=n, fault_rate_per_day=r) for s, n, r in ((101, 16, 50), (102, 5, 80), (103, 9, 25))
+    Scenario(seed=s, nodes=n, fault_rate_per_day=r, fault_onsets=True)
+    for s, n, r in ((101, 16, 50), (102, 5, 80), (103, 9, 25))
 )
 MIN_TRAIN_STRENGTH = 0.4
 

@@ -107,6 +107,10 @@ class DcgmGenerator:
         apply_gpu_effects("util", u, o, self._extra)
         return u
 
+    def matrix(self, name: str) -> np.ndarray:
+        """The ``[gpu, step]`` matrix of quantity ``name`` (temp, clock, throttle, xid...), faults applied."""
+        return self._matrix(name)
+
     def _matrix(self, name: str) -> np.ndarray:
         o = self.o
         u = self.util

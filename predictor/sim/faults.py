@@ -93,6 +93,8 @@ class FaultPlan:
     xid: int = 0
     strength: float = 0.5  # cause-specific intensity in [0, 1]
     detail: str = ""
+    onset: str = "step"  # how the symptom unfolds (``predictor.sim.onsets``)
+    amplitude: float = 1.0  # share of the full symptom the continuous series show
 
     def steps(self, grid: StepGrid) -> tuple[int, int]:
         return grid.step_range(self.start_s, self.end_s)
@@ -247,6 +249,8 @@ def faults_frame(plans: list[FaultPlan], node_names: list[str], gpus_per_node: i
                 "nodes": ",".join(node_names[n] for n in p.job_nodes) if len(p.job_nodes) else "",
                 "xid": p.xid,
                 "strength": round(p.strength, 3),
+                "onset": p.onset,
+                "amplitude": round(p.amplitude, 3),
                 "detail": p.detail,
             }
         )
@@ -262,6 +266,8 @@ def faults_frame(plans: list[FaultPlan], node_names: list[str], gpus_per_node: i
         "nodes",
         "xid",
         "strength",
+        "onset",
+        "amplitude",
         "detail",
     ]
     frame = pd.DataFrame(rows, columns=columns)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +25,7 @@ from predictor.sim.faults import FaultPlan, faults_frame, plan_job_faults, plan_
 from predictor.sim.kube import kube_families, volcano_families
 from predictor.sim.node import node_families
 from predictor.sim.occupancy import Occupancy, build_occupancy
+from predictor.sim.onsets import draw_onsets
 from predictor.sim.openmetrics import write_openmetrics
 from predictor.sim.parquet import write_parquet
 from predictor.sim.profiles import UsageProfiles, draw_profiles
@@ -70,6 +72,11 @@ class SimSettings(BaseModel):
     scheduling_period_s: int = Field(10, ge=1, le=3600, description="Volcano session period (batched events).")
     policy_interval_s: int = Field(3600, ge=60, description="How often a quota policy is consulted.")
     metrics: str = Field("all", description="Metric families: a preset (all, core) or comma-separated globs.")
+    fault_onsets: bool = Field(
+        False,
+        description="Faults whose symptom is a level also ramp up or come in bursts, at 35-100 % amplitude "
+        "(default: every fault a step at full strength).",
+    )
 
 
 @dataclass
@@ -181,6 +188,8 @@ def simulate(
     sched_faults, job_causes = plan_scheduler_faults(
         settings.fault_rate_per_day, grid, cluster.n_nodes, sorted(sched.jobs["queue"].unique()), settings.seed
     )
+    if settings.fault_onsets:
+        draw_onsets(sched_faults, settings.seed, stream=0)
     _run_schedule(sched, grid, quota_changes, quota_policy, sched_faults, settings, progress)
     result = sched.result()
     profiles = draw_profiles(sched.jobs, cluster.gpus_per_node, settings.seed)
@@ -196,6 +205,8 @@ def simulate(
         earlier=sched_faults,
     )
     plans: list[FaultPlan] = sched_faults + job_faults
+    if settings.fault_onsets:
+        draw_onsets(job_faults, settings.seed, stream=1)
     occ = build_occupancy(
         grid, cluster, result.attempts, result.attempt_gpus, sched.jobs, profiles, plans, settings.seed
     )
@@ -238,7 +249,9 @@ def _run_schedule(
             def cut(f: FaultPlan = f) -> None:
                 qi = sched.queue_names.index(f.queue)
                 saved[f.fault_id] = (float(sched.deserved[qi]), float(sched.capability[qi]))
-                sched.set_quota(f.queue, 0.0, 0.0)
+                # to zero, or (a partial cut, ``SimSettings.fault_onsets``) to a share of what the queue holds
+                left = float(np.floor((1.0 - f.amplitude) * sched.allocated.get(f.queue, 0)))
+                sched.set_quota(f.queue, min(left, float(sched.deserved[qi])), left)
 
             def restore(f: FaultPlan = f) -> None:
                 deserved, capability = saved[f.fault_id]
