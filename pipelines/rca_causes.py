@@ -13,7 +13,7 @@ from pathlib import Path
 
 from models.rca import CAUSES
 from models.rca_evidence import evidence_families, signal_families
-from models.rca_profiled import MIN_REACH, ProfiledRca
+from models.rca_profiled import MIN_PRECISION, MIN_REACH, ProfiledRca
 from predictor.atomicio import write_text
 from predictor.diagnose.remediation import how_to_enable
 
@@ -54,7 +54,9 @@ def causes_markdown(model: ProfiledRca) -> str:
     out.append("## Per profile")
     out.append(
         f"Held-out recall per cause (stratified folds over the training windows); below {MIN_REACH:.0%} a cause "
-        "is one the profile cannot tell apart: its windows look like the cause named instead."
+        "is one the profile cannot tell apart: its windows look like the cause named instead. Such a cause is "
+        f"still named where the profile's tree is right about it at least {MIN_PRECISION:.0%} of the time "
+        "(held-out precision), and left out of its answers otherwise."
     )
     to_enable: dict[str, None] = {}
     for name, profile in model.profiles.items():
@@ -71,8 +73,12 @@ def causes_markdown(model: ProfiledRca) -> str:
             needs = model.needs(name, cause)
             to_enable.update(dict.fromkeys(needs))
             instead = model.confused.get(name, {}).get(cause, "healthy")
+            sure = cause in model.named_when_sure(name)
+            precision = model.precision.get(name, {}).get(cause, 0.0)
             out.append(
-                f"- cannot tell `{cause}` (recall {reach.get(cause, 0.0):.0%}, mostly answered `{instead}`): "
+                f"- cannot tell `{cause}` (recall {reach.get(cause, 0.0):.0%}, mostly answered `{instead}`"
+                + (f"; named where the tree is right {precision:.0%} of the time" if sure else "")
+                + "): "
                 + (f"enable {_families(needs)}." if needs else "no richer profile tells it either.")
             )
     out.append("## How to enable a family")

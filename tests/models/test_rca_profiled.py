@@ -3,6 +3,7 @@ families a cause needs, and a JSON round trip (the older single-tree format incl
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from models.rca import RootCauseTree
 from models.rca_features import FEATURE_NAMES
-from models.rca_profiled import FORMAT, ProfiledRca, blank, evaluate_profile, fit_profiled
+from models.rca_profiled import FORMAT, MIN_PRECISION, ProfiledRca, blank, evaluate_profile, fit_profiled
 from models.rca_profiles import PROFILES
 from predictor.diagnose.models import load_model_file, save_model_file
 from predictor.errors import InputError
@@ -130,3 +131,36 @@ def test_a_missing_field_is_named_as_missing(content: object, says: str, tmp_pat
     with pytest.raises(InputError) as info:
         load_model_file(path)
     assert says in str(info.value)  # not the bare key ("...model: 'profiles'"), which reads as nothing
+
+
+def test_a_cause_the_profile_cannot_tell_is_still_named_where_its_tree_is_right_about_it(model: ProfiledRca) -> None:
+    # Measured per profile and cause in held-out folds: the temperature names thermal faults rightly.
+    assert model.precision["dcgm-default"]["gpu_thermal"] >= MIN_PRECISION
+    # Were the default profile's nvlink answers right (as XID 74 makes them on the simulator's faults), the
+    # tree would keep naming nvlink where it does, though it misses most NVLink faults.
+    sure = ProfiledRca(
+        copy.deepcopy(model.models),
+        dict(model.profiles),
+        model.reach,
+        model.confused,
+        {**model.precision, "dcgm-default": {**model.precision["dcgm-default"], "nvlink": 0.97}},
+    )
+    assert sure.cannot_tell("dcgm-default") == ("nvlink",) and sure.named_when_sure("dcgm-default") == ("nvlink",)
+    X = blank(_rows(300, seed=1), PROFILES["dcgm-default"])[list(FEATURE_NAMES)]
+    column = list(model.models["dcgm-default"].classes_).index("nvlink")
+    assert (model.models["dcgm-default"].predict_proba(X)[:, column] == 0).all()
+    assert (sure.models["dcgm-default"].predict_proba(X)[:, column] > 0).any()
+
+
+def test_a_cause_named_wrongly_stays_out_of_the_answers_and_files_without_precision_keep_it_out(
+    model: ProfiledRca, tmp_path: Path
+) -> None:
+    assert model.precision["dcgm-default"]["nvlink"] < MIN_PRECISION  # a guess from noise, when it names it
+    assert model.named_when_sure("dcgm-default") == () and model.models["dcgm-default"].blind_ == ("nvlink",)
+    path = tmp_path / "m.json"
+    save_model_file(model, path)
+    data = json.loads(path.read_text())
+    assert load_model_file(path).precision == model.precision
+    del data["precision"]  # a file written before precision was measured
+    path.write_text(json.dumps(data))
+    assert load_model_file(path).models["dcgm-default"].blind_ == ("nvlink",)
