@@ -11,7 +11,9 @@ Some causes leave no trace outside a family a profile lacks (an NVLink fault wit
 counters). For each profile the held-out recall of every cause is measured (``class_reach``, stratified folds
 at the fitted pruning strength); a cause below ``MIN_REACH`` is "cannot tell in this profile", and
 ``needs`` names the families whose absence makes it so: those that the smallest richer profile in which the
-cause is reachable reads on its paths to that cause.
+cause is reachable reads on its paths to that cause. The held-out precision of the main tree's answers is
+measured in the same folds: a cause the profile cannot tell is still answered by the main tree when those
+answers were right often enough (``MIN_PRECISION``), never by its reduced trees (not measured).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from models.rca_specs import METRIC_FAMILIES, SPECS, features_of_family
 
 __all__ = [
     "FORMAT",
+    "MIN_NAMED",
     "MIN_PRECISION",
     "MIN_REACH",
     "ProfiledRca",
@@ -46,17 +49,18 @@ __all__ = [
 ]
 
 FORMAT = "gpu-rca-profiled/1"
-# Held-out recall below which a cause is "cannot tell in this profile". Why not 0.5: NVLink faults without
-# the NVLink error counters reach 61 % in the default profile, and the leaves that catch them also catch
-# quiet windows (held out: 195 healthy windows named nvlink); a cause missed a third of the time is not
-# one the profile tells, and naming the counters to enable is the useful answer.
+# Held-out recall below which a cause is "cannot tell in this profile". Why not 0.5: a cause missed a third of
+# the time is not one the profile tells, and naming the counters to enable is the useful answer (NVLink faults
+# without the NVLink error counters: recall about 0.6 in the default profile).
 MIN_REACH = 0.7
 # A cause the profile cannot tell is still named where its tree is right when it names it: held-out precision at
-# least this. Why: NVLink faults on a default install show only through XID 74 when the driver reports one; in
-# training folds the default profile's tree named nvlink on 361 windows at precision 0.97 (7 healthy windows of
-# 22,496), recall 0.58, while its RoCE answers were right 9-17 % of the time. Telling an operator "NVLink" on
-# those windows is worth it; the counters to enable are still named for the rest.
+# least this, over at least MIN_NAMED held-out answers. Why: NVLink faults on a default install show only
+# through XID 74 when the driver reports one; in training folds the default profile's tree named nvlink on about
+# 360 windows at precision 0.94 (15 healthy windows of 22,496), recall 0.57, while its RoCE answers were right
+# 0-33 % of the time. Telling an operator "NVLink" on those windows is worth it; the counters to enable are still
+# named for the rest. A precision from a handful of answers says nothing: such a cause stays out.
 MIN_PRECISION = 0.9
+MIN_NAMED = 30
 _LEGACY = Profile("everything", frozenset(), "a single tree fitted on every family (an older model file)")
 _FAMILIES_OF = {s.name: s.families for s in SPECS}
 _LIFT = 1.5  # a split "singles out" a cause when its branch holds this many times the cause's share
@@ -85,11 +89,14 @@ class ProfiledRca:
 
     def leave_out_unreachable(self) -> None:
         """Each tree leaves the causes its profile cannot tell out of its answers: their leaves are patches
-        of other windows that class balancing handed to them, and would blame quiet windows on them. Derived
-        from ``reach`` on every load, so it follows ``MIN_REACH``."""
+        of other windows that class balancing handed to them, and would blame quiet windows on them. The main
+        tree keeps those it names rightly (``named_when_sure``); its reduced trees, whose answers were not
+        measured, leave them all out. Derived from ``reach`` and ``precision`` on every load, so it follows
+        ``MIN_REACH`` and ``MIN_PRECISION``."""
         for name, tree in self.models.items():
             sure = self.named_when_sure(name)
-            tree.blind_ = tuple(c for c in self.cannot_tell(name) if c not in sure)
+            tree.blind_reduced_ = self.cannot_tell(name)
+            tree.blind_ = tuple(c for c in tree.blind_reduced_ if c not in sure)
 
     @classmethod
     def of_tree(cls, tree: RootCauseTree) -> ProfiledRca:
@@ -116,8 +123,8 @@ class ProfiledRca:
         return tuple(c for c, r in self.reach.get(profile, {}).items() if c != HEALTHY and r < MIN_REACH)
 
     def named_when_sure(self, profile: str) -> tuple[str, ...]:
-        """Causes ``profile`` cannot tell that its tree still names, being right when it does (held-out
-        precision at least ``MIN_PRECISION``; none for a model file that did not measure it)."""
+        """Causes ``profile`` cannot tell that its main tree still names, its held-out answers of them having
+        been right at least ``MIN_PRECISION`` of the time (none for a model file that did not measure it)."""
         precision = self.precision.get(profile, {})
         return tuple(c for c in self.cannot_tell(profile) if precision.get(c, 0.0) >= MIN_PRECISION)
 
@@ -170,10 +177,7 @@ class ProfiledRca:
             models = {str(n): RootCauseTree.from_dict(dict(t)) for n, t in dict(data["models"]).items()}
             reach = {str(p): {str(c): float(r) for c, r in dict(v).items()} for p, v in dict(data["reach"]).items()}
             confused = {str(p): {str(c): str(o) for c, o in dict(v).items()} for p, v in dict(data["confused"]).items()}
-            precision = {  # absent from files written before it was measured: every unreachable cause left out
-                str(p): {str(c): float(r) for c, r in dict(v).items()}
-                for p, v in dict(data.get("precision", {})).items()
-            }
+            precision = _precision(data.get("precision", {}), models)
         except KeyError as exc:  # its text is the bare key: say that the key is missing
             raise ValueError(f"malformed {FORMAT} model: no {exc} field") from exc
         except (TypeError, ValueError, AttributeError) as exc:
@@ -181,6 +185,23 @@ class ProfiledRca:
         if not models or set(models) != set(profiles):
             raise ValueError(f"malformed {FORMAT} model: its trees and profiles do not match")
         return cls(models, profiles, reach, confused, precision)
+
+
+def _precision(data: Any, models: Mapping[str, RootCauseTree]) -> dict[str, dict[str, float]]:
+    """The ``precision`` field of a model file, checked (absent from files written before it was measured:
+    then every cause a profile cannot tell stays out of its answers)."""
+    if not isinstance(data, Mapping) or not all(isinstance(v, Mapping) for v in data.values()):
+        raise ValueError("precision must map each profile to {cause: held-out precision}")
+    out: dict[str, dict[str, float]] = {}
+    for profile, causes in data.items():
+        if profile not in models:
+            raise ValueError(f"precision names profile {profile!r}, which has no tree")
+        values = {str(c): v for c, v in causes.items()}
+        bad = [c for c, v in values.items() if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= 1]
+        if bad:
+            raise ValueError(f"precision of {', '.join(bad)} in profile {profile!r} is not a number in [0, 1]")
+        out[str(profile)] = {c: float(v) for c, v in values.items()}
+    return out
 
 
 def path_families(tree: RootCauseTree, cause: str, min_share: float = 0.0) -> frozenset[str]:
@@ -222,8 +243,8 @@ def class_reach(
 ) -> tuple[dict[str, float], dict[str, str], dict[str, float]]:
     """Held-out recall per cause of trees like ``tree`` (its pruning strength, main tree only), for each
     cause the answer its rows most often get instead, and the held-out precision of its answers (0 when it
-    is never answered). Stratified folds; a cause with fewer rows than folds gets its training recall (no
-    fold could hold it out)."""
+    was answered fewer than ``MIN_NAMED`` times). Stratified folds; a cause with a single row gets its
+    training answer (no fold could hold it out)."""
     data = X[list(tree.feature_names_in_)].to_numpy(dtype=np.float64)
     pred = np.empty(len(y), dtype=object)
     counts = pd.Series(y).value_counts()
@@ -246,7 +267,7 @@ def class_reach(
         mine = y == cause
         reach[str(cause)] = float(np.mean(pred[mine] == cause))
         named = pred == cause
-        precision[str(cause)] = float(np.mean(mine[named])) if named.any() else 0.0
+        precision[str(cause)] = float(np.mean(mine[named])) if named.sum() >= MIN_NAMED else 0.0
         wrong = pd.Series(pred[mine & (pred != cause)]).value_counts()
         if len(wrong):
             confused[str(cause)] = str(wrong.index[0])

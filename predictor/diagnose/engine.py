@@ -223,12 +223,16 @@ def _with_profile_caveat(finding: dict[str, Any], model: ProfiledRca, profile: s
     parts: list[str] = []
     families: list[str] = []
     fixable: list[str] = []
+    sure = model.named_when_sure(profile)
     for cause in causes:
         needs = model.needs(profile, cause)
-        parts.append(f"{cause} (needs {', '.join(needs)})" if needs else cause)
+        notes = (["named only where the model is sure of it"] if cause in sure else []) + (
+            [f"needs {', '.join(needs)}"] if needs else []
+        )
+        parts.append(f"{cause} ({'; '.join(notes)})" if notes else cause)
         families += needs
         fixable += [cause] if needs else []
-    text = f"; not diagnosable with the {profile} profile's families: {', '.join(parts)}"
+    text = f"; not (always) diagnosable with the {profile} profile's families: {', '.join(parts)}"
     advice = f" To also diagnose {', '.join(fixable)}, enable {enable_advice(families)}." if families else ""
     return {
         **finding,

@@ -62,7 +62,7 @@ def apply_gpu_effects(name: str, m: np.ndarray, o: Occupancy, extra: dict[str, n
         before = m[rows, k0:k1].copy() if is_shaped(f) else None
         _gpu_effect(name, m, o, f, extra, k0, k1)
         if before is not None:
-            blend(name, m, rows, k0, k1, before, f)
+            blend(name, m, rows, k0, k1, before, f, o.seed)
 
 
 def _gpu_effect(
@@ -140,7 +140,7 @@ def apply_node_effects(name: str, m: np.ndarray, o: Occupancy) -> None:
         before = m[rows, k0:k1].copy() if is_shaped(f) else None
         _node_effect(name, m, o, f, k0, k1)
         if before is not None:
-            blend(name, m, rows, k0, k1, before, f)
+            blend(name, m, rows, k0, k1, before, f, o.seed)
 
 
 def _node_effect(name: str, m: np.ndarray, o: Occupancy, f: FaultPlan, k0: int, k1: int) -> None:

@@ -4,8 +4,8 @@ Real faults rarely switch on at full strength and stay there: a fan degrades and
 link flaps in bursts, a power cap bites by a few per cent. A root-cause tree trained only on step faults at
 full strength learns thresholds halfway between healthy and blatant, and answers ``healthy`` for the milder
 ones. With ``SimSettings.fault_onsets`` each fault of a cause whose symptom is a level (not an event: a hang,
-a crash loop, a lost node or a cut quota) draws an onset and an amplitude from its own random stream, so
-every other draw of the run stays where it was:
+a crash loop, a lost node or a cut quota) draws an onset and an amplitude from a random stream of their own, so
+no other draw changes (a partial quota cut does change the schedule, and so which jobs the job faults land on):
 
 - ``step``: the symptom holds from start to end (the only onset without the setting);
 - ``ramp``: it grows linearly from a tenth to full over the fault;
@@ -61,15 +61,15 @@ def draw_onsets(plans: list[FaultPlan], seed: int, stream: int) -> None:
             plan.onset, plan.amplitude = onset, amplitude
         elif plan.cause in PARTIAL_CAUSES:
             plan.amplitude = amplitude
-            plan.detail = f"queue capability cut to {1 - amplitude:.0%} of its allocation"
 
 
-def envelope(plan: FaultPlan, n: int) -> np.ndarray:
-    """How much of the symptom shows at each of the fault's ``n`` steps (0-1, before the amplitude)."""
+def envelope(plan: FaultPlan, n: int, seed: int) -> np.ndarray:
+    """How much of the symptom shows at each of the fault's ``n`` steps (0-1, before the amplitude); bursts
+    drawn from the run's ``seed`` and the fault, the same in every family the fault touches."""
     if plan.onset == "ramp":
         return np.linspace(0.1, 1.0, n, dtype=np.float32)
     if plan.onset == "intermittent":
-        rng = np.random.default_rng([plan.fault_id, n, 0xB0257])
+        rng = np.random.default_rng([seed, plan.fault_id, 0xB0257])
         out = np.zeros(n, dtype=np.float32)
         k, on = 0, True
         while k < n:
@@ -80,9 +80,11 @@ def envelope(plan: FaultPlan, n: int) -> np.ndarray:
     return np.ones(n, dtype=np.float32)
 
 
-def blend(name: str, m: np.ndarray, rows: np.ndarray, k0: int, k1: int, before: np.ndarray, plan: FaultPlan) -> None:
+def blend(
+    name: str, m: np.ndarray, rows: np.ndarray, k0: int, k1: int, before: np.ndarray, plan: FaultPlan, seed: int
+) -> None:
     """Pull ``m[rows, k0:k1]`` (the fault applied in full) back towards ``before`` as the onset says."""
-    shape = envelope(plan, k1 - k0)[None, :]
+    shape = envelope(plan, k1 - k0, seed)[None, :]
     after = m[rows, k0:k1]
     if name in GATED:
         m[rows, k0:k1] = np.where(shape >= 0.5, after, before)

@@ -250,8 +250,11 @@ def _run_schedule(
                 qi = sched.queue_names.index(f.queue)
                 saved[f.fault_id] = (float(sched.deserved[qi]), float(sched.capability[qi]))
                 # to zero, or (a partial cut, ``SimSettings.fault_onsets``) to a share of what the queue holds
-                left = float(np.floor((1.0 - f.amplitude) * sched.allocated.get(f.queue, 0)))
+                held = sched.allocated.get(f.queue, 0)
+                left = float(np.floor((1.0 - f.amplitude) * held))
                 sched.set_quota(f.queue, min(left, float(sched.deserved[qi])), left)
+                if left > 0:
+                    f.detail = f"queue capability cut to {left:g} of the {held} GPUs it held"
 
             def restore(f: FaultPlan = f) -> None:
                 deserved, capability = saved[f.fault_id]

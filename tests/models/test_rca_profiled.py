@@ -133,34 +133,64 @@ def test_a_missing_field_is_named_as_missing(content: object, says: str, tmp_pat
     assert says in str(info.value)  # not the bare key ("...model: 'profiles'"), which reads as nothing
 
 
-def test_a_cause_the_profile_cannot_tell_is_still_named_where_its_tree_is_right_about_it(model: ProfiledRca) -> None:
-    # Measured per profile and cause in held-out folds: the temperature names thermal faults rightly.
-    assert model.precision["dcgm-default"]["gpu_thermal"] >= MIN_PRECISION
-    # Were the default profile's nvlink answers right (as XID 74 makes them on the simulator's faults), the
-    # tree would keep naming nvlink where it does, though it misses most NVLink faults.
-    sure = ProfiledRca(
+def _with_nvlink_precision(model: ProfiledRca, precision: float) -> ProfiledRca:
+    return ProfiledRca(
         copy.deepcopy(model.models),
         dict(model.profiles),
         model.reach,
         model.confused,
-        {**model.precision, "dcgm-default": {**model.precision["dcgm-default"], "nvlink": 0.97}},
+        {**model.precision, "dcgm-default": {**model.precision["dcgm-default"], "nvlink": precision}},
     )
+
+
+def test_a_cause_the_profile_cannot_tell_is_still_named_where_its_tree_is_right_about_it(model: ProfiledRca) -> None:
+    # Measured per profile and cause in held-out folds: the temperature names thermal faults rightly.
+    assert model.precision["dcgm-default"]["gpu_thermal"] >= MIN_PRECISION
+    # Were the default profile's nvlink answers right (as XID 74 makes them on the simulator's faults), its
+    # main tree would keep naming nvlink where it does, though it misses most NVLink faults; its reduced
+    # trees (answers not measured) would not.
+    sure = _with_nvlink_precision(model, 0.97)
     assert sure.cannot_tell("dcgm-default") == ("nvlink",) and sure.named_when_sure("dcgm-default") == ("nvlink",)
+    tree = sure.models["dcgm-default"]
+    assert tree.blind_ == () and tree.blind_reduced_ == ("nvlink",)
     X = blank(_rows(300, seed=1), PROFILES["dcgm-default"])[list(FEATURE_NAMES)]
     column = list(model.models["dcgm-default"].classes_).index("nvlink")
     assert (model.models["dcgm-default"].predict_proba(X)[:, column] == 0).all()
-    assert (sure.models["dcgm-default"].predict_proba(X)[:, column] > 0).any()
+    assert (tree.predict_proba(X)[:, column] > 0).any()
 
 
-def test_a_cause_named_wrongly_stays_out_of_the_answers_and_files_without_precision_keep_it_out(
+def test_a_cause_named_wrongly_stays_out_and_files_without_precision_keep_the_old_rule(
     model: ProfiledRca, tmp_path: Path
 ) -> None:
     assert model.precision["dcgm-default"]["nvlink"] < MIN_PRECISION  # a guess from noise, when it names it
     assert model.named_when_sure("dcgm-default") == () and model.models["dcgm-default"].blind_ == ("nvlink",)
+    sure = _with_nvlink_precision(model, 0.97)
     path = tmp_path / "m.json"
-    save_model_file(model, path)
+    save_model_file(sure, path)
     data = json.loads(path.read_text())
-    assert load_model_file(path).precision == model.precision
+    assert load_model_file(path).precision == sure.precision
     del data["precision"]  # a file written before precision was measured
     path.write_text(json.dumps(data))
     assert load_model_file(path).models["dcgm-default"].blind_ == ("nvlink",)
+
+
+@pytest.mark.parametrize(
+    "precision",
+    [
+        [["dcgm-default", {"nvlink": 1}]],
+        "high",
+        {"dcgm-default": {"nvlink": 5}},
+        {"dcgm-default": {"nvlink": True}},
+        {"dcgm-default": {"nvlink": "NaN"}},
+        {"no-such-profile": {"nvlink": 0.5}},
+    ],
+)
+def test_a_malformed_precision_field_is_one_line_naming_it(
+    model: ProfiledRca, precision: object, tmp_path: Path
+) -> None:
+    path = tmp_path / "m.json"
+    save_model_file(model, path)
+    path.write_text(json.dumps({**json.loads(path.read_text()), "precision": precision}))
+    with pytest.raises(InputError, match="precision") as info:
+        load_model_file(path)
+    assert "\n" not in str(info.value)

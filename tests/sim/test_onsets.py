@@ -30,12 +30,12 @@ def runs() -> tuple[sim.SimResult, sim.SimResult]:
 
 def test_envelopes_have_the_shape_their_name_says() -> None:
     plan = FaultPlan(3, "gpu_thermal", 0, 3600)
-    assert (envelope(plan, 30) == 1).all()
+    assert (envelope(plan, 30, seed=1) == 1).all()
     plan.onset = "ramp"
-    ramp = envelope(plan, 30)
+    ramp = envelope(plan, 30, seed=1)
     assert ramp[0] == pytest.approx(0.1) and ramp[-1] == pytest.approx(1.0) and (np.diff(ramp) > 0).all()
     plan.onset = "intermittent"
-    bursts = envelope(plan, 60)
+    bursts = envelope(plan, 60, seed=1)
     assert bursts[0] == 1 and set(np.unique(bursts)) == {0.0, 1.0}
     assert (bursts == 0).sum() >= 3  # off for a burst's length at least
 
@@ -45,10 +45,16 @@ def test_without_the_setting_every_fault_is_a_full_step(runs: tuple[sim.SimResul
     assert set(plain.faults["onset"]) == {"step"} and (plain.faults["amplitude"] == 1.0).all()
 
 
-def test_onsets_move_no_fault_and_shape_only_level_causes(runs: tuple[sim.SimResult, sim.SimResult]) -> None:
+def test_onsets_move_no_scheduler_fault_and_shape_only_level_causes(runs: tuple[sim.SimResult, sim.SimResult]) -> None:
     plain, shaped = runs
-    key = ["cause", "start", "end", "node", "gpu", "job_id", "queue", "xid", "strength"]
-    pd.testing.assert_frame_equal(plain.faults[key], shaped.faults[key])
+    # A partial quota cut changes the schedule, so job faults may land on other jobs; the cuts and lost
+    # nodes themselves are drawn before the schedule runs and stay where they were.
+    key = ["cause", "start", "end", "node", "queue", "strength"]
+    scheduler = ["scheduling_starvation", "node_not_ready"]
+    mine = plain.faults[plain.faults["cause"].isin(scheduler)][key].reset_index(drop=True)
+    pd.testing.assert_frame_equal(
+        mine, shaped.faults[shaped.faults["cause"].isin(scheduler)][key].reset_index(drop=True)
+    )
     level = shaped.faults["cause"].isin(SHAPED_CAUSES)
     assert set(shaped.faults.loc[level, "onset"]) == {"step", "ramp", "intermittent"}
     assert shaped.faults.loc[level, "amplitude"].between(0.35, 1.0).all()
