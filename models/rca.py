@@ -117,7 +117,6 @@ class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.ccp_alpha_ = max(a for a, s in self.cv_scores_.items() if s >= best)
         self.tree_ = _by_base_rate(self._tree(self.ccp_alpha_).fit(X, y), X, y)
         self.blind_: tuple[str, ...] = ()  # causes left out of every answer (set by ``models.rca_profiled``)
-        self.blind_reduced_: tuple[str, ...] = ()  # and out of the reduced trees' answers
         names = [str(n) for n in getattr(self, "feature_names_in_", [])]
         self.reduced_: list[_Reduced] = []
         for group in sorted((g for g in self.reduced if set(g) & set(names)), key=len):
@@ -182,7 +181,7 @@ class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         unknown = np.zeros(data.shape)
         main = _Reduced(np.zeros(0, dtype=np.intp), self.tree_, np.zeros(self.tree_.tree_.node_count, dtype=bool))
         for k, (cols, tree, unsure, own) in enumerate([main, *getattr(self, "reduced_", [])], start=-1):
-            # a reduced tree's answers were not measured: it leaves out every cause the profile cannot tell
+            # reduced trees (answers not measured) leave out all a profile cannot tell (``models.rca_profiled``)
             left_out = getattr(self, "blind_", ()) if k < 0 else getattr(self, "blind_reduced_", self.blind_)
             blind = (*own, *left_out)
             rows = which == k

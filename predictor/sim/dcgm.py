@@ -109,9 +109,6 @@ class DcgmGenerator:
 
     def matrix(self, name: str) -> np.ndarray:
         """The ``[gpu, step]`` matrix of quantity ``name`` (temp, clock, throttle, xid...), faults applied."""
-        return self._matrix(name)
-
-    def _matrix(self, name: str) -> np.ndarray:
         o = self.o
         u = self.util
         rng = self._rng(name)
@@ -151,7 +148,7 @@ class DcgmGenerator:
         return m
 
     def _counter(self, rate_name: str) -> np.ndarray:
-        rate = self._matrix(rate_name).astype(np.float64) * self.o.grid.step_s
+        rate = self.matrix(rate_name).astype(np.float64) * self.o.grid.step_s
         offset = self._rng(rate_name + "0").uniform(0, 1e6, (rate.shape[0], 1)) if rate_name == "nvlink_rate" else 0.0
         return np.floor(np.cumsum(rate, axis=1) + offset)
 
@@ -173,16 +170,16 @@ class DcgmGenerator:
         f = self._family
         return [
             f("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", lambda: np.rint(self.util)),
-            f("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", lambda: np.rint(self._matrix("fb_used"))),
+            f("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", lambda: np.rint(self.matrix("fb_used"))),
             f(
                 "DCGM_FI_DEV_FB_FREE",
                 "Framebuffer memory free (in MiB).",
-                lambda: np.maximum(mem - _FB_RESERVED_MIB - np.rint(self._matrix("fb_used")), 0),
+                lambda: np.maximum(mem - _FB_RESERVED_MIB - np.rint(self.matrix("fb_used")), 0),
             ),
-            f("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", lambda: self._matrix("power"), decimals=3),
-            f("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", lambda: np.rint(self._matrix("temp"))),
-            f("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", lambda: np.rint(self._matrix("clock"))),
-            f("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", lambda: self._matrix("xid")),
+            f("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", lambda: self.matrix("power"), decimals=3),
+            f("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", lambda: np.rint(self.matrix("temp"))),
+            f("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", lambda: np.rint(self.matrix("clock"))),
+            f("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", lambda: self.matrix("xid")),
             f(
                 "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
                 "Ratio of time the graphics engine is active.",
@@ -192,7 +189,7 @@ class DcgmGenerator:
             f(
                 "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
                 "Current clock throttle reasons (bitmask).",
-                lambda: self._matrix("throttle"),
+                lambda: self.matrix("throttle"),
             ),
             f(
                 "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",

@@ -3,7 +3,7 @@
 Effects are applied family by family to freshly generated matrices, so only one large matrix lives at a
 time; every random number comes from the fault's own seeded stream, so the same fault looks the same in
 every family it touches. Each effect is written at full strength; a fault with a ramp, bursts or a partial
-amplitude (``SimSettings.fault_onsets``) is then pulled back towards the healthy values by ``onsets.blend``.
+amplitude (``SimSettings.fault_onsets``) is then pulled back towards the healthy values by ``onsets.shaped``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 
 from predictor.sim.faults import FaultPlan
 from predictor.sim.occupancy import Occupancy
-from predictor.sim.onsets import blend, is_shaped
+from predictor.sim.onsets import shaped
 
 __all__ = ["apply_gpu_effects", "apply_node_effects", "io_pattern", "oom_phases"]
 
@@ -58,17 +58,15 @@ def apply_gpu_effects(name: str, m: np.ndarray, o: Occupancy, extra: dict[str, n
         k0, k1 = f.steps(o.grid)
         if k1 <= k0:
             continue
-        rows = np.union1d([f.gpu], f.job_gpus).astype(np.int64)
-        before = m[rows, k0:k1].copy() if is_shaped(f) else None
-        _gpu_effect(name, m, o, f, extra, k0, k1)
-        if before is not None:
-            blend(name, m, rows, k0, k1, before, f, o.seed)
+        rows = np.union1d([f.gpu], f.job_gpus)
+        with shaped(name, m, rows, k0, k1, f, o.seed):
+            _gpu_effect(name, m, o, f, extra, k0, k1)
 
 
 def _gpu_effect(
     name: str, m: np.ndarray, o: Occupancy, f: FaultPlan, extra: dict[str, np.ndarray], k0: int, k1: int
 ) -> None:
-    """One fault's effect on family ``name``, in full (``onsets.blend`` shapes it afterwards)."""
+    """One fault's effect on family ``name``, in full (``onsets.shaped`` shapes it afterwards)."""
     grid = o.grid
     g, jg, s, n = f.gpu, f.job_gpus, f.strength, k1 - k0
     rng = _rng(o, f, name)
@@ -136,11 +134,9 @@ def apply_node_effects(name: str, m: np.ndarray, o: Occupancy) -> None:
         k0, k1 = f.steps(o.grid)
         if k1 <= k0:
             continue
-        rows = np.union1d(f.job_nodes, [f.node] if f.node >= 0 else []).astype(np.int64)
-        before = m[rows, k0:k1].copy() if is_shaped(f) else None
-        _node_effect(name, m, o, f, k0, k1)
-        if before is not None:
-            blend(name, m, rows, k0, k1, before, f, o.seed)
+        rows = np.union1d(f.job_nodes, [f.node] if f.node >= 0 else [])
+        with shaped(name, m, rows, k0, k1, f, o.seed):
+            _node_effect(name, m, o, f, k0, k1)
 
 
 def _node_effect(name: str, m: np.ndarray, o: Occupancy, f: FaultPlan, k0: int, k1: int) -> None:

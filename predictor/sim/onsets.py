@@ -20,11 +20,14 @@ envelope is at least half on. A quota cut (starvation) has no onset; its amplitu
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 
 from predictor.sim.faults import FaultPlan
 
-__all__ = ["GATED", "ONSETS", "PARTIAL_CAUSES", "SHAPED_CAUSES", "blend", "draw_onsets", "envelope", "is_shaped"]
+__all__ = ["GATED", "ONSETS", "PARTIAL_CAUSES", "SHAPED_CAUSES", "draw_onsets", "envelope", "shaped"]
 
 ONSETS = ("step", "ramp", "intermittent")
 SHAPED_CAUSES = frozenset(
@@ -80,10 +83,20 @@ def envelope(plan: FaultPlan, n: int, seed: int) -> np.ndarray:
     return np.ones(n, dtype=np.float32)
 
 
-def blend(
+@contextmanager
+def shaped(name: str, m: np.ndarray, rows: np.ndarray, k0: int, k1: int, plan: FaultPlan, seed: int) -> Iterator[None]:
+    """Around writing ``plan``'s effect in full into ``m[rows, k0:k1]`` (family ``name``): afterwards pull it
+    back towards the values before as the plan's onset and amplitude say (nothing to do for a full step)."""
+    rows = rows.astype(np.int64)
+    before = m[rows, k0:k1].copy() if plan.onset != "step" or plan.amplitude < 1.0 else None
+    yield
+    if before is not None:
+        _blend(name, m, rows, k0, k1, before, plan, seed)
+
+
+def _blend(
     name: str, m: np.ndarray, rows: np.ndarray, k0: int, k1: int, before: np.ndarray, plan: FaultPlan, seed: int
 ) -> None:
-    """Pull ``m[rows, k0:k1]`` (the fault applied in full) back towards ``before`` as the onset says."""
     shape = envelope(plan, k1 - k0, seed)[None, :]
     after = m[rows, k0:k1]
     if name in GATED:
@@ -91,7 +104,3 @@ def blend(
     else:
         amplitude = 1.0 if (plan.cause, name) in UNSCALED else plan.amplitude
         m[rows, k0:k1] = before + (amplitude * shape) * (after - before)
-
-
-def is_shaped(plan: FaultPlan) -> bool:
-    return plan.onset != "step" or plan.amplitude < 1.0
