@@ -10,10 +10,13 @@ import pytest
 
 from bench.rca_edit import counter
 from bench.rca_faults import Fault, Job, label_rows, plan_faults, running_jobs
+from bench.rca_independent import ceiling, evidence_shown
 from bench.rca_inject import inject
 from bench.rca_rules import fit_rules
 from bench.rca_scoring import bootstrap, score
+from models.rca_evidence import EVIDENCE
 from models.rca_features import WindowData, window_features
+from models.rca_profiles import PROFILES
 from models.rca_window import col, node_of
 from pipelines.rca_data import Scenario, simulate_scenario, to_window_data
 
@@ -218,3 +221,24 @@ def test_a_bad_flag_is_one_line_before_anything_runs(
     line = info.value.code if isinstance(info.value.code, str) else capsys.readouterr().err
     assert line.strip().startswith(says) and len(line.strip().splitlines()) == 1, line
     assert list(tmp_path.iterdir()) == []  # nothing simulated or cached
+
+
+def test_the_ceiling_counts_what_a_profile_cannot_see() -> None:
+    rows = pd.DataFrame(
+        {
+            "label": ["healthy", "roce_pfc_storm", "nvlink", "nvlink", "gpu_thermal", "nvlink"],
+            "role": ["", "culprit", "culprit", "culprit", "culprit", "peer"],
+            "scenario": "s",
+            "at": [0, 1, 2, 3, 4, 3],
+            "fault_id": [-1, 1, 2, 3, 4, 3],
+            "xid_nvlink": [0.0, 0.0, 1.0, 0.0, 0.0, 1.0],
+            "xid_max": 0.0,
+        }
+    ).assign(**{f: 0.0 for symptoms in EVIDENCE.values() for f, _ in symptoms if f not in ("xid_nvlink", "xid_max")})
+    # dcgm-default: no ethtool counters (RoCE unseen), NVLink only where XID 74 shows; thermal has temperature.
+    default = evidence_shown(rows, PROFILES["dcgm-default"])
+    assert default.tolist() == [True, False, True, False, True, True]
+    top1, scope = ceiling(rows, PROFILES["dcgm-default"])
+    assert top1 == pytest.approx(3 / 5)
+    assert scope == pytest.approx(2 / 4)  # the peer's XID does not put its window in scope: no culprit shows it
+    assert ceiling(rows, PROFILES["everything"]) == (1.0, 1.0)
