@@ -36,6 +36,7 @@ from typing import Any, NoReturn
 import numpy as np
 import pandas as pd
 
+from bench.forecast_cache import REPO, code_digest
 from bench.rca import _cache_default
 from bench.rca_indata import FORMAT, independent_rows, independent_scenarios
 from bench.rca_rules import CANDIDATES, fit_rules, signal_families
@@ -48,7 +49,7 @@ from models.rca_profiled import ProfiledRca, evaluate_profile, fit_profiled
 from models.rca_profiles import DEFAULT_PROFILE, PROFILES, Profile
 from pipelines.rca_configs import CONFIG_FAMILIES, MISSING_SHARE, missing_groups
 from pipelines.rca_data import HELDOUT_SCENARIOS, MIN_TRAIN_STRENGTH, build_dataset
-from predictor.diagnose.models import load_default
+from predictor.diagnose.models import DEFAULT_MODEL_PATH, load_default
 from predictor.errors import InputError
 from predictor.timeparse import parse_duration
 
@@ -118,10 +119,16 @@ EVENT_FEATURES = frozenset({"xid_nvlink", "xid_max", "ecc_dbe_increase"})
 
 
 def evidence_shown(rows: pd.DataFrame, profile: Profile) -> np.ndarray:
-    """Per row: can a site with ``profile`` see the row's cause at all? False where every symptom the cause's
-    own evidence lists (``models.rca_evidence``) is unmeasured there, or where the measured ones are events
-    (an XID, an ECC error) the row does not show. Healthy rows are True."""
-    out = np.ones(len(rows), dtype=bool)
+    """Per row: can a site with ``profile`` see the row's cause there at all? False for the peers of a hung
+    gang (their own node shows nothing), where every symptom the cause's own evidence lists
+    (``models.rca_evidence``) is unmeasured, or where the measured ones are events (an XID, an ECC error) the
+    row does not show. A measured level (a temperature, a retransmit ratio) counts as seen whatever its
+    value: a ceiling, not a detector. Healthy rows are True."""
+    missing = sorted({"label", "role"} - set(rows.columns))
+    unknown = sorted(set(rows["label"].astype(str)) - set(EVIDENCE) - {HEALTHY}) if not missing else []
+    if missing or unknown:
+        raise ValueError(f"evidence_shown: rows lack {missing or 'nothing'}; causes without evidence: {unknown}")
+    out = (rows["role"] != "peer").to_numpy().copy()
     labels = rows["label"].to_numpy()
     for cause, symptoms in EVIDENCE.items():
         here = labels == cause
@@ -131,23 +138,25 @@ def evidence_shown(rows: pd.DataFrame, profile: Profile) -> np.ndarray:
         seen = np.zeros(int(here.sum()), dtype=bool)
         for f in measured:
             seen |= rows.loc[here, f].fillna(0).to_numpy() > 0
-        out[here] = seen
+        out[here] &= seen
     return out
 
 
 def ceiling(rows: pd.DataFrame, profile: Profile) -> tuple[float, float]:
-    """The best strict top-1 and node scope any model could reach on ``profile``: every row whose cause it
-    cannot see (``evidence_shown``) counted wrong, every other right. A node-scope window counts when one of
-    its culprit rows shows the cause."""
+    """Strict top-1 and node scope with the right cause (``scope_cause``) when every fault row whose cause
+    ``profile`` cannot see (``evidence_shown``) is wrong and every other right; NaN where there is nothing to
+    score. A node-scope window (one per fault and window, queue faults aside, as ``bench.rca_scoring``) counts
+    when one of its culprit rows shows the cause. Plain node scope is not bounded by it: a model may name the
+    right node with a wrong cause."""
     shown = evidence_shown(rows, profile)
     fault = (rows["label"] != HEALTHY).to_numpy()
-    culprit = rows.assign(shown=shown)[
-        fault & (rows["label"] != "scheduling_starvation").to_numpy() & (rows["role"] == "culprit").to_numpy()
-    ]
-    scope_ok = culprit.groupby(["scenario", "at", "fault_id"])["shown"].any()
-    n_scope = rows[fault & (rows["label"] != "scheduling_starvation").to_numpy() & (rows["role"] != "").to_numpy()]
-    n_windows = n_scope.groupby(["scenario", "at", "fault_id"]).ngroups
-    return float(shown[fault].mean()), float(scope_ok.sum() / n_windows) if n_windows else float("nan")
+    top1 = float(shown[fault].mean()) if fault.any() else float("nan")
+    scoped = rows.assign(shown=shown)[fault & (rows["label"] != "scheduling_starvation").to_numpy()]
+    scoped = scoped[scoped["role"].fillna("") != ""]
+    if scoped.empty:
+        return top1, float("nan")
+    per_window = scoped.assign(ok=scoped["shown"] & (scoped["role"] == "culprit"))
+    return top1, float(per_window.groupby(["scenario", "at", "fault_id"])["ok"].any().mean())
 
 
 def _model(which: str, train: pd.DataFrame, names: list[str]) -> ProfiledRca:
@@ -260,9 +269,10 @@ def _report(
         )
     )
     print(
-        "ceiling (the rows whose cause's own evidence a profile cannot see counted wrong, every other right): "
+        "evidence ceiling (the rows whose cause's own evidence a profile cannot see counted wrong, every other "
+        "right): "
         + "; ".join(
-            f"{n} top-1 strict {t:.3f}, node scope {c:.3f}" for n in names for t, c in [ceiling(test, PROFILES[n])]
+            f"{n} top-1 strict {t:.3f}, scope+cause {c:.3f}" for n in names for t, c in [ceiling(test, PROFILES[n])]
         )
     )
     print("\n## Per availability profile (same columns)")
@@ -297,6 +307,14 @@ def _report(
         print("\n".join(blind[name]))
 
 
+def _code_state() -> str:
+    """What a cached report depends on besides its flags: the scoring code and the bundled model file."""
+    return (
+        code_digest(REPO, ("bench", "models", "pipelines", "predictor/diagnose"))
+        + hashlib.sha256(DEFAULT_MODEL_PATH.read_bytes() if DEFAULT_MODEL_PATH.is_file() else b"").hexdigest()[:12]
+    )
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """One line, not the usage block: ``error: argument --model: invalid choice: 'x' (...)``."""
@@ -327,18 +345,19 @@ def main(argv: list[str] | None = None) -> None:
     # Bad input: one line, no traceback (checked before anything is built or cached).
     try:
         parse_duration(args.window, name="--window")
-        [int(x) for x in args.seeds.split(",") if x]
+        if any(int(x) < 0 for x in args.seeds.split(",") if x):
+            raise ValueError("a negative seed")
     except InputError as exc:
         sys.exit(f"error: {exc}")
     except ValueError:
-        sys.exit(f"error: --seeds {args.seeds!r}: expected comma-separated integers")
+        sys.exit(f"error: --seeds {args.seeds!r}: expected comma-separated integers >= 0")
     unknown = [p for p in args.profiles.split(",") if p and p not in PROFILES]
     if unknown:
         sys.exit(f"error: --profiles: unknown {', '.join(unknown)} (known: {', '.join(PROFILES)})")
     if args.boot < 1:  # checked now: the bootstrap would fail only after the whole run
         sys.exit(f"error: --boot {args.boot}: at least one bootstrap resample")
     key = hashlib.sha256(
-        repr((vars(args) | {"cache": "", "refresh": False}, sorted(FEATURE_NAMES), FORMAT)).encode()
+        repr((vars(args) | {"cache": "", "refresh": False}, sorted(FEATURE_NAMES), FORMAT, _code_state())).encode()
     ).hexdigest()[:16]
     path = args.cache / "independent-reports" / f"{key}.txt"
     if path.is_file() and not args.refresh:

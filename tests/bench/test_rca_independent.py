@@ -224,21 +224,32 @@ def test_a_bad_flag_is_one_line_before_anything_runs(
 
 
 def test_the_ceiling_counts_what_a_profile_cannot_see() -> None:
+    # Windows (at): 1 RoCE; 2 NVLink with XID 74 on its culprit; 3 two faults, an NVLink one without XID 74
+    # (its peer reports one) and a thermal one; 4 a peer only; 5 a queue fault, outside node scope.
     rows = pd.DataFrame(
         {
-            "label": ["healthy", "roce_pfc_storm", "nvlink", "nvlink", "gpu_thermal", "nvlink"],
-            "role": ["", "culprit", "culprit", "culprit", "culprit", "peer"],
+            "label": [
+                *("healthy", "roce_pfc_storm", "nvlink", "nvlink", "nvlink"),
+                *("gpu_thermal", "gpu_oom", "scheduling_starvation"),
+            ],
+            "role": ["", "culprit", "culprit", "culprit", "peer", "culprit", "peer", "culprit"],
             "scenario": "s",
-            "at": [0, 1, 2, 3, 4, 3],
-            "fault_id": [-1, 1, 2, 3, 4, 3],
-            "xid_nvlink": [0.0, 0.0, 1.0, 0.0, 0.0, 1.0],
+            "at": [0, 1, 2, 3, 3, 3, 4, 5],
+            "fault_id": [-1, 1, 2, 3, 3, 4, 5, 6],
+            "xid_nvlink": [0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0],
             "xid_max": 0.0,
         }
     ).assign(**{f: 0.0 for symptoms in EVIDENCE.values() for f, _ in symptoms if f not in ("xid_nvlink", "xid_max")})
-    # dcgm-default: no ethtool counters (RoCE unseen), NVLink only where XID 74 shows; thermal has temperature.
+    # dcgm-default: no ethtool counters (RoCE unseen), NVLink only where XID 74 shows, peers show nothing
+    # of their own; a thermal fault has the temperature and a starved queue Volcano's metrics.
     default = evidence_shown(rows, PROFILES["dcgm-default"])
-    assert default.tolist() == [True, False, True, False, True, True]
+    assert default.tolist() == [True, False, True, False, False, True, False, True]
     top1, scope = ceiling(rows, PROFILES["dcgm-default"])
-    assert top1 == pytest.approx(3 / 5)
-    assert scope == pytest.approx(2 / 4)  # the peer's XID does not put its window in scope: no culprit shows it
-    assert ceiling(rows, PROFILES["everything"]) == (1.0, 1.0)
+    assert top1 == pytest.approx(3 / 7)
+    # Node-scope windows: one per (window, fault), the queue fault aside: 1 no, 2 yes, 3/nvlink no, 3/thermal
+    # yes, 4 no (a peer only).
+    assert scope == pytest.approx(2 / 5)
+    assert ceiling(rows, PROFILES["everything"]) == pytest.approx((5 / 7, 4 / 5))  # all but the peers
+    with pytest.raises(ValueError, match="causes without evidence"):
+        evidence_shown(rows.assign(label="cosmic_rays"), PROFILES["everything"])
+    assert np.isnan(ceiling(rows[rows["label"] == "healthy"], PROFILES["everything"])[0])
