@@ -14,8 +14,10 @@ features (``models.rca_profiled.fit_profiled``): by default the bundled model ``
 wrong), node scope (the first finding names the right node) and the healthy false-alarm rate, each with a
 bootstrap 95 % interval over windows (``bench.rca_scoring``). Beside it, the one-threshold-per-cause rules
 (``bench.rca_rules``) fitted on the same training rows. Goals for ``dcgm-default``: strict top-1 >= 0.9,
-node scope >= 0.8, healthy false alarms <= 2 %. For reference, the same trees are also scored on a held-out
-scenario of the training simulator's own faults. The report is cached by its settings.
+node scope >= 0.8, healthy false alarms <= 2 %. Beside them, each profile's evidence ceiling (``ceiling``): the
+strict top-1 and scope-with-cause a model reaches if it is right wherever the profile can see the cause and wrong
+elsewhere. For reference, the same trees are also scored on a held-out scenario of the training simulator's own
+faults. The report is cached by its settings, the scoring code and the bundled model file.
 
     python -m bench.rca_independent [--size reduced|default] [--model bundled|fit] [--seeds 9001,9002]
                                     [--profiles dcgm-default,everything]
