@@ -2,12 +2,12 @@
 
 Pure: the clock (``now``), the cooldown record (``last_changed``, read by the loop from the audit log) and
 the stabilisation memory come in as arguments and the new memory goes out, so the same inputs always give
-the same plan and a restarted loop continues where it stopped.
+the same plan and a restarted loop continues where it stopped. The targets are fitted to the live cluster
+first (``predictor.planner.queue_targets``); what follows here decides each field and the rules across queues.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -17,6 +17,7 @@ from predictor.planner import pending as pending_rule
 from predictor.planner.decisions import SHAPING_CODES, TARGET_CODES, FieldChange, Hold, Memory, QueuePlan, Series
 from predictor.planner.eligibility import why_not_planned
 from predictor.planner.gangs import hard_bounds
+from predictor.planner.queue_targets import borrow, fit_deserved, targets_by_queue
 from predictor.planner.safety import (
     allocated_floor,
     children_of,
@@ -253,39 +254,6 @@ def _weight(values: Values, resources: Sequence[str], current: int) -> int:
     return max(1, min(65535, round(total))) if total > 0 else current
 
 
-def _fit_deserved(
-    per_queue: dict[str, dict[str, Target]],
-    queues: Sequence[QueueState],
-    allocatable: Mapping[str, float],
-    settings: PlannerSettings,
-) -> None:
-    """Σ deserved targets of leaf queues ≤ live allocatable, by one common factor per resource.
-
-    Parents are left out (the hierarchy step sizes them from their children). The safety policy still
-    applies afterwards, so no queue goes below what it has allocated.
-    """
-    parents = {q.parent for q in queues if q.parent}
-    for resource, limit in allocatable.items():
-        leaves = [
-            (name, wanted[resource])
-            for name, wanted in per_queue.items()
-            if resource in wanted and name not in parents and name not in PROTECTED_QUEUES
-        ]
-        total = sum(t.deserved for _, t in leaves)
-        if limit <= 0 or total <= limit:
-            continue
-        factor = limit / total
-        step = settings.round_to
-        for name, target in leaves:
-            deserved = max(math.floor(target.deserved * factor / step) * step, settings.limits(name).min_deserved)
-            per_queue[name][resource] = replace(
-                target,
-                deserved=deserved,
-                guarantee=min(target.guarantee, deserved),
-                basis=f"{target.basis}, ×{factor:.2f} so Σ deserved ≤ live allocatable {limit:g}",
-            )
-
-
 def plan_queues(
     queues: Sequence[QueueState],
     targets: Mapping[tuple[str, str], Target] | None,
@@ -303,13 +271,13 @@ def plan_queues(
     now_s = _seconds(now)
     by_name = {q.name: q for q in queues}
     recs: dict[str, Series] = dict((memory or Memory()).recommendations)
-    per_queue = _targets_by_queue(targets or {}, allocatable or {})
+    per_queue = targets_by_queue(targets or {}, allocatable or {})
     if targets is not None:
         pending_rule.evidence_targets(per_queue, by_name, settings)
-    _borrow(per_queue, by_name, allocatable or {}, settings)
+    borrow(per_queue, by_name, allocatable or {}, settings)
     pending_rule.lift_to_pending(per_queue, by_name, settings)
     if settings.fit_deserved_to_cluster:
-        _fit_deserved(per_queue, queues, allocatable or {}, settings)
+        fit_deserved(per_queue, queues, allocatable or {}, settings)
     held: list[Hold] = []
     notes: Notes = {}
     before = {n: _values(q) for n, q in by_name.items()}
@@ -354,75 +322,6 @@ def plan_queues(
         _field_changes(queue.name, before[queue.name], after[queue.name], notes, queue.name in managed, changes, held)
     below = frozenset(n for n in desired if reclaim_intended(reclaimable=by_name[n].reclaimable, settings=settings))
     return QueuePlan(desired, tuple(changes), tuple(held), Memory(recs), below_allocated=below)
-
-
-def _borrow(
-    per_queue: dict[str, dict[str, Target]],
-    queues: Mapping[str, QueueState],
-    allocatable: Mapping[str, float],
-    settings: PlannerSettings,
-) -> None:
-    """How much each queue may borrow: its capability target.
-
-    ``planner.borrow: idle``: capability = the live allocatable GPUs of the resource. Why: a capability at
-    the forecast's upper bound makes a burst above the forecast wait behind idle GPUs. Elastic quotas let it
-    borrow them, and borrowing is safe to allow because Volcano's ``reclaim`` takes borrowed GPUs back when a
-    queue below its deserved share has pending work; the admission limit is then ``allocatable − Σ other
-    queues' guarantee``. What is at risk of reclaim is the demand above ``deserved``, which the forecast
-    still sizes, so the planner's lever on reclaim loss is deserved (and on waiting for the steady floor,
-    guarantee), not the cap. The gang floor and pool ceiling still apply.
-
-    A queue with ``spec.reclaimable: false`` borrows nothing, in either mode: reclaim never takes back what
-    it holds above deserved (Volcano takes victims only from reclaimable queues), so anything it borrowed
-    would be kept for as long as its gangs run, against the other queues' deserved shares. Its capability
-    target is its deserved target (the gang floor may still raise it: a gang above capability is never
-    admitted).
-    """
-    for name, wanted in per_queue.items():
-        queue = queues.get(name)
-        for resource, target in list(wanted.items()):
-            if queue is not None and not queue.reclaimable:
-                if target.capability > target.deserved:
-                    why = (
-                        f"capability target {target.deserved:g} = deserved: the queue is not reclaimable "
-                        "(spec.reclaimable: false), so it borrows nothing"
-                    )
-                    notes = (*(n for n in target.notes if n[0] != "capability"), ("capability", "borrow", why))
-                    wanted[resource] = replace(
-                        target, capability=target.deserved, notes=notes, codes={**target.codes, "capability": "borrow"}
-                    )
-                continue
-            limit = allocatable.get(resource)
-            if settings.borrow != "idle" or limit is None or limit <= 0 or target.capability >= limit:
-                continue
-            # A shaping note on capability (gang floor) no longer explains it: the cap is above any floor.
-            notes = tuple(n for n in target.notes if n[0] != "capability")
-            wanted[resource] = replace(
-                target, capability=float(limit), notes=notes, codes={**target.codes, "capability": "borrow"}
-            )
-
-
-def _targets_by_queue(
-    targets: Mapping[tuple[str, str], Target],
-    allocatable: Mapping[str, float],
-) -> dict[str, dict[str, Target]]:
-    """Targets as queue → resource → target, each capped at the live allocatable GPUs of its resource."""
-    per_queue: dict[str, dict[str, Target]] = {}
-    for (queue_name, resource), target in targets.items():
-        per_queue.setdefault(queue_name, {})[resource] = target
-    for wanted in per_queue.values():
-        for resource, target in list(wanted.items()):
-            limit = allocatable.get(resource)
-            if limit is not None and limit > 0 and max(target.deserved, target.capability) > limit:
-                # A quota larger than the live cluster means nothing, and unbounded backlog would grow it forever.
-                wanted[resource] = replace(
-                    target,
-                    deserved=min(target.deserved, limit),
-                    capability=min(target.capability, limit),
-                    guarantee=min(target.guarantee, limit),
-                    basis=f"{target.basis}, capped at live allocatable {limit:g}",
-                )
-    return per_queue
 
 
 def _desired_queue(

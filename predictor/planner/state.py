@@ -75,7 +75,7 @@ class QueueState:
     managed: bool = True
     resource_version: str | None = None
     # spec.reclaimable (Volcano's webhook defaults it to true): false means reclaim never takes back what the
-    # queue holds above its deserved, so the planner lets it borrow nothing (predictor.planner.plan).
+    # queue holds above its deserved, so the planner lets it borrow nothing (predictor.planner.queue_targets).
     reclaimable: bool = True
 
     def get(self, name: str) -> Resources:
