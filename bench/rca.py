@@ -141,7 +141,7 @@ def main() -> None:
                     continue  # the profile never has it: nothing more goes missing
                 cols = sorted({f for fam in dropped for f in features_of_family(fam)})
                 masked = mark_not_applicable(seen.assign(**{c: float("nan") for c in cols}))
-                scored = evaluate(tree, masked, cannot_tell=blind)
+                scored = evaluate(tree, masked)
                 short = "+".join(g.replace("volcano_queue_", "vq_").replace("DCGM_FI_DEV_", "") for g in dropped)
                 missing_lines.append(
                     {

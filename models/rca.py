@@ -168,6 +168,15 @@ class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         reduced = getattr(self, "reduced_", [])
         return [reduced[k].cannot_tell if k >= 0 else () for k in self._pick(self._check(X))]
 
+    def left_out(self, X: Any) -> list[tuple[str, ...]]:
+        """Per row, every cause out of its answering tree's answers: ``cannot_tell``'s, and those a profile
+        leaves out of that tree (``blind_`` for the main tree, ``blind_reduced_`` for a reduced one)."""
+        main, reduced = getattr(self, "blind_", ()), getattr(self, "blind_reduced_", getattr(self, "blind_", ()))
+        return [
+            (*own, *(main if k < 0 else reduced))
+            for own, k in zip(self.cannot_tell(X), self._pick(self._check(X)), strict=True)
+        ]
+
     def _walk(self, data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(class probabilities, share of weight that crossed no unmeasured split, weight per feature that met
         the feature unmeasured at a split), marginalising over NaN features, each row through its tree.

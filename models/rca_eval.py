@@ -102,13 +102,14 @@ def answers(model: RootCauseTree, X: pd.DataFrame, min_measured: float = MIN_MEA
 def evaluate(
     model: RootCauseTree, rows: pd.DataFrame, min_measured: float = MIN_MEASURED, cannot_tell: Collection[str] = ()
 ) -> RcaReport:
-    """Score ``model`` on labelled rows; windows are grouped by ``scenario`` and ``at`` when present. Rows of
-    the ``cannot_tell`` causes (a profile's unreachable ones) are scored apart like ``model.cannot_tell``'s."""
+    """Score ``model`` on labelled rows; windows are grouped by ``scenario`` and ``at`` when present. Rows of a
+    cause out of the answering tree's answers (``model.left_out``) and of the ``cannot_tell`` causes are scored
+    apart, as ``undiagnosable``."""
     X, y = rows[list(FEATURE_NAMES)], rows["label"].to_numpy()
     shown = answers(model, X, min_measured)
     unsure = shown == INSUFFICIENT
     pred = np.where(unsure, model.predict(X).astype(object), shown)
-    apart = np.array([t in c or t in cannot_tell for t, c in zip(y, model.cannot_tell(X), strict=True)], dtype=bool)
+    apart = np.array([t in c or t in cannot_tell for t, c in zip(y, model.left_out(X), strict=True)], dtype=bool)
     answered = ~unsure & ~apart
     ya, pa = y[answered], pred[answered]
     labels = [c for c in CLASSES if c in set(ya) | set(pa)]

@@ -323,7 +323,8 @@ def fit_profiled(
 
 def evaluate_profile(model: ProfiledRca, rows: pd.DataFrame, profile: str) -> RcaReport:
     """``rows`` scored as a site with ``profile`` sees them: its absent features NaN, its tree answering.
-    Causes the profile cannot tell (``ProfiledRca.cannot_tell``) are scored apart, as ``undiagnosable``."""
+    A cause the answering tree leaves out is scored apart, as ``undiagnosable``: one the profile cannot tell,
+    except where the main tree still names it (``ProfiledRca.named_when_sure``), whose answers are scored."""
     if profile not in model.models:
         raise ValueError(f"no tree for profile {profile!r} (the model has {', '.join(model.models)})")
-    return evaluate(model.models[profile], blank(rows, model.profiles[profile]), cannot_tell=model.cannot_tell(profile))
+    return evaluate(model.models[profile], blank(rows, model.profiles[profile]))

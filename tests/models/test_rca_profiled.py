@@ -157,6 +157,11 @@ def test_a_cause_the_profile_cannot_tell_is_still_named_where_its_tree_is_right_
     column = list(model.models["dcgm-default"].classes_).index("nvlink")
     assert (model.models["dcgm-default"].predict_proba(X)[:, column] == 0).all()
     assert (tree.predict_proba(X)[:, column] > 0).any()
+    # Scored as answered where the main tree names it, apart ("undiagnosable") where the cause is left out.
+    held_out = _rows(300, seed=1)
+    nvlink_rows = int((held_out["label"] == "nvlink").sum())
+    assert evaluate_profile(model, held_out, "dcgm-default").undiagnosable.get("nvlink", 0) == nvlink_rows
+    assert evaluate_profile(sure, held_out, "dcgm-default").undiagnosable.get("nvlink", 0) == 0
 
 
 def test_a_cause_named_wrongly_stays_out_and_files_without_precision_keep_the_old_rule(
