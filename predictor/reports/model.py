@@ -28,13 +28,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import pandas as pd
 
-from models.frames import ID, TIME, VALUE
+from models.frames import TIME, VALUE
 from predictor.errors import InputError
 from predictor.reports.energy import EnergyRow, energy_rows
+from predictor.reports.tables import DEFAULT_RESOURCE as DEFAULT_RESOURCE  # re-exported: still imported from here
+from predictor.reports.tables import InputTables, need, validated_tables
 from predictor.reports.window import (
     forecast_window,
     idle_gpu_hours,
@@ -44,7 +46,6 @@ from predictor.reports.window import (
     window_slice,
 )
 
-DEFAULT_RESOURCE = "nvidia.com/gpu"
 _ROUND = 3  # every stored number is rounded once here, so all renderers print the same digits
 
 
@@ -186,29 +187,6 @@ class Report:
 # -- helpers -------------------------------------------------------------------------------------------
 
 
-def _need(frame: pd.DataFrame, columns: tuple[str, ...], what: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise InputError(f"{what}: missing column {missing[0]!r} (columns: {', '.join(map(str, frame.columns))})")
-
-
-def _keyed(frame: pd.DataFrame, what: str, id_col: str = ID) -> pd.DataFrame:
-    """A copy with ``queue`` and ``resource`` columns (resource defaults to the GPU resource)."""
-    _need(frame, (id_col,), what)
-    out = frame.copy()
-    out["queue"] = out[id_col].astype(str)
-    out["resource"] = out["resource"].astype(str) if "resource" in out.columns else DEFAULT_RESOURCE
-    return out
-
-
-def _history(frame: pd.DataFrame, what: str) -> pd.DataFrame:
-    _need(frame, (ID, TIME, VALUE), what)
-    out = _keyed(frame, what)
-    out[TIME] = pd.to_datetime(out[TIME], utc=True)
-    out[VALUE] = pd.to_numeric(out[VALUE], errors="coerce").astype("float64")
-    return out[["queue", "resource", TIME, VALUE]]
-
-
 def _confidence(coverage: float, forecast: pd.DataFrame, p50: float | None) -> str:
     if forecast.empty or p50 is None or not {"lo-80", "hi-80"} <= set(forecast.columns):
         return "low"
@@ -229,17 +207,6 @@ def _action(row: QueueRow) -> str:
 
 
 # -- the builder -----------------------------------------------------------------------------------------
-
-
-class _InputTables(NamedTuple):
-    """The validated input tables, keyed by ``queue`` and ``resource``, timestamps as UTC."""
-
-    quotas: pd.DataFrame
-    recommendations: Mapping[tuple[str, str], Mapping[Any, Any]]
-    allocated: pd.DataFrame
-    used: pd.DataFrame
-    demand: pd.DataFrame
-    forecast: pd.DataFrame
 
 
 def build_report(
@@ -272,7 +239,7 @@ def build_report(
         raise InputError(f"window_days must be >= 1, got {window_days}")
     if not math.isfinite(total_gpus) or total_gpus <= 0:
         raise InputError(f"total GPUs must be a positive number, got {total_gpus}")
-    tables = _validated_tables(quotas, allocated, used, demand, forecast, recommendations)
+    tables = validated_tables(quotas, allocated, used, demand, forecast, recommendations)
     as_of = newest_sample(tables.allocated, tables.used)
     window = pd.Timedelta(days=window_days)
     start = as_of - window
@@ -298,36 +265,7 @@ def build_report(
     )
 
 
-def _validated_tables(
-    quotas: pd.DataFrame,
-    allocated: pd.DataFrame,
-    used: pd.DataFrame,
-    demand: pd.DataFrame,
-    forecast: pd.DataFrame,
-    recommendations: pd.DataFrame,
-) -> _InputTables:
-    """Check the columns every table needs and key them by queue and resource; one error per bad input."""
-    _need(quotas, ("queue", "guarantee", "deserved", "capability"), "quota table")
-    _need(recommendations, ("queue", "guarantee", "deserved", "capability", "reason"), "recommendations")
-    _need(forecast, (ID, TIME, "mean"), "forecast frame")
-    q = _keyed(quotas, "quota table", "queue")
-    rec = {
-        (str(r["queue"]), str(r["resource"])): r
-        for r in _keyed(recommendations, "recommendations", "queue").to_dict("records")
-    }
-    alloc, use, dem = (
-        _history(allocated, "allocated history"),
-        _history(used, "used history"),
-        _history(demand, "demand history"),
-    )
-    if alloc.empty and use.empty:
-        raise InputError("no allocation or usage history to report on")
-    fc = _keyed(forecast, "forecast frame")
-    fc[TIME] = pd.to_datetime(fc[TIME], utc=True)
-    return _InputTables(quotas=q, recommendations=rec, allocated=alloc, used=use, demand=dem, forecast=fc)
-
-
-def _queue_row(record: Mapping[Any, Any], tables: _InputTables, as_of: pd.Timestamp, window: pd.Timedelta) -> QueueRow:
+def _queue_row(record: Mapping[Any, Any], tables: InputTables, as_of: pd.Timestamp, window: pd.Timedelta) -> QueueRow:
     """One queue and resource: its window statistics, forecast, recommendation and status."""
     key = (str(record["queue"]), str(record["resource"]))
     deserved, capability, guarantee = (float(record[c]) for c in ("deserved", "capability", "guarantee"))
@@ -450,7 +388,7 @@ def _workloads(rightsize: pd.DataFrame | None, top: int) -> tuple[WorkloadRow, .
     if rightsize is None or rightsize.empty:
         return ()
     columns = ("workload", "queue", "requested_gpus", "recommended_gpus", "savings_gpu_h")
-    _need(rightsize, columns, "right-sizing table")
+    need(rightsize, columns, "right-sizing table")
     best = rightsize.sort_values(["savings_gpu_h", "workload"], ascending=[False, True]).head(top)
     return tuple(
         WorkloadRow(
