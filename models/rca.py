@@ -1,14 +1,14 @@
 """Root-cause decision tree over symptom features: ranked causes, probabilities and the path in words.
 
-A single, shallow, pruned tree rather than a forest because the answer has to be *explained* to the
-person paging through a slow job: every prediction comes with the conditions it passed, measured values
-included ("gpu_temp_p95_max = 91 °C > 86.5 and sm_clock_drop_max = 31 % > 12 % → gpu_thermal"). Classes
-are balanced (faults are rare next to healthy windows), depth is capped (16: node and queue candidates
-share one tree, and a shallower cap left leaves that mix them), and the cost-complexity
-pruning strength is chosen by stratified cross-validation on macro-F1. Balancing is for choosing splits, not
-for answering: a leaf where most training rows were healthy (or another class) but the balanced weights make
-a rare cause win answers with its rows' own mix instead (``_by_base_rate``), so the cause ranks there without
-being named on every quiet window that lands in it.
+A single, shallow, pruned tree rather than a forest because the answer has to be *explained* to the person
+paging through a slow job: every prediction comes with the conditions it passed, measured values included
+("gpu_temp_p95_max = 91 °C > 86.5 and sm_clock_drop_max = 31 % > 12 % → gpu_thermal", worded by
+``models.rca_explain``). Classes are balanced (faults are rare next to healthy windows), depth is capped (16:
+node and queue candidates share one tree, and a shallower cap left leaves that mix them), and the
+cost-complexity pruning strength is chosen by stratified cross-validation on macro-F1. Balancing is for
+choosing splits, not for answering: a leaf where most training rows were healthy (or another class) but the
+balanced weights make a rare cause win answers with its rows' own mix instead (``_by_base_rate``), so the
+cause ranks there without being named on every quiet window that lands in it.
 
 Missing data are unknown, not evidence: at a split on a feature that is NaN (a series not scraped here),
 prediction follows *both* branches, weighted by the training samples that went each way (C4.5's rule),
@@ -37,7 +37,7 @@ from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils.multiclass import unique_labels
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from models.rca_specs import ABSENT, NOT_APPLICABLE, SPECS
+from models.rca_explain import explain_path
 
 __all__ = ["CAUSES", "CLASSES", "FORMAT", "HEALTHY", "INSUFFICIENT", "MIN_MEASURED", "RootCauseTree", "top_k_accuracy"]
 
@@ -60,22 +60,7 @@ CAUSES = (
     "nic_link_flap",
 )
 CLASSES = (*CAUSES, HEALTHY)
-_UNITS = {s.name: s.unit for s in SPECS}
 FORMAT = "gpu-rca-tree/1"
-_ABSENT_SPLIT = (ABSENT + 3 * NOT_APPLICABLE) / 4  # a threshold below this separates ABSENT from the rest
-
-
-def _fmt(name: str, value: float) -> str:
-    unit = _UNITS.get(name, "")
-    if not np.isfinite(value):
-        return "missing"
-    if value == ABSENT:
-        return "not scraped on this node"
-    if unit == "ratio":
-        return f"{value * 100:.0f} %"
-    if unit in ("°C", "%", "GPUs", "/s"):
-        return f"{value:.3g} {unit}" if unit != "%" else f"{value:.0f} %"
-    return f"{value:.3g}"
 
 
 class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
@@ -239,54 +224,12 @@ class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         """Per row, the decision path in words with the measured values, ending in the predicted class."""
         data = self._check(X)
         names = [str(n) for n in getattr(self, "feature_names_in_", [f"x{i}" for i in range(data.shape[1])])]
-        which = self._pick(data)
         reduced = getattr(self, "reduced_", [])
         out = []
-        for row, pred, k in zip(data, self.predict(X), which, strict=True):
+        for row, pred, k in zip(data, self.predict(X), self._pick(data), strict=True):
             tree = (self.tree_ if k < 0 else reduced[k].tree).tree_
-            missing_left = getattr(tree, "missing_go_to_left", np.zeros(tree.node_count, dtype=bool))
-            bounds: dict[tuple[int, bool], float] = {}  # (feature, is_upper) → tightest threshold
-            order: list[int] = []
-            node = 0
-            while tree.children_left[node] != -1:
-                f, thr = int(tree.feature[node]), float(tree.threshold[node])
-                value = row[f]
-                left = bool(missing_left[node]) if not np.isfinite(value) else value <= thr
-                key = (f, left)
-                bounds[key] = min(bounds.get(key, np.inf), thr) if left else max(bounds.get(key, -np.inf), thr)
-                if f not in order:
-                    order.append(f)
-                node = tree.children_left[node] if left else tree.children_right[node]
-            parts: list[str] = []
-            skipped: list[str] = []
-            for f in order:
-                value = row[f]
-                shown = _fmt(names[f], value)
-                for upper in (True, False):
-                    if (f, upper) not in bounds:
-                        continue
-                    thr = bounds[(f, upper)]
-                    if thr < NOT_APPLICABLE / 4 and value == ABSENT:
-                        parts.append(f"{names[f]} not scraped on this node (its exporter went dark)")
-                        continue
-                    if thr < _ABSENT_SPLIT and value != NOT_APPLICABLE:
-                        parts.append(f"{names[f]} scraped on this node")
-                        continue
-                    if value == NOT_APPLICABLE or thr < NOT_APPLICABLE / 4:
-                        continue  # a split on the candidate's kind (node or queue), not a symptom
-                    if not np.isfinite(thr):  # a split on "measured or not" (scikit-learn uses +inf)
-                        parts.append(f"{names[f]} is {'measured' if upper else 'missing'}")
-                    elif not np.isfinite(value):
-                        skipped.append(names[f])  # averaged over both branches: say which, not "x is missing"
-                    else:
-                        parts.append(f"{names[f]} = {shown} {'≤' if upper else '>'} {_fmt(names[f], thr)}")
-            text = " and ".join(parts or ["no measured condition"])
-            if skipped:
-                text += f" (not measured, so both branches averaged: {', '.join(dict.fromkeys(skipped))})"
-            if k >= 0:
-                blind = [names[j] for j in reduced[k].columns if not np.isfinite(row[j])]
-                text += f" (read by the tree trained without {', '.join(blind)}: not measured here)"
-            out.append(f"{text} → {pred}")
+            blanked = None if k < 0 else [names[j] for j in reduced[k].columns if not np.isfinite(row[j])]
+            out.append(explain_path(tree, row, names, str(pred), blanked))
         return out
 
     def to_dict(self) -> dict[str, Any]:
