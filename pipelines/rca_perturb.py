@@ -39,7 +39,9 @@ def perturb(data: WindowData, s: Perturbation) -> WindowData:
     if s.hot_gpus and temp is not None:
         gpu_keys = list(zip(node_of(temp.labels), temp.labels["gpu"].astype(str), strict=True))
         keys = sorted(set(gpu_keys))
-        hot = {keys[i] for i in rng.choice(len(keys), max(1, int(s.hot_gpus * len(keys))), replace=False)}
+        # In key order, not a set's: a set of strings iterates in an order that changes from one process to the
+        # next (string hashing is salted), and so would which GPU gets which offset.
+        hot = sorted(keys[i] for i in rng.choice(len(keys), max(1, int(s.hot_gpus * len(keys))), replace=False))
         offset = {k: rng.uniform(8, 16) for k in hot}
         for j, key in enumerate(gpu_keys):
             if key in offset:
