@@ -208,9 +208,8 @@ def plan_runs(
     return runs
 
 
-def run(args: argparse.Namespace) -> list[Result]:
-    if args.jobs < 1:
-        raise FlagError(f"--jobs {args.jobs}: must be ≥ 1")
+def trace_names(args: argparse.Namespace) -> list[str]:
+    """The ``--traces`` names, after the window and cluster flags every replay of them needs are checked."""
     if not 0 < args.weeks <= 60:
         raise FlagError(f"--weeks {args.weeks:g}: must be in (0, 60]")
     if not 0 < args.load <= 1:
@@ -218,6 +217,13 @@ def run(args: argparse.Namespace) -> list[Result]:
     names = [n for n in args.traces.split(",") if n]
     if not names or any(n not in TRACES for n in names):
         raise FlagError(f"--traces {args.traces!r}: expected some of {', '.join(TRACES)}")
+    return names
+
+
+def run(args: argparse.Namespace) -> list[Result]:
+    if args.jobs < 1:
+        raise FlagError(f"--jobs {args.jobs}: must be ≥ 1")
+    names = trace_names(args)
     seeds, which, planner = seeds_of(args.seeds), rows_of(args.rows), planner_of(args)
     if args.windows != "all":
         _ints("--windows", args.windows)  # the syntax now; which indices exist needs the traces loaded

@@ -8,7 +8,7 @@ healthy windows (how often a quiet cluster gets blamed).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,17 +99,14 @@ def answers(model: RootCauseTree, X: pd.DataFrame, min_measured: float = MIN_MEA
     return np.where(unsure, INSUFFICIENT, pred)
 
 
-def evaluate(
-    model: RootCauseTree, rows: pd.DataFrame, min_measured: float = MIN_MEASURED, cannot_tell: Collection[str] = ()
-) -> RcaReport:
+def evaluate(model: RootCauseTree, rows: pd.DataFrame, min_measured: float = MIN_MEASURED) -> RcaReport:
     """Score ``model`` on labelled rows; windows are grouped by ``scenario`` and ``at`` when present. Rows of a
-    cause out of the answering tree's answers (``model.left_out``) and of the ``cannot_tell`` causes are scored
-    apart, as ``undiagnosable``."""
+    cause out of the answering tree's answers (``model.left_out``) are scored apart, as ``undiagnosable``."""
     X, y = rows[list(FEATURE_NAMES)], rows["label"].to_numpy()
     shown = answers(model, X, min_measured)
     unsure = shown == INSUFFICIENT
     pred = np.where(unsure, model.predict(X).astype(object), shown)
-    apart = np.array([t in c or t in cannot_tell for t, c in zip(y, model.left_out(X), strict=True)], dtype=bool)
+    apart = np.array([t in c for t, c in zip(y, model.left_out(X), strict=True)], dtype=bool)
     answered = ~unsure & ~apart
     ya, pa = y[answered], pred[answered]
     labels = [c for c in CLASSES if c in set(ya) | set(pa)]

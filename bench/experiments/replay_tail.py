@@ -1,15 +1,18 @@
 """Where a replay's p95 wait comes from: the jobs that wait past the goal's bound, by queue and by day.
 
-Why it exists: the replay goal "p95 wait ≤ 1.1 × static elastic's + 10 min" holds exactly when at most 5 % of the
-jobs submitted in the window wait longer than that bound (a job never started waits until the window ends,
-as in ``bench.replay``). Where a few percent of the jobs wait hours under every policy, the p95 is decided by
-which side of 5 % a policy lands, and the p95 cell alone cannot say how far a policy is from the goal. This
-replays the same runs as ``python -m bench.replay`` (same trace windows, ``drain`` sizing, rows and planner
-flags) and counts the jobs past the bound.
+Why it exists: the replay goal "p95 wait ≤ 1.1 × static elastic's + 10 min" holds when at most about 5 % of the
+jobs submitted in the window wait longer than that bound (about: the p95 interpolates between two jobs' waits; a
+job never started waits until the window ends, as in ``bench.replay``). Where a few percent of the jobs wait hours
+under every policy, the p95 is decided by which side of 5 % a policy lands, and the p95 cell alone cannot say how
+far a policy is from the goal. This replays the same runs as ``python -m bench.replay`` (same trace windows,
+``drain`` sizing, rows and planner flags) and counts the jobs past the bound.
 
 Usage, from the repository root:
     python -m bench.experiments.replay_tail --traces alibaba [--windows 0] [--rows static-elastic,loop/auto]
                                             [any planner flag of bench.replay, e.g. --set KEY=VALUE]
+
+It takes ``bench.replay``'s flags, and replays seed 0 only, one run at a time, without its cache (``--seeds``,
+``--jobs``, ``--cache-dir`` and ``--no-cache`` do nothing here).
 
 Output per window and row: p95 wait, the bound, the jobs past it (and the share of the window's jobs), how
 many of them never started, and the jobs past it per queue and per day.
@@ -23,9 +26,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from bench.replay import GPUS_PER_NODE, FlagError, parser, plan_runs, planner_of, rows_of, windows_of
+from bench.replay import GPUS_PER_NODE, FlagError, parser, plan_runs, planner_of, rows_of, trace_names, windows_of
 from bench.replay_runs import window_jobs
-from bench.replay_traces import TRACES, Window, load
+from bench.replay_traces import Window, load
 from predictor.errors import InputError
 from predictor.replay import ReplaySettings, replay
 
@@ -72,19 +75,19 @@ def tail_lines(name: str, w: pd.DataFrame, bound: float) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parser().parse_args(argv)
     try:
-        planner, which = planner_of(args), rows_of(args.rows)
+        names, planner, which = trace_names(args), planner_of(args), rows_of(args.rows)
         if "static-elastic" not in {r.name for r in which}:
             raise FlagError("--rows must include static-elastic: the bound is 1.1 × its p95 + 10 min")
-        names = [n for n in args.traces.split(",") if n]
-        if not names or any(n not in TRACES for n in names):
-            raise FlagError(f"--traces {args.traces!r}: expected some of {', '.join(TRACES)}")
+        one_queue = [r.name for r in which if r.one_queue]
+        if one_queue and args.rows is not None:
+            raise FlagError(f"--rows {one_queue[0]}: one queue for every job, nothing to count by queue")
         traces = [load(n, args.data) for n in names]
         runs = plan_runs(traces, windows_of(args.windows, traces, args.weeks), [0], which, args.sizing, args.load)
     except (FlagError, InputError) as exc:
         sys.exit(f"error: {exc}")
     by_name = {t.name: t for t in traces}
     per_window: dict[Window, dict[str, pd.DataFrame]] = {}
-    for run in (r for r in runs if not r.row.one_queue):
+    for run in (r for r in runs if not r.row.one_queue):  # without --rows: every row but quota-free
         jobs = window_jobs(by_name[run.window.trace].jobs, run.window)
         settings = ReplaySettings(
             nodes=run.nodes,

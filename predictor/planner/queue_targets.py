@@ -4,7 +4,8 @@
 cluster today. These steps reshape them into what the cluster can hold: each capped at the live allocatable
 GPUs, capability set by the borrow mode, and Σ deserved of the leaf queues scaled down to fit. They work on
 targets alone, never on live quota values, reasons or memory, so they stand apart from the per-field
-decisions in ``predictor.planner.plan``, which treats what comes out of here as the raw targets.
+decisions in ``predictor.planner.plan``, whose ``plan_queues`` calls them in turn, with the pending-gang rules
+(``predictor.planner.pending``) between them.
 """
 
 from __future__ import annotations
