@@ -2,11 +2,10 @@
 
 Also the plain ``forecast`` and ``backtest`` operations the CLI exposes, so that the CLI stays thin and
 the same code paths run in a CronJob, a notebook and the tests. History comes from a file or from
-Prometheus (one PromQL per series family: cluster- and queue-level GPU demand = allocated + pending).
-The rolling backtest scores the configuration (logged with the run); promotion compares models
-(``pipelines.holdout``): the challenger fitted without the newest ``horizon`` steps and the champion as
-registered, updated with the same history, are both scored on those steps, and the one policy of
-``predictor.registry.promotion`` decides.
+Prometheus (``pipelines.forecast_history``, whose names this module re-exports). The rolling backtest
+scores the configuration (logged with the run); promotion compares models (``pipelines.holdout``): the
+challenger fitted without the newest ``horizon`` steps and the champion as registered, updated with the
+same history, are both scored on those steps, and the one policy of ``predictor.registry.promotion`` decides.
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ from models.forecast import (
 from models.forecast.chunked import DEFAULT_CHUNK_SIZE
 from models.frames import ID, TIME
 from pipelines.forecast_fanout import FannedOut, fit_and_backtest
+from pipelines.forecast_history import DEFAULT_QUERIES, load_prometheus_history
 from pipelines.forecast_plots import forecast_plots
 from pipelines.holdout import holdout_mase, split_last
 from predictor.bounds import check_horizon
@@ -51,8 +51,6 @@ from predictor.registry import (
     settle,
     verdict_tags,
 )
-from predictor.sources.queries import CLUSTER_DEMAND, QUEUE_DEMAND
-from predictor.timeparse import parse_duration
 
 __all__ = [
     "DEFAULT_QUERIES",
@@ -66,9 +64,6 @@ __all__ = [
     "run_forecast",
     "train_forecast",
 ]
-
-# One PromQL per series family, from the catalogue the loop and the reports read too (no train/serve skew).
-DEFAULT_QUERIES: dict[str, str] = {"cluster": CLUSTER_DEMAND, "queue": QUEUE_DEMAND}
 
 
 @dataclass(frozen=True)
@@ -216,57 +211,6 @@ def _score(per_window: pd.DataFrame) -> float:
     """Promotion score: mean over series of the window-averaged MASE (lower is better)."""
     per_series = per_window.groupby(ID)["mase"].mean()
     return float(per_series.mean()) if per_series.notna().any() else float(per_window["mae"].mean())
-
-
-def load_prometheus_history(
-    settings: Settings,
-    *,
-    family: str = "queue",
-    query: str | None = None,
-    start: pd.Timestamp,
-    end: pd.Timestamp,
-    step: str = "1h",
-    clusters: Sequence[str] | None = None,
-) -> pd.DataFrame:
-    """History for one series family from Prometheus (``query`` overrides the family's default).
-
-    With clusters in the settings, every cluster's (``clusters``: only these) series, named
-    ``cluster/<series>`` and carrying a ``cluster`` column, so the model's per-series state never merges
-    equal queue names of two clusters; with none, today's frame.
-    """
-    if query is None:
-        if family not in DEFAULT_QUERIES:
-            raise InputError(f"unknown series family {family!r} (known: {', '.join(DEFAULT_QUERIES)})")
-        query = DEFAULT_QUERIES[family]
-    # imported here: the module belongs to the sources layer and pulls in HTTP clients
-    from predictor.sources.clusters import cluster_sources
-
-    parts = []
-    for cluster in cluster_sources(settings, only=clusters):
-        frame: pd.DataFrame = cluster.source.query_range(query, start, end, parse_duration(step, name="step"))
-        if frame.empty:
-            where = "" if cluster.name is None else f" of cluster {cluster.name}"
-            raise InputError(
-                f"Prometheus returned no samples for the {family} demand query{where} between {start} and {end}"
-            )
-        frame = _named(frame.copy(), family, query)
-        if cluster.name is not None:
-            frame[ID] = frame[ID].map(cluster.qualify)
-            frame["cluster"] = cluster.name
-        parts.append(frame)
-    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-
-
-def _named(frame: pd.DataFrame, family: str, query: str) -> pd.DataFrame:
-    # The planner joins forecasts to Queue objects by name: a queue series is named after its queue,
-    # the cluster series "cluster"; any other query keeps the family prefix on Prometheus' series id.
-    if family == "queue" and query == DEFAULT_QUERIES["queue"] and "queue_name" in frame.columns:
-        frame[ID] = frame["queue_name"].astype(str)
-    elif family == "cluster" and frame[ID].nunique() == 1:
-        frame[ID] = "cluster"
-    else:
-        frame[ID] = family + "/" + frame[ID].astype(str)
-    return frame
 
 
 def _fanned(
