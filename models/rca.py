@@ -154,13 +154,16 @@ class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         return [reduced[k].cannot_tell if k >= 0 else () for k in self._pick(self._check(X))]
 
     def left_out(self, X: Any) -> list[tuple[str, ...]]:
-        """Per row, every cause out of its answering tree's answers: ``cannot_tell``'s, and those a profile
-        leaves out of that tree (``blind_`` for the main tree, ``blind_reduced_`` for a reduced one)."""
-        main, reduced = getattr(self, "blind_", ()), getattr(self, "blind_reduced_", getattr(self, "blind_", ()))
-        return [
-            (*own, *(main if k < 0 else reduced))
-            for own, k in zip(self.cannot_tell(X), self._pick(self._check(X)), strict=True)
-        ]
+        """Per row, every cause out of its answering tree's answers (``_out_of``)."""
+        reduced = getattr(self, "reduced_", [])
+        return [self._out_of(k, reduced[k].cannot_tell if k >= 0 else ()) for k in self._pick(self._check(X))]
+
+    def _out_of(self, k: int, own: tuple[str, ...]) -> tuple[str, ...]:
+        """The causes out of tree ``k``'s answers (-1: the main tree): those it cannot diagnose itself (``own``)
+        and those a profile leaves out of it (``models.rca_profiled``): ``blind_`` for the main tree, and for
+        the reduced trees, whose answers were not measured, ``blind_reduced_``."""
+        blind_main = getattr(self, "blind_", ())
+        return (*own, *(blind_main if k < 0 else getattr(self, "blind_reduced_", blind_main)))
 
     def _walk(self, data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(class probabilities, share of weight that crossed no unmeasured split, weight per feature that met
@@ -175,9 +178,7 @@ class RootCauseTree(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         unknown = np.zeros(data.shape)
         main = _Reduced(np.zeros(0, dtype=np.intp), self.tree_, np.zeros(self.tree_.tree_.node_count, dtype=bool))
         for k, (cols, tree, unsure, own) in enumerate([main, *getattr(self, "reduced_", [])], start=-1):
-            # reduced trees (answers not measured) leave out all a profile cannot tell (``models.rca_profiled``)
-            left_out = getattr(self, "blind_", ()) if k < 0 else getattr(self, "blind_reduced_", self.blind_)
-            blind = (*own, *left_out)
+            blind = self._out_of(k, own)
             rows = which == k
             if not rows.any():
                 continue
