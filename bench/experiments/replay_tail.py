@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from bench.replay import GPUS_PER_NODE, FlagError, parser, plan_runs, planner_of, rows_of, trace_names, windows_of
+from bench.replay_report import p95_bound
 from bench.replay_runs import window_jobs
 from bench.replay_traces import Window, load
 from predictor.errors import InputError
@@ -106,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for window, per_row in per_window.items():
         nodes = next(r.nodes for r in runs if r.window == window)
         print(f"## {window.trace} {window.label}: {nodes} nodes × {GPUS_PER_NODE} GPUs")
-        bound = 1.1 * float(np.percentile(per_row["static-elastic"]["wait_min"], 95)) + 10
+        bound = p95_bound({"wait_p95_min": float(np.percentile(per_row["static-elastic"]["wait_min"], 95))})
         for name, w in per_row.items():
             print("\n".join(tail_lines(name, w, bound)))
 
