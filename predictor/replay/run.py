@@ -39,7 +39,7 @@ from predictor.replay.demand import History, zero_wait_demand
 from predictor.replay.forecasters import FORECASTERS, TRAIN_LOOKBACK, ReplayForecaster, make_forecaster
 from predictor.replay.measures import FragmentationSampler, summarise
 from predictor.replay.rightsize import rightsized_jobs, used_gpus
-from predictor.sim import ClusterSpec, QueueSpec, Scheduler, SchedulerResult, VolcanoSettings
+from predictor.sim import ClusterSpec, QueueSpec, Quota, Scheduler, SchedulerResult, VolcanoSettings
 from predictor.sim.series import epoch_s
 
 __all__ = ["POLICIES", "ReplayResult", "ReplaySettings", "replay", "replay_quotas", "static_queues"]
@@ -314,11 +314,13 @@ class _Planner:
         self.memory = plan.memory
         out.held_cycles += hold is not None
         r = self.resource
+        changed: dict[str, Quota] = {}
         for name, state in plan.desired.items():
-            old = self.quota[name]
             new = (state.guarantee.get(r, 0.0), state.deserved.get(r, 0.0), state.capability.get(r, math.inf))
-            if new != old:
+            if new != self.quota[name]:
                 self.quota[name] = new
-                self.sched.set_quota(name, deserved=new[1], capability=new[2], guarantee=new[0])
+                changed[name] = Quota(deserved=new[1], capability=new[2], guarantee=new[0])
                 self.last_changed[name] = t.timestamp()
-                out.quota_changes += 1
+        if changed:  # the whole cycle's plan reaches one session (Scheduler.set_quotas says why)
+            self.sched.set_quotas(changed)
+            out.quota_changes += len(changed)

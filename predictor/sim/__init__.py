@@ -25,7 +25,7 @@ from predictor.sim.jobs import load_jobs, normalise_jobs, philly_sample, synthet
 from predictor.sim.openmetrics import write_openmetrics
 from predictor.sim.parquet import write_parquet
 from predictor.sim.run import METRIC_SETS, QuotaPolicy, SimResult, SimSettings, simulate
-from predictor.sim.scheduler import Scheduler, SchedulerResult
+from predictor.sim.scheduler import Quota, Scheduler, SchedulerResult
 from predictor.sim.series import Family, StepGrid
 from predictor.sim.summary import fragmentation, queue_summary, summary_totals
 from predictor.sim.volcano import VolcanoSettings
@@ -38,6 +38,7 @@ __all__ = [
     "Family",
     "GpuType",
     "QueueSpec",
+    "Quota",
     "QuotaChange",
     "QuotaPolicy",
     "Scheduler",

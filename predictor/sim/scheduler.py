@@ -12,7 +12,7 @@ cluster. Inside a queue, higher priorityClass goes first. With ``VolcanoSettings
 preempt=True)`` a gang that cannot be placed may evict others (rules in ``volcano.py``, which pods on which
 node in ``evict.py``); an evicted job keeps the work up to its last checkpoint and pays a restart overhead on
 its next attempt. ``run_until`` +
-``set_quota`` let a planner change quotas hour by hour and see the effect, which is what a closed-loop replay
+``set_quotas`` let a planner change quotas hour by hour and see the effect, which is what a closed-loop replay
 needs.
 """
 
@@ -21,7 +21,8 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -33,7 +34,15 @@ from predictor.sim.evict import Evictions, Victim, gang_tasks, plan_evictions
 from predictor.sim.series import epoch_s
 from predictor.sim.volcano import VolcanoSettings, kept_work
 
-__all__ = ["Scheduler", "SchedulerResult"]
+__all__ = ["Quota", "Scheduler", "SchedulerResult"]
+
+
+class Quota(NamedTuple):
+    """A queue's new quota in GPUs; ``None`` leaves that field as it is."""
+
+    deserved: float | None = None
+    capability: float | None = None
+    guarantee: float | None = None
 
 
 class Scheduler:
@@ -131,28 +140,29 @@ class Scheduler:
         self, queue: str, deserved: float | None = None, capability: float | None = None, guarantee: float | None = None
     ) -> None:
         """Change a queue's quota now (applies from the next pass, as Volcano's next session)."""
-        if queue not in self._qidx:
-            raise InputError(f"unknown queue {queue!r} (known: {', '.join(self.queue_names)})")
-        i = self._qidx[queue]
-        if deserved is not None:
-            self.deserved[i] = deserved
-        if capability is not None:
-            self.capability[i] = capability
-        if guarantee is not None:
-            self.guarantee[i] = guarantee
-        self._q_t.append(self.now)
-        self._q_des.append(self.deserved.copy())
-        self._q_cap.append(self.capability.copy())
-        self._changed = True
-        self._schedule()
+        self.set_quotas({queue: Quota(deserved, capability, guarantee)})
 
-    def set_deserved(self, deserved: dict[str, float]) -> None:
+    def set_deserved(self, deserved: Mapping[str, float]) -> None:
         """Set several queues' deserved at once, then one pass: a session that recomputed every queue's
         share (Volcano's proportion plugin) acts on all of them together."""
-        for queue, value in deserved.items():
-            if queue not in self._qidx:
-                raise InputError(f"unknown queue {queue!r} (known: {', '.join(self.queue_names)})")
-            self.deserved[self._qidx[queue]] = value
+        self.set_quotas({queue: Quota(deserved=value) for queue, value in deserved.items()})
+
+    def set_quotas(self, quotas: Mapping[str, Quota]) -> None:
+        """Change several queues' quotas at once, then one pass. A planner writes one cycle's queues within
+        a second, between two of Volcano's sessions, so the next session acts on the whole plan; a pass after
+        each queue would reclaim for a half-applied plan (one queue raised, the queue it takes from not yet
+        cut) at every cycle. Nothing changes if a queue is unknown."""
+        unknown = sorted(set(quotas) - set(self._qidx))
+        if unknown:
+            raise InputError(f"unknown queue {unknown[0]!r} (known: {', '.join(self.queue_names)})")
+        for queue, quota in quotas.items():
+            i = self._qidx[queue]
+            if quota.deserved is not None:
+                self.deserved[i] = quota.deserved
+            if quota.capability is not None:
+                self.capability[i] = quota.capability
+            if quota.guarantee is not None:
+                self.guarantee[i] = quota.guarantee
         self._q_t.append(self.now)
         self._q_des.append(self.deserved.copy())
         self._q_cap.append(self.capability.copy())

@@ -185,3 +185,16 @@ def test_a_reacting_loop_raises_a_waiting_queue_within_minutes_not_at_the_next_h
         delay_min = (raised[0] - (START.timestamp() + 8.2 * 3600)) / 60
         assert (delay_min <= 15) == react, (react, delay_min)
     assert runs[False].react_cycles == 0 and runs[True].react_cycles > 0
+
+
+def test_a_cycle_writes_its_whole_plan_to_one_session():
+    # Both queues' quotas change at the first cycle (capability from static-hard's deserved to the cluster); a
+    # pass after each queue's write would let a session act on a half-applied plan (Scheduler.set_quotas).
+    history = [(-100 + i, q, 8, 0.5) for i in range(0, 20, 2) for q in ("a", "b")]
+    jobs = _jobs([*history, (0, "a", 8, 10), (0, "a", 8, 10), (1.5, "b", 8, 2)])
+    r = replay(jobs, ReplaySettings(nodes=2, start=START, weeks=1 / 7, policy="loop", forecaster="naive"))
+    s = r.schedule
+    assert s is not None and r.quota_changes >= 2
+    first = [i for i, t in enumerate(s.quota_s) if t == START.timestamp()]
+    assert len(first) == 1 and set(s.capability[first[0]]) == {16.0}
+    assert len(set(s.quota_s[1:])) == len(s.quota_s) - 1  # one record per cycle that changed anything

@@ -157,6 +157,7 @@ def test_public_api_is_pinned():
         "GpuType",
         "METRIC_SETS",
         "QueueSpec",
+        "Quota",
         "QuotaChange",
         "QuotaPolicy",
         "Scheduler",

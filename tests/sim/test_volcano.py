@@ -179,3 +179,38 @@ def test_without_checkpoints_an_evicted_job_starts_over():
 def test_bad_job_columns_are_named():
     with pytest.raises(InputError, match="checkpoint_s"):
         _jobs([(0, "a", 8, 10)], checkpoint_s=[-1])
+
+
+# a holds 12 GPUs over a deserved of 8, b holds 4 at its deserved and waits for 4 more: no reclaim until a plan
+# raises b to 8 and a to 12, where b is below its share but a is not above its own, so nothing is reclaimable.
+PLAN_BOTH = [(0, "a", 4, 10_000), (0, "a", 4, 10_000), (0, "a", 4, 10_000), (0, "b", 4, 10_000), (50, "b", 4, 100)]
+
+
+def _plan_both_queues():
+    return [sim.QueueSpec("a", deserved=8, capability=16), sim.QueueSpec("b", deserved=4, capability=16)]
+
+
+def test_a_plan_set_queue_by_queue_reclaims_for_its_half_applied_state():
+    s = _sched(_jobs(PLAN_BOTH), _plan_both_queues())
+    _at(s, 60)
+    assert s.allocated == {"a": 12, "b": 4} and s.pending["b"] == 4
+    s.set_quota("b", deserved=8)  # a pass between the two writes: b below its share, a still above its 8
+    s.set_quota("a", deserved=12)
+    assert s.allocated == {"a": 8, "b": 8}
+    assert s.result().attempts["cause"].tolist().count("reclaim") == 1
+
+
+def test_a_plan_set_at_once_reaches_one_session_and_reclaims_only_for_its_whole_state():
+    s = _sched(_jobs(PLAN_BOTH), _plan_both_queues())
+    _at(s, 60)
+    s.set_quotas({"b": sim.Quota(deserved=8), "a": sim.Quota(deserved=12)})
+    assert s.allocated == {"a": 12, "b": 4} and s.pending["b"] == 4
+    assert "reclaim" not in s.result().attempts["cause"].tolist()
+    assert (list(s.deserved), list(s.capability)) == ([12.0, 8.0], [16.0, 16.0])
+
+
+def test_a_plan_naming_an_unknown_queue_changes_nothing():
+    s = _sched(_jobs(PLAN_BOTH), _plan_both_queues())
+    with pytest.raises(InputError, match="unknown queue 'zz'"):
+        s.set_quotas({"a": sim.Quota(deserved=12), "zz": sim.Quota(deserved=1)})
+    assert list(s.deserved) == [8.0, 4.0]
