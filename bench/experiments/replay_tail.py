@@ -74,7 +74,10 @@ def tail_lines(name: str, w: pd.DataFrame, bound: float) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parser().parse_args(argv)
+    cli = parser()
+    cli.prog = "python -m bench.experiments.replay_tail"
+    cli.description = (__doc__ or "").splitlines()[0]
+    args = cli.parse_args(argv)
     try:
         names, planner, which = trace_names(args), planner_of(args), rows_of(args.rows)
         if "static-elastic" not in {r.name for r in which}:

@@ -32,7 +32,7 @@ import pandas as pd
 
 from predictor.bounds import MAX_GPUS
 from predictor.errors import InputError, ModelError
-from predictor.planner import Memory, PlannerSettings, QueueState, plan_cycle
+from predictor.planner import Memory, PlannerSettings, QueuePlan, QueueState, plan_cycle
 from predictor.planner.react import PendingWatch
 from predictor.replay.baselines import Proportion, StaticWeekly, static_queues
 from predictor.replay.demand import History, zero_wait_demand
@@ -251,7 +251,7 @@ class _Planner:
         (the history the forecasters are seeded with, as far back as the training job reads)."""
         self.sched, self.settings, self.start, self.total = sched, settings.planner, start, total
         self.resource = settings.planner.resource
-        self.quota = {s.name: (s.guarantee, s.deserved, s.capability) for s in specs}
+        self.quota = {s.name: Quota(s.deserved, s.capability, s.guarantee) for s in specs}
         self.reclaimable = {s.name: s.reclaimable for s in specs}
         self.horizon = math.ceil(settings.planner.horizon_h) + 1
         first = past["submit"].min().floor("h") if len(past) else start
@@ -270,14 +270,14 @@ class _Planner:
         return [
             QueueState(
                 name=name,
-                guarantee={r: g},
-                deserved={r: d},
-                capability={r: c} if math.isfinite(c) else {},
+                guarantee={r: q.guarantee or 0.0},
+                deserved={r: q.deserved or 0.0},
+                capability={r: q.capability} if q.capability is not None and math.isfinite(q.capability) else {},
                 allocated={r: float(allocated[name])},
                 pending={r: float(pending[name])},
                 reclaimable=self.reclaimable[name],
             )
-            for name, (g, d, c) in self.quota.items()
+            for name, q in self.quota.items()
         ]
 
     def cycle(self, t: pd.Timestamp, out: ReplayResult) -> None:
@@ -313,14 +313,25 @@ class _Planner:
         )
         self.memory = plan.memory
         out.held_cycles += hold is not None
-        r = self.resource
         changed: dict[str, Quota] = {}
-        for name, state in plan.desired.items():
-            new = (state.guarantee.get(r, 0.0), state.deserved.get(r, 0.0), state.capability.get(r, math.inf))
+        for name, new in self.quotas_of(plan).items():
             if new != self.quota[name]:
-                self.quota[name] = new
-                changed[name] = Quota(deserved=new[1], capability=new[2], guarantee=new[0])
+                self.quota[name] = changed[name] = new
                 self.last_changed[name] = t.timestamp()
         if changed:  # the whole cycle's plan reaches one session (Scheduler.set_quotas says why)
             self.sched.set_quotas(changed)
             out.quota_changes += len(changed)
+
+    def quotas_of(self, plan: QueuePlan) -> dict[str, Quota]:
+        """Each planned queue's quota in the simulator's terms (no capability: unbounded). A queue the plan
+        holds comes back with its live values. ``bench.experiments.replay_anchor`` overrides this to replay
+        plans the product does not make."""
+        r = self.resource
+        return {
+            name: Quota(
+                deserved=state.deserved.get(r, 0.0),
+                capability=state.capability.get(r, math.inf),
+                guarantee=state.guarantee.get(r, 0.0),
+            )
+            for name, state in plan.desired.items()
+        }

@@ -29,7 +29,7 @@ from predictor.sim.onsets import draw_onsets
 from predictor.sim.openmetrics import write_openmetrics
 from predictor.sim.parquet import write_parquet
 from predictor.sim.profiles import UsageProfiles, draw_profiles
-from predictor.sim.scheduler import Scheduler, SchedulerResult
+from predictor.sim.scheduler import Quota, Scheduler, SchedulerResult
 from predictor.sim.series import Family, StepGrid
 from predictor.sim.summary import queue_summary, summarise
 from predictor.sources.files import write_frame
@@ -267,10 +267,9 @@ def _run_schedule(
         for t in range(grid.start_s, grid.end_s, settings.policy_interval_s):
 
             def tick(t: int = t) -> None:
-                for queue, (deserved, capability) in (
-                    quota_policy(pd.Timestamp(t, unit="s", tz="UTC"), sched) or {}
-                ).items():
-                    sched.set_quota(queue, deserved, capability)
+                plan = quota_policy(pd.Timestamp(t, unit="s", tz="UTC"), sched) or {}
+                if plan:  # one session for the whole plan (Scheduler.set_quotas says why)
+                    sched.set_quotas({queue: Quota(*quota) for queue, quota in plan.items()})
 
             actions.append((t, 3, tick))
     actions.sort(key=lambda a: (a[0], a[1]))
