@@ -7,9 +7,9 @@ import pytest
 
 from bench.experiments.replay_anchor import anchored, replay_anchored, weights_of
 from bench.replay import FlagError
-from predictor import sim
 from predictor.replay import ReplaySettings, replay
 from predictor.sim import Quota
+from tests.support.hourly_jobs import hourly_jobs
 
 START = pd.Timestamp("2026-03-02", tz="UTC")
 
@@ -28,10 +28,7 @@ def _jobs() -> pd.DataFrame:
     # 12 GPUs for a day, b for 2 GPUs, so the loop's plan moves deserved away from the static shares.
     history = [(-100 + i, q, 8, 0.5) for i in range(0, 20, 2) for q in ("a", "b")]
     rows = [*history, *[(0, "a", 4, 24)] * 3, (0, "b", 2, 24)]
-    frame = pd.DataFrame(rows, columns=["submit_h", "queue", "num_gpus", "duration_h"])
-    frame["submit_time"] = (START + pd.to_timedelta(frame.pop("submit_h"), unit="h")).astype(str)
-    frame["duration_s"] = frame.pop("duration_h") * 3600
-    return sim.normalise_jobs(frame)
+    return hourly_jobs(rows, START)
 
 
 def test_weight_zero_is_the_loop_and_weight_one_holds_the_static_shares() -> None:

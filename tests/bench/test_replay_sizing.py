@@ -9,6 +9,7 @@ import pytest
 
 from bench import replay
 from predictor import sim
+from tests.support.hourly_jobs import hourly_jobs
 
 START = pd.Timestamp("2026-03-02", tz="UTC")
 END = START + pd.Timedelta(days=4)
@@ -18,10 +19,7 @@ def _growing() -> pd.DataFrame:
     """1-GPU jobs of 1 h, 8 an hour for the first 3 days, then 40 an hour on the last day: demand grows."""
     rows = [(h, "a", 1, 1.0) for h in range(-24, 72) for _ in range(8)]
     rows += [(h, "b", 1, 1.0) for h in range(72, 96) for _ in range(40)]
-    frame = pd.DataFrame(rows, columns=["submit_h", "queue", "num_gpus", "duration_h"])
-    frame["submit_time"] = (START + pd.to_timedelta(frame.pop("submit_h"), unit="h")).astype(str)
-    frame["duration_s"] = frame.pop("duration_h") * 3600
-    return sim.normalise_jobs(frame)
+    return hourly_jobs(rows, START)
 
 
 def test_drain_is_the_smallest_cluster_whose_fluid_backlog_empties() -> None:

@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from predictor import sim
 from predictor.cli import main
 from predictor.errors import InputError
 from predictor.replay import ReplaySettings, replay
 from predictor.replay.baselines import water_fill
+from tests.support.hourly_jobs import hourly_jobs
 
 START = pd.Timestamp("2026-03-02", tz="UTC")
 WEEK_H = 168
@@ -20,10 +20,7 @@ HISTORY = [(-100 + i, q, 8, 0.5) for i in range(0, 20, 2) for q in ("a", "b")]
 
 
 def _jobs(rows):
-    frame = pd.DataFrame(rows, columns=["submit_h", "queue", "num_gpus", "duration_h"])
-    frame["submit_time"] = (START + pd.to_timedelta(frame.pop("submit_h"), unit="h")).astype(str)
-    frame["duration_s"] = frame.pop("duration_h") * 3600
-    return sim.normalise_jobs(frame)
+    return hourly_jobs(rows, START)
 
 
 def _last(schedule, field):

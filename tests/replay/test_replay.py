@@ -13,6 +13,7 @@ from predictor.cli import main
 from predictor.errors import InputError
 from predictor.planner import PlannerSettings
 from predictor.replay import POLICIES, ReplaySettings, replay
+from tests.support.hourly_jobs import hourly_jobs
 
 START = pd.Timestamp("2026-03-02", tz="UTC")
 KEYS = {
@@ -29,10 +30,7 @@ KEYS = {
 
 
 def _jobs(rows):
-    frame = pd.DataFrame(rows, columns=["submit_h", "queue", "num_gpus", "duration_h"])
-    frame["submit_time"] = (START + pd.to_timedelta(frame.pop("submit_h"), unit="h")).astype(str)
-    frame["duration_s"] = frame.pop("duration_h") * 3600
-    return sim.normalise_jobs(frame)
+    return hourly_jobs(rows, START)
 
 
 @pytest.fixture(scope="module")
