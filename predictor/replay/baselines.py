@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from predictor.sim import QueueSpec, Scheduler
+from predictor.sim import QueueSpec, Quota, Scheduler
 
 __all__ = ["Proportion", "StaticWeekly", "static_queues", "water_fill"]
 
@@ -78,7 +78,7 @@ class Proportion:
         shares = water_fill(requests, self.weights, self.total)
         changed = {q: d for q, d in shares.items() if abs(d - self.deserved[q]) > _EPS}
         if changed:
-            self.sched.set_deserved(changed)
+            self.sched.set_quotas({q: Quota(deserved=d) for q, d in changed.items()})
             self.deserved.update(changed)
             self.changes += len(changed)
 
@@ -97,5 +97,5 @@ class StaticWeekly:
         new = {s.name: s.deserved for s in static_queues(self.jobs, t, self.total, hard=False)}
         changed = {q: d for q, d in new.items() if d != now[q]}
         if changed:  # capability stays the cluster (elastic), as static-elastic's
-            self.sched.set_deserved(changed)
+            self.sched.set_quotas({q: Quota(deserved=d) for q, d in changed.items()})
             self.changes += len(changed)

@@ -14,6 +14,7 @@ from predictor.sim.cluster import (
     ClusterSpec,
     GpuType,
     QueueSpec,
+    Quota,
     QuotaChange,
     default_queues,
     parse_gpu_types,
@@ -25,7 +26,7 @@ from predictor.sim.jobs import load_jobs, normalise_jobs, philly_sample, synthet
 from predictor.sim.openmetrics import write_openmetrics
 from predictor.sim.parquet import write_parquet
 from predictor.sim.run import METRIC_SETS, QuotaPolicy, SimResult, SimSettings, simulate
-from predictor.sim.scheduler import Quota, Scheduler, SchedulerResult
+from predictor.sim.scheduler import Scheduler, SchedulerResult
 from predictor.sim.series import Family, StepGrid
 from predictor.sim.summary import fragmentation, queue_summary, summary_totals
 from predictor.sim.volcano import VolcanoSettings

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,7 @@ __all__ = [
     "ClusterSpec",
     "GpuType",
     "QueueSpec",
+    "Quota",
     "QuotaChange",
     "default_queues",
     "parse_gpu_types",
@@ -133,6 +135,14 @@ class QueueSpec:
             )
         if self.weight < 1:
             raise InputError(f"queue {self.name!r}: weight must be >= 1, got {self.weight}")
+
+
+class Quota(NamedTuple):
+    """A queue's new quota in GPUs; ``None`` leaves that field as it is."""
+
+    deserved: float | None = None
+    capability: float | None = None
+    guarantee: float | None = None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from predictor.errors import InputError
-from predictor.sim.cluster import ClusterSpec, QueueSpec, QuotaChange, default_queues
+from predictor.sim.cluster import ClusterSpec, QueueSpec, Quota, QuotaChange, default_queues
 from predictor.sim.dcgm import DcgmGenerator
 from predictor.sim.faults import FaultPlan, faults_frame, plan_job_faults, plan_scheduler_faults
 from predictor.sim.kube import kube_families, volcano_families
@@ -29,7 +29,7 @@ from predictor.sim.onsets import draw_onsets
 from predictor.sim.openmetrics import write_openmetrics
 from predictor.sim.parquet import write_parquet
 from predictor.sim.profiles import UsageProfiles, draw_profiles
-from predictor.sim.scheduler import Quota, Scheduler, SchedulerResult
+from predictor.sim.scheduler import Scheduler, SchedulerResult
 from predictor.sim.series import Family, StepGrid
 from predictor.sim.summary import queue_summary, summarise
 from predictor.sources.files import write_frame

@@ -22,27 +22,18 @@ import bisect
 import heapq
 import math
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from predictor.errors import InputError
 from predictor.sim.attempts import AttemptLog, SchedulerResult
-from predictor.sim.cluster import ClusterSpec, QueueSpec, check_queues
+from predictor.sim.cluster import ClusterSpec, QueueSpec, Quota, check_queues
 from predictor.sim.evict import Evictions, Victim, gang_tasks, plan_evictions
 from predictor.sim.series import epoch_s
 from predictor.sim.volcano import VolcanoSettings, kept_work
 
-__all__ = ["Quota", "Scheduler", "SchedulerResult"]
-
-
-class Quota(NamedTuple):
-    """A queue's new quota in GPUs; ``None`` leaves that field as it is."""
-
-    deserved: float | None = None
-    capability: float | None = None
-    guarantee: float | None = None
+__all__ = ["Scheduler", "SchedulerResult"]
 
 
 class Scheduler:
@@ -142,16 +133,12 @@ class Scheduler:
         """Change a queue's quota now (applies from the next pass, as Volcano's next session)."""
         self.set_quotas({queue: Quota(deserved, capability, guarantee)})
 
-    def set_deserved(self, deserved: Mapping[str, float]) -> None:
-        """Set several queues' deserved at once, then one pass: a session that recomputed every queue's
-        share (Volcano's proportion plugin) acts on all of them together."""
-        self.set_quotas({queue: Quota(deserved=value) for queue, value in deserved.items()})
-
     def set_quotas(self, quotas: Mapping[str, Quota]) -> None:
         """Change several queues' quotas at once, then one pass. A planner writes one cycle's queues within
         a second, between two of Volcano's sessions, so the next session acts on the whole plan; a pass after
         each queue would reclaim for a half-applied plan (one queue raised, the queue it takes from not yet
-        cut) at every cycle. Nothing changes if a queue is unknown."""
+        cut) at every cycle. A session that recomputes every queue's share (Volcano's proportion plugin) writes
+        them this way too. Nothing changes if a queue is unknown."""
         unknown = sorted(set(quotas) - set(self._qidx))
         if unknown:
             raise InputError(f"unknown queue {unknown[0]!r} (known: {', '.join(self.queue_names)})")
